@@ -1,0 +1,114 @@
+//! The library's error type. Each variant knows its C status code; the Display text becomes the
+//! thread-local "last error" message at the C boundary, so it carries the context a user needs
+//! (path, errno, offending value).
+
+use crate::status::Status;
+
+/// Every failure the core can report.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A required pointer was NULL (the name is the C parameter).
+    #[error("argument `{0}` must not be NULL")]
+    NullArgument(&'static str),
+    /// A value outside what the call accepts.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// Open flags that are not "r", "r+", "w" or "w+".
+    #[error("invalid open flags {0:?}: expected \"r\", \"r+\", \"w\" or \"w+\"")]
+    InvalidFlags(String),
+    /// An enumeration value from C out of range.
+    #[error("invalid value {value} for {what}")]
+    InvalidEnum {
+        /// Which enumeration.
+        what: &'static str,
+        /// The raw value received.
+        value: u32,
+    },
+    /// Size/offset arithmetic would overflow.
+    #[error("{0}")]
+    Overflow(String),
+    /// The handle was closed before the call.
+    #[error("the file handle is closed")]
+    ClosedHandle,
+    /// The path is empty or has an interior NUL.
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    /// open(2) failed.
+    #[error("cannot open {path:?} with flags {flags:?}: {source}")]
+    Open {
+        /// The path as given (lossily shown when not UTF-8).
+        path: String,
+        /// The flags as given.
+        flags: String,
+        /// The OS error (errno).
+        source: std::io::Error,
+    },
+    /// A system call during I/O failed.
+    #[error("{op} failed on {path:?} at offset {offset}: {source}")]
+    Io {
+        /// The operation (`pread`, `fstat`, ...).
+        op: &'static str,
+        /// The file's path.
+        path: String,
+        /// The file offset involved.
+        offset: u64,
+        /// The OS error (errno).
+        source: std::io::Error,
+    },
+    /// The CUDA driver is missing or did not initialise.
+    #[error("CUDA driver unavailable: {0}")]
+    CudaUnavailable(String),
+    /// A CUDA driver call failed.
+    #[error("CUDA error: {0}")]
+    Cuda(String),
+    /// cuFile cannot be used and the compat mode forbids the fallback.
+    #[error("cuFile unavailable: {0}")]
+    CufileUnavailable(String),
+    /// A cuFile call failed.
+    #[error("cuFile error: {0}")]
+    Cufile(String),
+    /// A setting is invalid (environment variable or API value).
+    #[error("{0}")]
+    InvalidSetting(String),
+    /// A panic was caught.
+    #[error("internal panic: {0}")]
+    Panic(String),
+    /// Resource exhaustion or a broken invariant.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The C status code for this error.
+    pub fn status(&self) -> Status {
+        match self {
+            Error::NullArgument(_) => Status::NullArgument,
+            Error::InvalidArgument(_) => Status::InvalidArgument,
+            Error::InvalidFlags(_) => Status::InvalidFlags,
+            Error::InvalidEnum { .. } => Status::InvalidEnum,
+            Error::Overflow(_) => Status::Overflow,
+            Error::ClosedHandle => Status::ClosedHandle,
+            Error::InvalidPath(_) => Status::InvalidPath,
+            Error::Open { .. } => Status::OpenFailed,
+            Error::Io { .. } => Status::IoError,
+            Error::CudaUnavailable(_) => Status::CudaUnavailable,
+            Error::Cuda(_) => Status::CudaError,
+            Error::CufileUnavailable(_) => Status::CufileUnavailable,
+            Error::Cufile(_) => Status::CufileError,
+            Error::InvalidSetting(_) => Status::InvalidSetting,
+            Error::Panic(_) => Status::Panic,
+            Error::Internal(_) => Status::Internal,
+        }
+    }
+
+    /// The errno behind this error, if it came from a system call.
+    pub fn os_error(&self) -> Option<i32> {
+        match self {
+            Error::Open { source, .. } | Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+/// Shorthand used across the core.
+pub type Result<T> = std::result::Result<T, Error>;
