@@ -1,0 +1,76 @@
+//! KvikIO's compatibility mode: whether reads into device memory may call cuFile (OFF), must not
+//! (ON), or try it and fall back to our POSIX backend (AUTO). The numbers match KvikIO's enum.
+
+use crate::error::{Error, Result};
+
+/// Whether device reads go through cuFile or our POSIX backend.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompatMode {
+    /// Always call cuFile; failures to use it are errors.
+    Off = 0,
+    /// Never call cuFile.
+    On = 1,
+    /// Try cuFile, fall back to POSIX (with a recorded reason) when it cannot serve a file.
+    Auto = 2,
+}
+
+impl CompatMode {
+    /// Converts a raw value received from C.
+    pub fn from_raw(value: u32) -> Result<CompatMode> {
+        match value {
+            0 => Ok(CompatMode::Off),
+            1 => Ok(CompatMode::On),
+            2 => Ok(CompatMode::Auto),
+            _ => Err(Error::InvalidEnum { what: "compat mode", value }),
+        }
+    }
+
+    /// Parses KvikIO's spellings, case-insensitively: on/true/yes/1, off/false/no/0, auto.
+    /// Stricter than KvikIO, which keeps only the first whitespace-separated word: surrounding
+    /// whitespace is ignored but "yes please" is rejected.
+    pub fn parse(text: &str) -> Option<CompatMode> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" | "yes" | "1" => Some(CompatMode::On),
+            "off" | "false" | "no" | "0" => Some(CompatMode::Off),
+            "auto" => Some(CompatMode::Auto),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name as used in messages and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompatMode::Off => "off",
+            CompatMode::On => "on",
+            CompatMode::Auto => "auto",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kvikio_spellings() {
+        for s in ["on", "ON", "True", "yes", "1", " on "] {
+            assert_eq!(CompatMode::parse(s), Some(CompatMode::On), "{s}");
+        }
+        for s in ["off", "FALSE", "No", "0"] {
+            assert_eq!(CompatMode::parse(s), Some(CompatMode::Off), "{s}");
+        }
+        assert_eq!(CompatMode::parse("Auto"), Some(CompatMode::Auto));
+        for s in ["", "11", "2", "yes please", "onn", "*&^Yes"] {
+            assert_eq!(CompatMode::parse(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn raw_values_match_kvikio() {
+        assert_eq!(CompatMode::from_raw(0).unwrap(), CompatMode::Off);
+        assert_eq!(CompatMode::from_raw(1).unwrap(), CompatMode::On);
+        assert_eq!(CompatMode::from_raw(2).unwrap(), CompatMode::Auto);
+        assert!(matches!(CompatMode::from_raw(3), Err(Error::InvalidEnum { value: 3, .. })));
+    }
+}
