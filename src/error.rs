@@ -110,5 +110,37 @@ impl Error {
     }
 }
 
+fn clone_io(e: &std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+/// An operation's result is read by every waiter, so errors are cloneable; OS errors keep their
+/// errno.
+impl Clone for Error {
+    fn clone(&self) -> Self {
+        match self {
+            Error::NullArgument(s) => Error::NullArgument(s),
+            Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+            Error::InvalidFlags(s) => Error::InvalidFlags(s.clone()),
+            Error::InvalidEnum { what, value } => Error::InvalidEnum { what, value: *value },
+            Error::Overflow(s) => Error::Overflow(s.clone()),
+            Error::ClosedHandle => Error::ClosedHandle,
+            Error::InvalidPath(s) => Error::InvalidPath(s.clone()),
+            Error::Open { path, flags, source } => Error::Open { path: path.clone(), flags: flags.clone(), source: clone_io(source) },
+            Error::Io { op, path, offset, source } => Error::Io { op, path: path.clone(), offset: *offset, source: clone_io(source) },
+            Error::CudaUnavailable(s) => Error::CudaUnavailable(s.clone()),
+            Error::Cuda(s) => Error::Cuda(s.clone()),
+            Error::CufileUnavailable(s) => Error::CufileUnavailable(s.clone()),
+            Error::Cufile(s) => Error::Cufile(s.clone()),
+            Error::InvalidSetting(s) => Error::InvalidSetting(s.clone()),
+            Error::Panic(s) => Error::Panic(s.clone()),
+            Error::Internal(s) => Error::Internal(s.clone()),
+        }
+    }
+}
+
 /// Shorthand used across the core.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -8,3 +8,14 @@ pub mod status;
 
 pub use error::{Error, Result};
 pub use status::Status;
+pub mod file;
+pub mod operation;
+pub mod posix;
+pub mod route;
+pub mod stats;
+pub mod task_split;
+pub mod thread_pool;
+
+pub use file::File;
+pub use operation::Operation;
+pub use stats::Counters;

@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 
 /// Whether device reads go through cuFile or our POSIX backend.
-#[repr(u8)]
+#[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CompatMode {
     /// Always call cuFile; failures to use it are errors.

@@ -1,0 +1,199 @@
+//! A parallel read in flight, like KvikIO's future. The operation finishes only after every one
+//! of its tasks has stopped, so when a caller sees the result (success or error) nothing will
+//! write into its buffer any more. The result is the first error in task order, or the number of
+//! bytes delivered contiguously from the requested offset.
+
+use crate::error::{Error, Result};
+use crate::stats::{self, StatsCell};
+use crate::thread_pool::ThreadPool;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+struct State {
+    expected: Vec<usize>,
+    results: Vec<Option<Result<usize>>>,
+    remaining: usize,
+    outcome: Option<Result<usize>>,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    finished: Condvar,
+    requested: u64,
+    stats: Arc<StatsCell>,
+}
+
+/// Completion handle for one task; exactly one of these exists per task and it must be
+/// completed, which `TaskSlot::finish` and its Drop guarantee.
+pub struct TaskSlot {
+    inner: Arc<Inner>,
+    index: usize,
+    done: bool,
+}
+
+impl TaskSlot {
+    /// Records the task's result; the last task to finish settles the operation.
+    pub fn finish(mut self, result: Result<usize>) {
+        self.done = true;
+        self.inner.complete(self.index, result);
+    }
+}
+
+impl Drop for TaskSlot {
+    fn drop(&mut self) {
+        // A task that never reported (its closure panicked or was dropped unrun) must still let
+        // the operation finish, or the waiter would hang.
+        if !self.done {
+            self.inner.complete(self.index, Err(Error::Internal("a read task ended without reporting".into())));
+        }
+    }
+}
+
+/// A read in flight.
+pub struct Operation {
+    inner: Arc<Inner>,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn complete(&self, index: usize, result: Result<usize>) {
+        let mut state = self.lock();
+        if state.results[index].is_some() {
+            return;
+        }
+        state.results[index] = Some(result);
+        state.remaining -= 1;
+        if state.remaining == 0 {
+            let outcome = settle(&state.expected, &state.results);
+            let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
+            stats::record_call(&self.stats, self.requested, delivered, outcome.is_err());
+            state.outcome = Some(outcome);
+            self.finished.notify_all();
+        }
+    }
+}
+
+/// First error in task order, else the bytes read up to the first short task.
+fn settle(expected: &[usize], results: &[Option<Result<usize>>]) -> Result<usize> {
+    let mut total = 0usize;
+    let mut contiguous = true;
+    for (want, got) in expected.iter().zip(results) {
+        match got {
+            Some(Ok(n)) => {
+                if contiguous {
+                    total += n;
+                    contiguous = n == want;
+                }
+            }
+            Some(Err(e)) => return Err(e.clone()),
+            None => return Err(Error::Internal("operation settled with a task missing".into())),
+        }
+    }
+    Ok(total)
+}
+
+impl Operation {
+    /// Creates an operation for tasks of the given sizes, and one slot per task. With no tasks
+    /// the operation is already finished with 0 bytes.
+    pub fn new(task_sizes: Vec<usize>, requested: u64, stats: Arc<StatsCell>) -> (Operation, Vec<TaskSlot>) {
+        let n = task_sizes.len();
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State { expected: task_sizes, results: (0..n).map(|_| None).collect(), remaining: n, outcome: None }),
+            finished: Condvar::new(),
+            requested,
+            stats,
+        });
+        if n == 0 {
+            stats::record_call(&inner.stats, requested, 0, false);
+            inner.lock().outcome = Some(Ok(0));
+        }
+        let slots = (0..n).map(|index| TaskSlot { inner: Arc::clone(&inner), index, done: false }).collect();
+        (Operation { inner }, slots)
+    }
+
+    /// True once every task has stopped.
+    pub fn is_done(&self) -> bool {
+        self.inner.lock().outcome.is_some()
+    }
+
+    /// Blocks until every task has stopped and returns the result. May be called repeatedly.
+    /// On a pool thread it runs queued tasks while it waits (nested reads cannot deadlock).
+    pub fn wait(&self, pool: Option<&ThreadPool>) -> Result<usize> {
+        let helper = pool.filter(|_| ThreadPool::on_pool_thread());
+        let mut state = self.inner.lock();
+        loop {
+            if let Some(outcome) = &state.outcome {
+                return outcome.clone();
+            }
+            match helper {
+                Some(pool) => {
+                    drop(state);
+                    if !pool.run_one_queued() {
+                        let guard = self.inner.lock();
+                        let _ = self.inner.finished.wait_timeout(guard, Duration::from_millis(1));
+                    }
+                    state = self.inner.lock();
+                }
+                None => state = self.inner.finished.wait(state).unwrap_or_else(|p| p.into_inner()),
+            }
+        }
+    }
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        // The caller's buffer must not be written after the handle is gone.
+        let _ = self.wait(crate::thread_pool::global().ok());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(sizes: Vec<usize>) -> (Operation, Vec<TaskSlot>, Arc<StatsCell>) {
+        let stats = Arc::new(StatsCell::default());
+        let requested = sizes.iter().sum::<usize>() as u64;
+        let (op, slots) = Operation::new(sizes, requested, Arc::clone(&stats));
+        (op, slots, stats)
+    }
+
+    #[test]
+    fn sums_contiguous_bytes_and_stops_at_first_short_task() {
+        let (o, slots, stats) = op(vec![10, 10, 10]);
+        let mut it = slots.into_iter();
+        it.next().unwrap().finish(Ok(10));
+        assert!(!o.is_done());
+        it.next().unwrap().finish(Ok(4));
+        it.next().unwrap().finish(Ok(10));
+        assert_eq!(o.wait(None).unwrap(), 14);
+        assert_eq!(o.wait(None).unwrap(), 14);
+        let c = stats.snapshot();
+        assert_eq!((c.calls, c.calls_short, c.bytes_read, c.bytes_requested), (1, 1, 14, 30));
+    }
+
+    #[test]
+    fn first_error_in_task_order_wins_after_all_tasks_stop() {
+        let (o, slots, stats) = op(vec![1, 1, 1]);
+        let mut it = slots.into_iter();
+        let first = it.next().unwrap();
+        it.next().unwrap().finish(Err(Error::InvalidArgument("second".into())));
+        it.next().unwrap().finish(Err(Error::InvalidArgument("third".into())));
+        assert!(!o.is_done(), "must wait for the first task too");
+        drop(first); // a task that never reported
+        let err = o.wait(None).unwrap_err();
+        assert!(matches!(err, Error::Internal(_)), "{err}");
+        assert_eq!(stats.snapshot().calls_failed, 1);
+    }
+
+    #[test]
+    fn no_tasks_is_finished() {
+        let (o, slots, _) = op(vec![]);
+        assert!(slots.is_empty());
+        assert!(o.is_done());
+        assert_eq!(o.wait(None).unwrap(), 0);
+    }
+}

@@ -1,0 +1,267 @@
+//! Route counters: how many logical calls, tasks and bytes went through each route, and why the
+//! POSIX backend ran. Counted process-wide and per file handle. Each task's contribution is
+//! applied under one lock, so a snapshot taken while reads run is consistent: tasks equal the
+//! sum of the routes' tasks, bytes the sum of the routes' bytes.
+
+use std::sync::{Mutex, MutexGuard};
+
+/// Which backend served a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Our POSIX backend (pread, plus a bounce-buffer copy for device memory).
+    Posix(PosixReason),
+    /// cuFile (`cuFileRead`).
+    Cufile,
+}
+
+/// Why a task took the POSIX route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PosixReason {
+    /// The destination is host memory (pageable or pinned); KvikIO never uses cuFile for it.
+    HostMemory,
+    /// A device request smaller than the GDS threshold.
+    BelowThreshold,
+    /// Compat mode ON.
+    CompatOn,
+    /// Compat mode AUTO and cuFile cannot serve this file (the handle records why).
+    AutoFallback,
+}
+
+/// cuFile statistics state, reported in [`Counters::cufile_stats_state`].
+pub mod cufile_state {
+    /// cuFile has not been loaded in this process (no device read needed it yet, or it is absent).
+    pub const NOT_LOADED: u64 = 0;
+    /// libcufile is loaded but has no statistics API (older than 1.15) or it failed.
+    pub const API_MISSING: u64 = 1;
+    /// cuFile's per-GPU counters are collected; the `cufile_n_*` fields are live.
+    pub const ACTIVE: u64 = 2;
+    /// Per-handle statistics: cuFile counts per process, not per file.
+    pub const PROCESS_WIDE_ONLY: u64 = 3;
+}
+
+/// A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order
+/// is append-only and every field is a `u64`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Size of this struct in bytes as the library filled it (set by the library).
+    pub struct_size: u64,
+    /// Logical read calls that completed (one `read` or `pread` is one call, however many tasks).
+    pub calls: u64,
+    /// Logical calls that returned an error.
+    pub calls_failed: u64,
+    /// Calls that stopped short of the requested size at end of file.
+    pub calls_short: u64,
+    /// Bytes requested by completed calls.
+    pub bytes_requested: u64,
+    /// Bytes delivered by completed calls (contiguous from the requested offset).
+    pub bytes_read: u64,
+    /// Tasks run (one pread loop or one cuFileRead each).
+    pub tasks: u64,
+    /// Tasks that failed.
+    pub tasks_failed: u64,
+    /// Bytes delivered by tasks (equals `posix_bytes + cufile_bytes`).
+    pub task_bytes: u64,
+    /// Tasks on our POSIX backend.
+    pub posix_tasks: u64,
+    /// Bytes delivered by our POSIX backend.
+    pub posix_bytes: u64,
+    /// POSIX tasks because the destination was host memory.
+    pub posix_tasks_host_memory: u64,
+    /// POSIX tasks because a device request was below the GDS threshold.
+    pub posix_tasks_below_threshold: u64,
+    /// POSIX tasks because compat mode was ON.
+    pub posix_tasks_compat_on: u64,
+    /// POSIX tasks because AUTO fell back (cuFile unusable for the file).
+    pub posix_tasks_auto_fallback: u64,
+    /// Tasks served by `cuFileRead`.
+    pub cufile_tasks: u64,
+    /// Bytes delivered by `cuFileRead`.
+    pub cufile_bytes: u64,
+    /// One of the `cufile_state` values: whether the `cufile_n_*` fields below are live.
+    pub cufile_stats_state: u64,
+    /// cuFile's own per-GPU `n_total_reads`, summed over GPUs, since start or reset.
+    pub cufile_n_total_reads: u64,
+    /// cuFile's `n_nvfs_reads`: reads through nvidia-fs (real GPUDirect Storage).
+    pub cufile_n_nvfs_reads: u64,
+    /// cuFile's `n_posix_reads`: reads through cuFile's own compatibility (POSIX) path.
+    pub cufile_n_posix_reads: u64,
+    /// cuFile's `n_p2p_reads`: reads through PCIe P2PDMA.
+    pub cufile_n_p2p_reads: u64,
+    /// cuFile's `n_unaligned_reads`.
+    pub cufile_n_unaligned_reads: u64,
+    /// cuFile's `n_reads_err`.
+    pub cufile_n_reads_err: u64,
+    /// cuFile's per-GPU `read_bytes`.
+    pub cufile_read_bytes: u64,
+}
+
+impl Counters {
+    /// Size in bytes of the current layout.
+    pub const SIZE: u64 = std::mem::size_of::<Counters>() as u64;
+
+    /// Every field with its name, in layout order. The text and JSON renderers and the tests
+    /// walk this one list.
+    pub fn entries(&self) -> [(&'static str, u64); 25] {
+        [
+            ("struct_size", self.struct_size),
+            ("calls", self.calls),
+            ("calls_failed", self.calls_failed),
+            ("calls_short", self.calls_short),
+            ("bytes_requested", self.bytes_requested),
+            ("bytes_read", self.bytes_read),
+            ("tasks", self.tasks),
+            ("tasks_failed", self.tasks_failed),
+            ("task_bytes", self.task_bytes),
+            ("posix_tasks", self.posix_tasks),
+            ("posix_bytes", self.posix_bytes),
+            ("posix_tasks_host_memory", self.posix_tasks_host_memory),
+            ("posix_tasks_below_threshold", self.posix_tasks_below_threshold),
+            ("posix_tasks_compat_on", self.posix_tasks_compat_on),
+            ("posix_tasks_auto_fallback", self.posix_tasks_auto_fallback),
+            ("cufile_tasks", self.cufile_tasks),
+            ("cufile_bytes", self.cufile_bytes),
+            ("cufile_stats_state", self.cufile_stats_state),
+            ("cufile_n_total_reads", self.cufile_n_total_reads),
+            ("cufile_n_nvfs_reads", self.cufile_n_nvfs_reads),
+            ("cufile_n_posix_reads", self.cufile_n_posix_reads),
+            ("cufile_n_p2p_reads", self.cufile_n_p2p_reads),
+            ("cufile_n_unaligned_reads", self.cufile_n_unaligned_reads),
+            ("cufile_n_reads_err", self.cufile_n_reads_err),
+            ("cufile_read_bytes", self.cufile_read_bytes),
+        ]
+    }
+
+    /// Multi-line `name value` text.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for (name, value) in self.entries() {
+            out.push_str(&format!("{name:<28} {value}\n"));
+        }
+        if self.cufile_stats_state == cufile_state::ACTIVE {
+            out.push_str(&format!(
+                "cufile per-GPU: n={} nvfs={} posix={} p2p={} unaligned={} err={}\n",
+                self.cufile_n_total_reads,
+                self.cufile_n_nvfs_reads,
+                self.cufile_n_posix_reads,
+                self.cufile_n_p2p_reads,
+                self.cufile_n_unaligned_reads,
+                self.cufile_n_reads_err
+            ));
+        }
+        out
+    }
+
+    /// One JSON object with every field.
+    pub fn to_json(&self) -> String {
+        let body: Vec<String> = self.entries().iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        format!("{{{}}}", body.join(","))
+    }
+
+    fn add_task(&mut self, route: Route, bytes: u64, failed: bool) {
+        self.tasks += 1;
+        self.tasks_failed += failed as u64;
+        self.task_bytes += bytes;
+        match route {
+            Route::Cufile => {
+                self.cufile_tasks += 1;
+                self.cufile_bytes += bytes;
+            }
+            Route::Posix(reason) => {
+                self.posix_tasks += 1;
+                self.posix_bytes += bytes;
+                *match reason {
+                    PosixReason::HostMemory => &mut self.posix_tasks_host_memory,
+                    PosixReason::BelowThreshold => &mut self.posix_tasks_below_threshold,
+                    PosixReason::CompatOn => &mut self.posix_tasks_compat_on,
+                    PosixReason::AutoFallback => &mut self.posix_tasks_auto_fallback,
+                } += 1;
+            }
+        }
+    }
+
+    fn add_call(&mut self, requested: u64, delivered: u64, failed: bool) {
+        self.calls += 1;
+        self.calls_failed += failed as u64;
+        self.calls_short += (!failed && delivered < requested) as u64;
+        self.bytes_requested += requested;
+        self.bytes_read += delivered;
+    }
+}
+
+/// One set of live counters.
+#[derive(Default)]
+pub struct StatsCell {
+    counters: Mutex<Counters>,
+}
+
+impl StatsCell {
+    fn lock(&self) -> MutexGuard<'_, Counters> {
+        self.counters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A consistent copy, with `struct_size` set.
+    pub fn snapshot(&self) -> Counters {
+        Counters { struct_size: Counters::SIZE, ..*self.lock() }
+    }
+
+    /// Zeroes every counter.
+    pub fn reset(&self) {
+        *self.lock() = Counters::default();
+    }
+}
+
+static GLOBAL: once_cell::sync::Lazy<StatsCell> = once_cell::sync::Lazy::new(StatsCell::default);
+
+/// The process-wide counters.
+pub fn global() -> &'static StatsCell {
+    &GLOBAL
+}
+
+/// Records one finished task in the process-wide counters and in the handle's.
+pub fn record_task(handle: &StatsCell, route: Route, bytes: u64, failed: bool) {
+    for cell in [global(), handle] {
+        cell.lock().add_task(route, bytes, failed);
+    }
+}
+
+/// Records one finished logical call in the process-wide counters and in the handle's.
+pub fn record_call(handle: &StatsCell, requested: u64, delivered: u64, failed: bool) {
+    for cell in [global(), handle] {
+        cell.lock().add_call(requested, delivered, failed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_cover_the_whole_struct() {
+        assert_eq!(Counters::SIZE as usize, Counters::default().entries().len() * 8);
+        let names: Vec<&str> = Counters::default().entries().iter().map(|e| e.0).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+    }
+
+    #[test]
+    fn task_and_call_accounting() {
+        let cell = StatsCell::default();
+        let mut c = cell.snapshot();
+        assert_eq!(c.struct_size, Counters::SIZE);
+        c.add_task(Route::Posix(PosixReason::HostMemory), 10, false);
+        c.add_task(Route::Posix(PosixReason::AutoFallback), 5, false);
+        c.add_task(Route::Cufile, 7, false);
+        c.add_task(Route::Posix(PosixReason::BelowThreshold), 0, true);
+        c.add_call(30, 22, false);
+        assert_eq!((c.tasks, c.task_bytes, c.tasks_failed), (4, 22, 1));
+        assert_eq!((c.posix_tasks, c.posix_bytes, c.cufile_tasks, c.cufile_bytes), (3, 15, 1, 7));
+        assert_eq!(c.posix_tasks_host_memory + c.posix_tasks_auto_fallback + c.posix_tasks_below_threshold, 3);
+        assert_eq!((c.calls, c.calls_short, c.bytes_read), (1, 1, 22));
+        let json = c.to_json();
+        assert!(json.starts_with("{\"struct_size\":") && json.contains("\"posix_tasks\":3"), "{json}");
+        assert!(c.to_text().contains("cufile_tasks"));
+    }
+}
