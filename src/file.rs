@@ -183,7 +183,7 @@ impl File {
     /// This handle's counters.
     pub fn stats(&self) -> Counters {
         let mut c = self.stats.snapshot();
-        c.cufile_stats_state = stats::cufile_state::PROCESS_WIDE_ONLY;
+        c.cufile_stats_state = stats::CufileStatsState::ProcessWideOnly as u64;
         c
     }
 

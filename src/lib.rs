@@ -19,3 +19,4 @@ pub mod thread_pool;
 pub use file::File;
 pub use operation::Operation;
 pub use stats::Counters;
+pub mod ffi;

@@ -27,16 +27,18 @@ pub enum PosixReason {
     AutoFallback,
 }
 
-/// cuFile statistics state, reported in [`Counters::cufile_stats_state`].
-pub mod cufile_state {
+/// Whether the `cufile_n_*` counters are live, reported in [`Counters::cufile_stats_state`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CufileStatsState {
     /// cuFile has not been loaded in this process (no device read needed it yet, or it is absent).
-    pub const NOT_LOADED: u64 = 0;
+    NotLoaded = 0,
     /// libcufile is loaded but has no statistics API (older than 1.15) or it failed.
-    pub const API_MISSING: u64 = 1;
+    ApiMissing = 1,
     /// cuFile's per-GPU counters are collected; the `cufile_n_*` fields are live.
-    pub const ACTIVE: u64 = 2;
-    /// Per-handle statistics: cuFile counts per process, not per file.
-    pub const PROCESS_WIDE_ONLY: u64 = 3;
+    Active = 2,
+    /// Per-handle statistics: cuFile counts per process, not per file, so the fields read 0.
+    ProcessWideOnly = 3,
 }
 
 /// A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order
@@ -78,7 +80,7 @@ pub struct Counters {
     pub cufile_tasks: u64,
     /// Bytes delivered by `cuFileRead`.
     pub cufile_bytes: u64,
-    /// One of the `cufile_state` values: whether the `cufile_n_*` fields below are live.
+    /// A `CufileStatsState` value: whether the `cufile_n_*` fields below are live.
     pub cufile_stats_state: u64,
     /// cuFile's own per-GPU `n_total_reads`, summed over GPUs, since start or reset.
     pub cufile_n_total_reads: u64,
@@ -138,7 +140,7 @@ impl Counters {
         for (name, value) in self.entries() {
             out.push_str(&format!("{name:<28} {value}\n"));
         }
-        if self.cufile_stats_state == cufile_state::ACTIVE {
+        if self.cufile_stats_state == CufileStatsState::Active as u64 {
             out.push_str(&format!(
                 "cufile per-GPU: n={} nvfs={} posix={} p2p={} unaligned={} err={}\n",
                 self.cufile_n_total_reads,

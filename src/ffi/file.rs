@@ -1,0 +1,211 @@
+//! File handles: open, read, parallel read, counters, close, free.
+
+use super::{arg, guard, out, write_out};
+use crate::error::Error;
+use crate::file::File;
+use crate::operation::Operation;
+use crate::settings::CompatMode;
+use crate::stats::Counters;
+use crate::status::Status;
+use std::ffi::{CStr, c_char, c_void};
+
+/// Reads the C strings of an open call.
+///
+/// # Safety
+/// Each pointer is NULL or a NUL-terminated string.
+unsafe fn open_args<'a>(path: *const c_char, flags: *const c_char) -> crate::Result<(&'a [u8], &'a str)> {
+    // SAFETY: forwarded from the caller.
+    let path = unsafe { arg(path, "path") }.map(|p| unsafe { CStr::from_ptr(p) })?;
+    // SAFETY: forwarded from the caller.
+    let flags = unsafe { arg(flags, "flags") }.map(|f| unsafe { CStr::from_ptr(f) })?;
+    let flags = flags.to_str().map_err(|_| Error::InvalidFlags(flags.to_string_lossy().into_owned()))?;
+    Ok((path.to_bytes(), flags))
+}
+
+/// Opens a file.
+///
+/// `path` is a NUL-terminated byte string passed to `open(2)` as is (it need not be UTF-8).
+/// `flags` is KvikIO's: "r" (read), "r+" (read/write), "w" (write, create, truncate) or "w+"
+/// (read/write, create, truncate); `O_CLOEXEC` is always added. `mode` is used when the file is
+/// created (e.g. 0644). The handle takes the process's default compat mode as it is now.
+///
+/// Returns `GDSROUTE_STATUS_OK` and a new handle in `*file`. Errors: `NULL_ARGUMENT`,
+/// `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`
+/// (errno in `gdsroute_last_error_errno`), `INVALID_SETTING`.
+/// Ownership: free the handle with `gdsroute_file_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_open(
+    path: *const c_char,
+    flags: *const c_char,
+    mode: u32,
+    file: *mut *mut File,
+) -> Status {
+    guard(|| {
+        let file = out(file, "file")?;
+        // SAFETY: the caller passes NUL-terminated strings or NULL.
+        let (path, flags) = unsafe { open_args(path, flags)? };
+        let handle = Box::new(File::open(path, flags, mode, None)?);
+        // SAFETY: checked by `out`.
+        unsafe { write_out(file, Box::into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// Like `gdsroute_file_open`, with a compat mode for this handle only (a `gdsroute_compat_mode`
+/// value). Errors as `gdsroute_file_open`, plus `INVALID_ENUM`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_open_with_compat_mode(
+    path: *const c_char,
+    flags: *const c_char,
+    mode: u32,
+    compat_mode: u32,
+    file: *mut *mut File,
+) -> Status {
+    guard(|| {
+        let file = out(file, "file")?;
+        let compat_mode = CompatMode::from_raw(compat_mode)?;
+        // SAFETY: the caller passes NUL-terminated strings or NULL.
+        let (path, flags) = unsafe { open_args(path, flags)? };
+        let handle = Box::new(File::open(path, flags, mode, Some(compat_mode))?);
+        // SAFETY: checked by `out`.
+        unsafe { write_out(file, Box::into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// Reads the compat mode the handle was opened with into `*compat_mode`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_compat_mode(file: *const File, compat_mode: *mut u32) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let compat_mode = out(compat_mode, "compat_mode")?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(compat_mode, file.compat_mode() as u32) };
+        Ok(())
+    })
+}
+
+/// Reads the file's current size in bytes (`fstat`) into `*size`.
+/// Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_size(file: *const File, size: *mut u64) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let size = out(size, "size")?;
+        let value = file.size()?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(size, value) };
+        Ok(())
+    })
+}
+
+/// Reads `size` bytes at `file_offset` into `buf` in one synchronous call on the calling thread
+/// (KvikIO's `read`). Blocks until done.
+///
+/// Returns the bytes read in `*bytes_read`: fewer than `size` only when the file ends first
+/// (0 when `file_offset` is at or past the end); that is success. Nothing outside
+/// `buf[0, size)` is written. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `OVERFLOW` (`size` above
+/// SSIZE_MAX or `file_offset + size` above the largest off_t), `IO_ERROR`.
+/// Routes: host memory is read by the POSIX backend.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_read(
+    file: *const File,
+    buf: *mut c_void,
+    size: usize,
+    file_offset: u64,
+    bytes_read: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let buf = out(buf, "buf")?;
+        let bytes_read = out(bytes_read, "bytes_read")?;
+        // SAFETY: the caller guarantees `buf` is writable for `size` bytes during the call.
+        let n = unsafe { file.read_raw(buf.cast(), size, file_offset)? };
+        // SAFETY: checked by `out`.
+        unsafe { write_out(bytes_read, n) };
+        Ok(())
+    })
+}
+
+/// Starts a parallel read of `size` bytes at `file_offset` into `buf` (KvikIO's `pread`): the
+/// request is split into task-size tasks run on the shared pool. Returns at once with an
+/// operation in `*op`; wait for it with `gdsroute_op_wait`.
+///
+/// The buffer must stay valid and untouched until the operation has finished (`gdsroute_op_wait`
+/// returned, `gdsroute_op_poll` said done, or `gdsroute_op_free` returned). Errors found before
+/// any task starts are returned here (as `gdsroute_file_read`); task errors by `gdsroute_op_wait`.
+/// Ownership: free the operation with `gdsroute_op_free`. The handle may be closed or freed
+/// while the operation runs; its tasks keep the descriptor open until they finish.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_pread(
+    file: *const File,
+    buf: *mut c_void,
+    size: usize,
+    file_offset: u64,
+    op: *mut *mut Operation,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let buf = out(buf, "buf")?;
+        let op = out(op, "op")?;
+        // SAFETY: the caller keeps `buf` valid for `size` bytes until the operation finishes.
+        let operation = Box::new(unsafe { file.pread_raw(buf.cast(), size, file_offset)? });
+        // SAFETY: checked by `out`.
+        unsafe { write_out(op, Box::into_raw(operation)) };
+        Ok(())
+    })
+}
+
+/// Copies this handle's counters into `*stats` (see `gdsroute_stats_get` for the `struct_size`
+/// protocol). The `cufile_n_*` fields are process-wide only and read 0 here
+/// (`cufile_stats_state` = `GDSROUTE_CUFILE_STATS_STATE_PROCESS_WIDE_ONLY`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_stats(file: *const File, stats: *mut Counters) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        // SAFETY: the caller passes a stats struct with `struct_size` set, or NULL.
+        unsafe { super::stats::copy_counters_out(&file.stats(), stats) }
+    })
+}
+
+/// Zeroes this handle's counters.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_stats_reset(file: *const File) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        unsafe { arg(file, "file")? }.reset_stats();
+        Ok(())
+    })
+}
+
+/// Closes the file. Idempotent: closing a closed handle, or NULL, returns `GDSROUTE_STATUS_OK`.
+/// Later reads return `GDSROUTE_STATUS_CLOSED_HANDLE`. Reads in flight complete normally.
+/// The handle itself stays allocated until `gdsroute_file_free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_close(file: *const File) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        if let Some(file) = unsafe { file.as_ref() } {
+            file.close();
+        }
+        Ok(())
+    })
+}
+
+/// Closes (if needed) and frees a handle. NULL is a no-op. The pointer must not be used again;
+/// freeing twice is undefined behaviour (use `gdsroute_file_close` for an idempotent close).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_free(file: *mut File) {
+    let _ = guard(|| {
+        if !file.is_null() {
+            // SAFETY: the pointer came from Box::into_raw in an open call and is freed once.
+            drop(unsafe { Box::from_raw(file) });
+        }
+        Ok(())
+    });
+}

@@ -1,0 +1,87 @@
+//! The C ABI. Every `extern "C"` function of the library lives in this module's files, one per
+//! object family; this file holds the plumbing they share: the panic guard that turns errors and
+//! panics into status codes, the thread-local last error, and pointer checks.
+#![deny(missing_docs)]
+#![allow(non_camel_case_types)]
+
+pub mod file;
+pub mod operation;
+pub mod settings;
+pub mod stats;
+pub mod status;
+pub mod version;
+
+use crate::error::{Error, Result};
+use crate::status::Status;
+use std::cell::RefCell;
+use std::ffi::{CString, c_char};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+struct LastError {
+    status: Status,
+    message: CString,
+    os_error: i32,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<Option<LastError>> = const { RefCell::new(None) };
+}
+
+fn set_last_error(error: &Error) {
+    let message = CString::new(error.to_string().replace('\0', " ")).unwrap_or_default();
+    let last = LastError { status: error.status(), message, os_error: error.os_error().unwrap_or(0) };
+    LAST_ERROR.with(|cell| *cell.borrow_mut() = Some(last));
+}
+
+/// Runs the body of an exported function: errors become their status code and the thread's last
+/// error; a panic becomes `Status::Panic` and never unwinds into C.
+pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> Status {
+    let error = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return Status::Ok,
+        Ok(Err(e)) => e,
+        Err(payload) => Error::Panic(crate::file::panic_message(&payload)),
+    };
+    // Building the message allocates; a panic there must not escape either.
+    let _ = catch_unwind(AssertUnwindSafe(|| set_last_error(&error)));
+    error.status()
+}
+
+/// A reference from a pointer that C promised is valid or NULL.
+///
+/// # Safety
+/// `ptr` is NULL or points to a live `T`.
+pub(crate) unsafe fn arg<'a, T>(ptr: *const T, name: &'static str) -> Result<&'a T> {
+    // SAFETY: forwarded from the caller.
+    unsafe { ptr.as_ref() }.ok_or(Error::NullArgument(name))
+}
+
+/// Checks an out-pointer; the value is written only on success by `write_out`.
+pub(crate) fn out<T>(ptr: *mut T, name: &'static str) -> Result<*mut T> {
+    if ptr.is_null() { Err(Error::NullArgument(name)) } else { Ok(ptr) }
+}
+
+/// Writes an output value.
+///
+/// # Safety
+/// `ptr` was checked by `out` and points to writable memory for a `T`.
+pub(crate) unsafe fn write_out<T>(ptr: *mut T, value: T) {
+    // SAFETY: forwarded from the caller; `write` does not drop the old (uninitialised) value.
+    unsafe { ptr.write(value) }
+}
+
+/// Copies `text` into a C buffer with snprintf semantics: at most `buf_len - 1` bytes and a NUL
+/// (nothing when `buf_len` is 0, where `buf` may be NULL). Returns the full length.
+///
+/// # Safety
+/// `buf` is NULL only when `buf_len` is 0; otherwise it is writable for `buf_len` bytes.
+pub(crate) unsafe fn copy_to_c_buffer(text: &[u8], buf: *mut c_char, buf_len: usize) -> usize {
+    if buf_len > 0 && !buf.is_null() {
+        let n = text.len().min(buf_len - 1);
+        // SAFETY: n + 1 <= buf_len bytes are written into the caller's buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+            *buf.add(n) = 0;
+        }
+    }
+    text.len()
+}

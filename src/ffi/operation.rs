@@ -1,0 +1,50 @@
+//! Parallel reads in flight (KvikIO's futures).
+
+use super::{arg, guard, out, write_out};
+use crate::operation::Operation;
+use crate::status::Status;
+use crate::thread_pool;
+
+/// Sets `*done` to true once every task of the operation has stopped. Never blocks.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_op_poll(op: *const Operation, done: *mut bool) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live operation or NULL.
+        let op = unsafe { arg(op, "op")? };
+        let done = out(done, "done")?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(done, op.is_done()) };
+        Ok(())
+    })
+}
+
+/// Blocks until every task of the operation has stopped, then returns its result: on success the
+/// bytes read in `*bytes_read` (contiguous from the requested offset; fewer than requested only
+/// at end of file); otherwise the first error in file order (`IO_ERROR`, ...). May be called
+/// again, and returns the same result. After it returns, the library writes nothing more into the
+/// buffer. Called from inside a pool task it runs queued tasks while waiting (no deadlock).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut usize) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live operation or NULL.
+        let op = unsafe { arg(op, "op")? };
+        let bytes_read = out(bytes_read, "bytes_read")?;
+        let n = op.wait(thread_pool::global().ok())?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(bytes_read, n) };
+        Ok(())
+    })
+}
+
+/// Frees an operation, first waiting for it if it is still running (so the buffer is no longer
+/// written when this returns). NULL is a no-op.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_op_free(op: *mut Operation) {
+    let _ = guard(|| {
+        if !op.is_null() {
+            // SAFETY: the pointer came from Box::into_raw in gdsroute_file_pread, freed once.
+            drop(unsafe { Box::from_raw(op) });
+        }
+        Ok(())
+    });
+}

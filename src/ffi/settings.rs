@@ -1,0 +1,97 @@
+//! Process-wide settings (KvikIO's): read from the KVIKIO_* environment variables at the first
+//! call that needs them, then changeable here. All functions are thread-safe. If an environment
+//! variable is invalid, every getter and setter returns `GDSROUTE_STATUS_INVALID_SETTING` with a
+//! message naming the variable and its value.
+
+use super::{guard, out, write_out};
+use crate::settings::{self, CompatMode};
+use crate::status::Status;
+use crate::thread_pool;
+
+/// Writes one setting into an out-pointer.
+///
+/// # Safety
+/// `dst` is NULL or writable for a `T`.
+unsafe fn read_setting<T>(dst: *mut T, name: &'static str, read: impl FnOnce(&settings::Settings) -> T) -> Status {
+    guard(|| {
+        let dst = out(dst, name)?;
+        let value = read(settings::global()?);
+        // SAFETY: checked by `out`.
+        unsafe { write_out(dst, value) };
+        Ok(())
+    })
+}
+
+/// Reads the default compat mode (a `gdsroute_compat_mode` value) into `*mode`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_compat_mode(mode: *mut u32) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(mode, "mode", |s| s.compat_mode() as u32) }
+}
+
+/// Sets the default compat mode (`GDSROUTE_COMPAT_MODE_OFF`, `_ON` or `_AUTO`) for files opened
+/// from now on; open handles keep theirs. Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_compat_mode(mode: u32) -> Status {
+    guard(|| {
+        let mode = CompatMode::from_raw(mode)?;
+        settings::global()?.set_compat_mode(mode);
+        Ok(())
+    })
+}
+
+/// Reads the number of worker threads into `*threads`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_num_threads(threads: *mut usize) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(threads, "threads", |s| s.num_threads()) }
+}
+
+/// Resizes the shared worker pool (1 to 1024 threads). Running tasks finish first on surplus
+/// threads; queued tasks run on the new set. Errors: `GDSROUTE_STATUS_INVALID_SETTING`.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_num_threads(threads: usize) -> Status {
+    guard(|| thread_pool::set_global_num_threads(threads))
+}
+
+/// Reads the task size in bytes (default 4 MiB) into `*bytes`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_task_size(bytes: *mut usize) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(bytes, "bytes", |s| s.task_size() as usize) }
+}
+
+/// Sets the task size in bytes for reads started from now on; must be positive.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_task_size(bytes: usize) -> Status {
+    guard(|| settings::global()?.set_task_size(bytes as u64))
+}
+
+/// Reads the GDS threshold in bytes (default 16 KiB) into `*bytes`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_gds_threshold(bytes: *mut usize) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(bytes, "bytes", |s| s.gds_threshold() as usize) }
+}
+
+/// Sets the GDS threshold: device requests smaller than this use the POSIX backend. 0 is allowed.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_gds_threshold(bytes: usize) -> Status {
+    guard(|| {
+        settings::global()?.set_gds_threshold(bytes as u64);
+        Ok(())
+    })
+}
+
+/// Reads the bounce buffer size in bytes (default 16 MiB) into `*bytes`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_bounce_buffer_size(bytes: *mut usize) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(bytes, "bytes", |s| s.bounce_buffer_size() as usize) }
+}
+
+/// Sets the size of each pinned bounce buffer; must be positive.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_bounce_buffer_size(bytes: usize) -> Status {
+    guard(|| settings::global()?.set_bounce_buffer_size(bytes as u64))
+}

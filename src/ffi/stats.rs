@@ -1,0 +1,105 @@
+//! Process-wide counters, their reset, and their rendering as text or JSON.
+
+use super::{arg, copy_to_c_buffer, guard, out, write_out};
+use crate::error::{Error, Result};
+use crate::stats::{self, Counters};
+use crate::status::Status;
+use std::ffi::c_char;
+
+/// Output formats of `gdsroute_stats_format`.
+#[repr(u32)]
+pub enum StatsFormat {
+    /// One `name value` line per counter, plus a cuFile `n= nvfs= posix=` summary line when live.
+    Text = 0,
+    /// One JSON object.
+    Json = 1,
+}
+
+/// Copies `counters` into a caller's struct of `struct_size` bytes (min of the two sizes) and
+/// sets its `struct_size` to the bytes written.
+///
+/// # Safety
+/// `dst` is NULL or points to at least `dst->struct_size` writable bytes.
+pub(crate) unsafe fn copy_counters_out(counters: &Counters, dst: *mut Counters) -> Result<()> {
+    let dst = out(dst, "stats")?;
+    // SAFETY: struct_size is the struct's first field; the caller set it.
+    let caller_size = unsafe { dst.cast::<u64>().read_unaligned() };
+    if caller_size < 8 {
+        return Err(Error::InvalidArgument(format!(
+            "stats->struct_size is {caller_size}; set it to sizeof(gdsroute_stats) before the call"
+        )));
+    }
+    let n = caller_size.min(Counters::SIZE) as usize;
+    let src = Counters { struct_size: n as u64, ..*counters };
+    // SAFETY: n bytes fit both the source and the caller's struct.
+    unsafe { std::ptr::copy_nonoverlapping((&raw const src).cast::<u8>(), dst.cast::<u8>(), n) };
+    Ok(())
+}
+
+/// Reads a caller's struct, treating fields beyond its `struct_size` as 0.
+///
+/// # Safety
+/// `src` is NULL or points to at least `src->struct_size` readable bytes.
+unsafe fn copy_counters_in(src: *const Counters) -> Result<Counters> {
+    // SAFETY: forwarded from the caller; only struct_size is read through the reference's
+    // first field before the size is known.
+    let first = unsafe { arg(src.cast::<u64>(), "stats")? };
+    let n = (*first).min(Counters::SIZE) as usize;
+    let mut value = Counters::default();
+    // SAFETY: n bytes are readable in the caller's struct and fit ours.
+    unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), (&raw mut value).cast::<u8>(), n) };
+    Ok(value)
+}
+
+/// Copies the process-wide counters into `*stats`.
+///
+/// Set `stats->struct_size = sizeof(gdsroute_stats)` first: the library writes at most that many
+/// bytes (so older callers keep working after fields are appended) and sets `struct_size` to the
+/// bytes it wrote. The snapshot is consistent even while reads run. Errors: `NULL_ARGUMENT`,
+/// `INVALID_ARGUMENT` (`struct_size` below 8).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
+    // SAFETY: the caller's contract above.
+    guard(|| unsafe { copy_counters_out(&stats::global().snapshot(), stats) })
+}
+
+/// Zeroes the process-wide counters.
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_stats_reset() -> Status {
+    guard(|| {
+        stats::global().reset();
+        Ok(())
+    })
+}
+
+/// Renders `*stats` as text (`GDSROUTE_STATS_FORMAT_TEXT`) or JSON (`GDSROUTE_STATS_FORMAT_JSON`)
+/// into `buf` with snprintf semantics, and the full length (without NUL) into `*length`.
+/// Call with `buf = NULL, buf_len = 0` to size the buffer. Errors: `NULL_ARGUMENT`,
+/// `INVALID_ENUM`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_stats_format(
+    stats: *const Counters,
+    format: u32,
+    buf: *mut c_char,
+    buf_len: usize,
+    length: *mut usize,
+) -> Status {
+    guard(|| {
+        let length = out(length, "length")?;
+        if buf.is_null() && buf_len > 0 {
+            return Err(Error::NullArgument("buf"));
+        }
+        // SAFETY: the caller passes a stats struct with `struct_size` set, or NULL.
+        let counters = unsafe { copy_counters_in(stats)? };
+        let text = match format {
+            f if f == StatsFormat::Text as u32 => counters.to_text(),
+            f if f == StatsFormat::Json as u32 => counters.to_json(),
+            value => return Err(Error::InvalidEnum { what: "stats format", value }),
+        };
+        // SAFETY: buf is writable for buf_len bytes (checked non-NULL when buf_len > 0).
+        let n = unsafe { copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
+        // SAFETY: checked by `out`.
+        unsafe { write_out(length, n) };
+        Ok(())
+    })
+}
