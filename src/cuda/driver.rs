@@ -22,7 +22,6 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDeviceGet",
     "cuDevicePrimaryCtxRetain",
     "cuCtxGetCurrent",
-    "cuCtxGetDevice",
     "cuCtxPushCurrent_v2",
     "cuCtxPopCurrent_v2",
     "cuPointerGetAttribute",

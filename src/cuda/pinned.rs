@@ -64,7 +64,8 @@ pub struct PinnedStats {
 
 /// A bounded pool of pinned host buffers of one configured size.
 ///
-/// Thread safety: share it freely (`Sync`); `acquire` blocks when `max_count` buffers are lent.
+/// Thread safety: share it freely (`Sync`; `clone` shares the same pool); `acquire` blocks when
+/// `max_count` buffers are lent.
 #[derive(Debug, Clone)]
 pub struct PinnedPool {
     inner: Arc<Inner>,
