@@ -64,12 +64,9 @@ pub fn classify(ptr: *const c_void) -> Result<MemoryKind, CudaFailure> {
     // One zeroed 8-byte slot per attribute: the driver writes an unsigned int (memory type), a
     // bool (is managed), a CUcontext and an int (ordinal) into the start of its slot.
     let mut slots = [0u64; 4];
-    let mut data: [*mut c_void; 4] = [
-        (&mut slots[0] as *mut u64).cast(),
-        (&mut slots[1] as *mut u64).cast(),
-        (&mut slots[2] as *mut u64).cast(),
-        (&mut slots[3] as *mut u64).cast(),
-    ];
+    let base = slots.as_mut_ptr();
+    // SAFETY: indices 0..4 are within `slots`.
+    let mut data: [*mut c_void; 4] = std::array::from_fn(|i| unsafe { base.add(i) }.cast());
     // SAFETY: cuda() succeeded, so the symbol is present; the arrays have 4 entries each, every
     // data pointer is a writable 8-byte slot, and the driver only reads the address `ptr`.
     let r = unsafe {
