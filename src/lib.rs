@@ -2,21 +2,21 @@
 //! which route every read took. The safe core lives in the modules below; `ffi` is the only place
 //! with `extern "C"`.
 
+pub mod cuda;
 pub mod error;
-pub mod settings;
-pub mod status;
-
-pub use error::{Error, Result};
-pub use status::Status;
+pub mod ffi;
 pub mod file;
 pub mod operation;
 pub mod posix;
 pub mod route;
+pub mod settings;
 pub mod stats;
+pub mod status;
 pub mod task_split;
 pub mod thread_pool;
 
+pub use error::{Error, Result};
 pub use file::File;
 pub use operation::Operation;
 pub use stats::Counters;
-pub mod ffi;
+pub use status::Status;

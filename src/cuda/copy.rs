@@ -1,0 +1,134 @@
+//! Host-to-device copies for the bounce-buffer route: one CUDA stream per (thread, context),
+//! created on first use and cached for the thread's life (as KvikIO does), plus
+//! `cuMemcpyHtoDAsync` and stream synchronisation.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use cudarc::driver::sys::{self, CUstream};
+
+use super::context::current_context;
+use super::driver::cuda;
+use super::error::{CudaFailure, check};
+
+/// A CUDA stream (`CUstream`), held as an address so that it can cross threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Stream(usize);
+
+impl Stream {
+    /// The legacy default stream of the current context (`CUstream` NULL).
+    pub const DEFAULT: Stream = Stream(0);
+
+    /// Wraps a caller-owned `CUstream`.
+    ///
+    /// # Safety
+    /// `stream` must be NULL or a stream that stays alive while the `Stream` is used.
+    pub unsafe fn from_raw(stream: CUstream) -> Self {
+        Stream(stream as usize)
+    }
+
+    /// The raw `CUstream`.
+    pub fn as_raw(self) -> CUstream {
+        self.0 as CUstream
+    }
+}
+
+thread_local! {
+    /// This thread's streams, by context address. Never destroyed: destroying at thread or
+    /// process exit can race CUDA's teardown, and pool threads live as long as the process.
+    static STREAMS: RefCell<HashMap<usize, Stream>> = RefCell::new(HashMap::new());
+}
+
+/// The calling thread's stream for its current context, created (`CU_STREAM_DEFAULT`) on the
+/// first call per (thread, context).
+///
+/// Errors: `Unavailable`/`Forked`; `NoContext` when no context is current (push one with
+/// `ScopedContext`); the CUresult of `cuStreamCreate`.
+pub fn thread_stream() -> Result<Stream, CudaFailure> {
+    cuda()?;
+    let ctx = current_context()?.ok_or(CudaFailure::NoContext("thread_stream"))?;
+    let key = ctx.as_raw() as usize;
+    if let Some(stream) = STREAMS.with_borrow(|m| m.get(&key).copied()) {
+        return Ok(stream);
+    }
+    let mut raw: CUstream = std::ptr::null_mut();
+    // SAFETY: cuda() succeeded; a context is current; valid out-pointer.
+    check("cuStreamCreate", unsafe {
+        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_DEFAULT as u32)
+    })?;
+    let stream = Stream(raw as usize);
+    STREAMS.with_borrow_mut(|m| m.insert(key, stream));
+    Ok(stream)
+}
+
+/// Queues a copy of `len` bytes from host `src` to device address `dst` on `stream`; it has
+/// finished only after `synchronize(stream)`. A zero length does nothing.
+///
+/// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemcpyHtoDAsync` (e.g.
+/// `CUDA_ERROR_INVALID_CONTEXT` when the stream's context is not current).
+///
+/// # Safety
+/// `src` must be readable for `len` bytes and stay unchanged until the stream is synchronised
+/// (pinned memory for a truly asynchronous copy); `dst..dst+len` must be device memory the
+/// caller may overwrite; `stream` must belong to the context current on this thread.
+pub unsafe fn copy_host_to_device(
+    dst: u64,
+    src: *const u8,
+    len: usize,
+    stream: Stream,
+) -> Result<(), CudaFailure> {
+    cuda()?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: cuda() succeeded; the caller guarantees the ranges and the stream (see above).
+    check("cuMemcpyHtoDAsync", unsafe {
+        sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), len, stream.as_raw())
+    })
+}
+
+/// Waits until all work queued on `stream` has finished.
+///
+/// Errors: `Unavailable`/`Forked`; the CUresult of `cuStreamSynchronize` (which also reports
+/// failures of earlier asynchronous copies).
+///
+/// Blocking: yes.
+pub fn synchronize(stream: Stream) -> Result<(), CudaFailure> {
+    cuda()?;
+    // SAFETY: cuda() succeeded; a Stream is NULL, one this module created, or one the caller of
+    // `Stream::from_raw` promised alive.
+    check("cuStreamSynchronize", unsafe {
+        sys::cuStreamSynchronize(stream.as_raw())
+    })
+}
+
+/// Copies `src` to device address `dst` on this thread's stream and waits for it.
+///
+/// Errors: those of `thread_stream`, `copy_host_to_device` and `synchronize`.
+///
+/// # Safety
+/// `dst..dst+src.len()` must be device memory, reachable from the current context, that the
+/// caller may overwrite.
+pub unsafe fn copy_host_to_device_sync(dst: u64, src: &[u8]) -> Result<(), CudaFailure> {
+    let stream = thread_stream()?;
+    // SAFETY: `src` is borrowed until after the synchronisation below; the caller guarantees
+    // `dst`; the stream belongs to the current context.
+    unsafe { copy_host_to_device(dst, src.as_ptr(), src.len(), stream)? };
+    synchronize(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_driver_copies_are_errors_not_panics() {
+        if cuda().is_err() {
+            assert!(thread_stream().is_err());
+            assert!(synchronize(Stream::DEFAULT).is_err());
+            let src = [1u8; 16];
+            // SAFETY: CUDA is absent, so nothing is written anywhere.
+            assert!(unsafe { copy_host_to_device_sync(0x1000, &src) }.is_err());
+        }
+    }
+}

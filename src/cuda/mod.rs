@@ -1,0 +1,18 @@
+//! The CUDA driver layer: loading/initialising libcuda (`driver`), classifying pointers
+//! (`pointer`), scoped contexts for worker threads (`context`), a pool of pinned bounce buffers
+//! (`pinned`) and host-to-device copies on per-thread streams (`copy`). Nothing here calls cudarc
+//! before `driver::cuda()` has confirmed that libcuda and every symbol used are present.
+
+mod context;
+mod copy;
+mod driver;
+mod error;
+mod pinned;
+mod pointer;
+
+pub use context::{ContextHandle, ScopedContext, context_for, current_context, primary_context};
+pub use copy::{Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
+pub use driver::{CudaDriver, cuda, describe};
+pub use error::CudaFailure;
+pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
+pub use pointer::{MemoryKind, allocation_range, classify};

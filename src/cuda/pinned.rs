@@ -1,0 +1,367 @@
+//! A bounded pool of pinned (page-locked) host bounce buffers, the staging area for reads into
+//! device memory through POSIX. Buffers are allocated with `cuMemHostAlloc(PORTABLE)`, reused
+//! across calls, freed when the configured size changes, and counted (bytes pinned, peak, calls).
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use cudarc::driver::sys;
+
+use super::context::{ScopedContext, current_context, primary_context};
+use super::driver::cuda;
+use super::error::{CudaFailure, check};
+
+/// One pinned allocation owned by the pool or by a `PinnedBuffer`.
+#[derive(Debug)]
+struct RawPinned {
+    ptr: NonNull<u8>,
+    size: usize,
+}
+
+// SAFETY: the allocation is plain host memory owned by exactly one RawPinned at a time.
+unsafe impl Send for RawPinned {}
+
+#[derive(Debug)]
+struct State {
+    buffer_size: usize,
+    idle: Vec<RawPinned>,
+    /// Buffers allocated and not yet freed: idle plus lent out.
+    live: usize,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: Mutex<State>,
+    returned: Condvar,
+    max_count: usize,
+    bytes_pinned: AtomicU64,
+    peak_bytes_pinned: AtomicU64,
+    allocations: AtomicU64,
+    frees: AtomicU64,
+}
+
+/// Counters of a `PinnedPool`, read at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PinnedStats {
+    /// Bytes currently pinned by this pool (idle and lent-out buffers).
+    pub bytes_pinned: u64,
+    /// The highest `bytes_pinned` seen.
+    pub peak_bytes_pinned: u64,
+    /// `cuMemHostAlloc` calls that succeeded.
+    pub allocations: u64,
+    /// Buffers freed (size change, `clear`, pool drop).
+    pub frees: u64,
+    /// Buffers allocated and not freed (idle plus lent out).
+    pub buffers_live: usize,
+    /// Buffers waiting in the pool.
+    pub buffers_idle: usize,
+    /// The size of new buffers.
+    pub buffer_size: usize,
+    /// The most buffers that may exist at once.
+    pub max_count: usize,
+}
+
+/// A bounded pool of pinned host buffers of one configured size.
+///
+/// Thread safety: share it freely (`Sync`; `clone` shares the same pool); `acquire` blocks when
+/// `max_count` buffers are lent.
+#[derive(Debug, Clone)]
+pub struct PinnedPool {
+    inner: Arc<Inner>,
+}
+
+impl PinnedPool {
+    /// A pool of buffers of `buffer_size` bytes, at most `max_count` existing at once (both are
+    /// raised to 1 if 0). Allocates nothing until the first `acquire`.
+    pub fn new(buffer_size: usize, max_count: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    buffer_size: buffer_size.max(1),
+                    idle: Vec::new(),
+                    live: 0,
+                }),
+                returned: Condvar::new(),
+                max_count: max_count.max(1),
+                bytes_pinned: AtomicU64::new(0),
+                peak_bytes_pinned: AtomicU64::new(0),
+                allocations: AtomicU64::new(0),
+                frees: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Takes an idle buffer, or allocates one while fewer than `max_count` exist, or waits for
+    /// one to be returned.
+    ///
+    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemHostAlloc`.
+    ///
+    /// Blocking: yes, while all `max_count` buffers are lent out.
+    pub fn acquire(&self) -> Result<PinnedBuffer, CudaFailure> {
+        cuda()?;
+        let mut state = self.inner.lock();
+        loop {
+            if let Some(raw) = state.idle.pop() {
+                return Ok(self.lend(raw));
+            }
+            if state.live < self.inner.max_count {
+                return self.allocate_unlocked(state);
+            }
+            state = self
+                .inner
+                .returned
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Like `acquire`, but returns `Ok(None)` instead of waiting when all buffers are lent out.
+    ///
+    /// Errors: as `acquire`.
+    pub fn try_acquire(&self) -> Result<Option<PinnedBuffer>, CudaFailure> {
+        cuda()?;
+        let mut state = self.inner.lock();
+        if let Some(raw) = state.idle.pop() {
+            return Ok(Some(self.lend(raw)));
+        }
+        if state.live < self.inner.max_count {
+            return self.allocate_unlocked(state).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// Changes the size of future buffers. Idle buffers of the old size are freed now; lent-out
+    /// ones are freed when returned.
+    pub fn set_buffer_size(&self, buffer_size: usize) {
+        let stale = {
+            let mut state = self.inner.lock();
+            let buffer_size = buffer_size.max(1);
+            if state.buffer_size == buffer_size {
+                return;
+            }
+            state.buffer_size = buffer_size;
+            let stale = std::mem::take(&mut state.idle);
+            state.live -= stale.len();
+            stale
+        };
+        self.inner.returned.notify_all();
+        stale.into_iter().for_each(|raw| self.inner.free(raw));
+    }
+
+    /// Frees every idle buffer (lent-out buffers are unaffected).
+    pub fn clear(&self) {
+        let idle = {
+            let mut state = self.inner.lock();
+            let idle = std::mem::take(&mut state.idle);
+            state.live -= idle.len();
+            idle
+        };
+        self.inner.returned.notify_all();
+        idle.into_iter().for_each(|raw| self.inner.free(raw));
+    }
+
+    /// The pool's counters.
+    pub fn stats(&self) -> PinnedStats {
+        let state = self.inner.lock();
+        PinnedStats {
+            bytes_pinned: self.inner.bytes_pinned.load(Ordering::Relaxed),
+            peak_bytes_pinned: self.inner.peak_bytes_pinned.load(Ordering::Relaxed),
+            allocations: self.inner.allocations.load(Ordering::Relaxed),
+            frees: self.inner.frees.load(Ordering::Relaxed),
+            buffers_live: state.live,
+            buffers_idle: state.idle.len(),
+            buffer_size: state.buffer_size,
+            max_count: self.inner.max_count,
+        }
+    }
+
+    fn lend(&self, raw: RawPinned) -> PinnedBuffer {
+        PinnedBuffer {
+            raw: Some(raw),
+            pool: Arc::clone(&self.inner),
+        }
+    }
+
+    /// Reserves a slot under the lock, then allocates without holding it.
+    fn allocate_unlocked(
+        &self,
+        mut state: MutexGuard<'_, State>,
+    ) -> Result<PinnedBuffer, CudaFailure> {
+        state.live += 1;
+        let size = state.buffer_size;
+        drop(state);
+        match allocate(size) {
+            Ok(ptr) => {
+                self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+                let now = self
+                    .inner
+                    .bytes_pinned
+                    .fetch_add(size as u64, Ordering::Relaxed)
+                    + size as u64;
+                self.inner
+                    .peak_bytes_pinned
+                    .fetch_max(now, Ordering::Relaxed);
+                Ok(self.lend(RawPinned { ptr, size }))
+            }
+            Err(e) => {
+                self.inner.lock().live -= 1;
+                self.inner.returned.notify_one();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes a buffer back: kept if it has the current size, freed otherwise.
+    fn give_back(&self, raw: RawPinned) {
+        let stale = {
+            let mut state = self.lock();
+            if raw.size == state.buffer_size {
+                state.idle.push(raw);
+                None
+            } else {
+                state.live -= 1;
+                Some(raw)
+            }
+        };
+        self.returned.notify_one();
+        if let Some(raw) = stale {
+            self.free(raw);
+        }
+    }
+
+    fn free(&self, raw: RawPinned) {
+        self.bytes_pinned
+            .fetch_sub(raw.size as u64, Ordering::Relaxed);
+        self.frees.fetch_add(1, Ordering::Relaxed);
+        // In a forked child or after a failure there is nothing safe to call: leak.
+        let Ok(scope) = any_context() else { return };
+        // SAFETY: cuda() succeeded (any_context checked it); the pointer came from cuMemHostAlloc
+        // and is freed exactly once because RawPinned is moved in here.
+        let r = unsafe { sys::cuMemFreeHost(raw.ptr.as_ptr().cast()) };
+        drop(scope);
+        if let Err(e) = check("cuMemFreeHost", r) {
+            eprintln!("gdsroute: {e}");
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut self.lock().idle);
+        idle.into_iter().for_each(|raw| self.free(raw));
+    }
+}
+
+/// Makes some context current if the thread has none (pinned allocation needs one; PORTABLE
+/// memory is then usable from every context). `None` when one was already current.
+fn any_context() -> Result<Option<ScopedContext>, CudaFailure> {
+    cuda()?;
+    match current_context()? {
+        Some(_) => Ok(None),
+        None => ScopedContext::push(primary_context(0)?).map(Some),
+    }
+}
+
+fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
+    let _scope = any_context()?;
+    let mut ptr: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: cuda() succeeded (any_context); a context is current; valid out-pointer.
+    check("cuMemHostAlloc", unsafe {
+        sys::cuMemHostAlloc(&mut ptr, size, sys::CU_MEMHOSTALLOC_PORTABLE)
+    })?;
+    let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| CudaFailure::Call {
+        call: "cuMemHostAlloc",
+        name: "returned NULL".to_string(),
+        code: 0,
+    })?;
+    // SAFETY: `ptr` is a fresh allocation of `size` bytes; zeroing it once makes the slices
+    // handed out by PinnedBuffer initialised memory.
+    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, size) };
+    Ok(ptr)
+}
+
+/// A pinned buffer lent by a `PinnedPool`; goes back to the pool on drop.
+///
+/// Thread safety: `Send` and `Sync`; it owns its memory exclusively.
+#[derive(Debug)]
+pub struct PinnedBuffer {
+    raw: Option<RawPinned>,
+    pool: Arc<Inner>,
+}
+
+// SAFETY: the buffer owns its pinned allocation exclusively; shared access only reads it.
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    fn raw(&self) -> &RawPinned {
+        self.raw.as_ref().expect("present until drop")
+    }
+
+    /// The buffer's length in bytes (the pool's buffer size when it was allocated).
+    pub fn len(&self) -> usize {
+        self.raw().size
+    }
+
+    /// Always false: buffers are at least one byte.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The start of the pinned memory.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.raw().ptr.as_ptr()
+    }
+
+    /// The start of the pinned memory, writable.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.raw().ptr.as_ptr()
+    }
+
+    /// The buffer's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        let raw = self.raw();
+        // SAFETY: `size` initialised bytes (zeroed at allocation), owned by self.
+        unsafe { std::slice::from_raw_parts(raw.ptr.as_ptr(), raw.size) }
+    }
+
+    /// The buffer's bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let raw = self.raw();
+        // SAFETY: `size` initialised bytes, owned exclusively by self, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(raw.ptr.as_ptr(), raw.size) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            self.pool.give_back(raw);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_driver_acquire_errs_and_counts_nothing() {
+        if cuda().is_err() {
+            let pool = PinnedPool::new(1 << 20, 2);
+            assert!(pool.acquire().is_err());
+            assert!(pool.try_acquire().is_err());
+            pool.set_buffer_size(1 << 21);
+            pool.clear();
+            let s = pool.stats();
+            assert_eq!((s.allocations, s.bytes_pinned, s.buffers_live), (0, 0, 0));
+            assert_eq!((s.buffer_size, s.max_count), (1 << 21, 2));
+        }
+    }
+}
