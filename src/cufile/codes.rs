@@ -30,7 +30,8 @@ const FIRST_OP_ERROR: i32 = 5001;
 /// (5021, 5032). The texts are ours, written from the meanings in NVIDIA's `cufile.h`.
 pub fn code_message(code: i32) -> &'static str {
     const TABLE: [&str; 50] = [
-        /* 5001 */ "driver not initialised (nvidia-fs not loaded and compat mode disallowed?)",
+        /* 5001 */
+        "driver not initialised (nvidia-fs not loaded and compat mode disallowed?)",
         /* 5002 */ "invalid driver property",
         /* 5003 */ "driver property out of range",
         /* 5004 */ "nvidia-fs driver version mismatch",
@@ -56,7 +57,8 @@ pub fn code_message(code: i32) -> &'static str {
         /* 5024 */ "buffer is not registered",
         /* 5025 */ "permission denied on the driver or the file",
         /* 5026 */ "driver is already open",
-        /* 5027 */ "file handle not registered (no udev database? typical in containers and VMs without /run/udev)",
+        /* 5027 */
+        "file handle not registered (no udev database? typical in containers and VMs without /run/udev)",
         /* 5028 */ "file descriptor is already registered",
         /* 5029 */ "GPU device not found",
         /* 5030 */ "internal cuFile error",
@@ -111,7 +113,12 @@ pub struct CufileFailure {
 impl CufileFailure {
     /// A failure carrying a cuFile code and, for 5011, a CUDA result.
     pub fn code(context: &'static str, code: i32, cu_err: i32) -> Self {
-        CufileFailure { code, cu_err, errno: None, context }
+        CufileFailure {
+            code,
+            cu_err,
+            errno: None,
+            context,
+        }
     }
 
     /// The loaded library lacks `symbol`.
@@ -135,7 +142,12 @@ impl fmt::Display for CufileFailure {
             write!(f, ", CUresult {}", self.cu_err)?;
         }
         if let Some(errno) = self.errno {
-            write!(f, ": errno {} ({})", errno, std::io::Error::from_raw_os_error(errno))?;
+            write!(
+                f,
+                ": errno {} ({})",
+                errno,
+                std::io::Error::from_raw_os_error(errno)
+            )?;
         }
         Ok(())
     }
@@ -155,7 +167,11 @@ impl ReadFailure {
     /// the call; it matters only when `ret == -1`.
     pub fn decode(ret: isize, errno: i32) -> Self {
         if ret == -1 {
-            if errno > 5000 { ReadFailure::Cufile(errno) } else { ReadFailure::Errno(errno) }
+            if errno > 5000 {
+                ReadFailure::Cufile(errno)
+            } else {
+                ReadFailure::Errno(errno)
+            }
         } else {
             // Codes are 5001–5050; anything beyond i32 is garbage, reported as "unknown".
             ReadFailure::Cufile(i32::try_from(ret.unsigned_abs()).unwrap_or(i32::MAX))
@@ -174,7 +190,12 @@ impl std::error::Error for ReadFailure {}
 impl From<ReadFailure> for CufileFailure {
     fn from(r: ReadFailure) -> Self {
         match r {
-            ReadFailure::Errno(e) => CufileFailure { code: 0, cu_err: 0, errno: Some(e), context: "cuFileRead" },
+            ReadFailure::Errno(e) => CufileFailure {
+                code: 0,
+                cu_err: 0,
+                errno: Some(e),
+                context: "cuFileRead",
+            },
             ReadFailure::Cufile(c) => CufileFailure::code("cuFileRead", c, 0),
         }
     }
@@ -200,17 +221,26 @@ mod tests {
 
     #[test]
     fn read_decoding() {
-        assert_eq!(ReadFailure::decode(-1, libc::EIO), ReadFailure::Errno(libc::EIO));
+        assert_eq!(
+            ReadFailure::decode(-1, libc::EIO),
+            ReadFailure::Errno(libc::EIO)
+        );
         assert_eq!(ReadFailure::decode(-1, 5011), ReadFailure::Cufile(5011));
         assert_eq!(ReadFailure::decode(-5027, 0), ReadFailure::Cufile(5027));
-        assert_eq!(ReadFailure::decode(isize::MIN, 0), ReadFailure::Cufile(i32::MAX));
+        assert_eq!(
+            ReadFailure::decode(isize::MIN, 0),
+            ReadFailure::Cufile(i32::MAX)
+        );
     }
 
     #[test]
     fn display_is_informative() {
         let f = CufileFailure::code("cuFileHandleRegister", 5027, 0);
         let s = f.to_string();
-        assert!(s.contains("cuFileHandleRegister") && s.contains("5027") && s.contains("udev"), "{s}");
+        assert!(
+            s.contains("cuFileHandleRegister") && s.contains("5027") && s.contains("udev"),
+            "{s}"
+        );
         let e = CufileFailure::from(ReadFailure::Errno(libc::EIO)).to_string();
         assert!(e.contains("errno 5"), "{e}");
         let c = CufileFailure::code("cuFileDriverOpen", 5011, 100).to_string();

@@ -9,7 +9,9 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::codes::{CU_FILE_INVALID_VALUE, CufileFailure, ReadFailure};
-use super::library::{CufileLibrary, HANDLE_TYPE_OPAQUE_FD, RawCufileDescr, RawCufileError, RawDescrHandle};
+use super::library::{
+    CufileLibrary, HANDLE_TYPE_OPAQUE_FD, RawCufileDescr, RawCufileError, RawDescrHandle,
+};
 
 /// `CUFILE_PARAM_ENV_LOGFILE_PATH` in `CUFileStringConfigParameter_t` (1.15–1.20).
 const PARAM_ENV_LOGFILE_PATH: c_int = 1;
@@ -20,7 +22,11 @@ const JSON_ENV: &str = "CUFILE_ENV_PATH_JSON";
 const DEFAULT_JSON: &str = "/etc/cufile.json";
 
 fn check(context: &'static str, r: RawCufileError) -> Result<(), CufileFailure> {
-    if r.err == 0 { Ok(()) } else { Err(CufileFailure::code(context, r.err, r.cu_err)) }
+    if r.err == 0 {
+        Ok(())
+    } else {
+        Err(CufileFailure::code(context, r.err, r.cu_err))
+    }
 }
 
 /// `CUfileDrvProps_t` (56 bytes, unchanged since cuFile 1.2), read field by field.
@@ -149,7 +155,10 @@ impl CufileLibrary {
     /// Errors: the cuFile code (5001 when nvidia-fs is missing and compat mode is off, 5033/5011
     /// for CUDA trouble).
     pub fn driver_open(&self) -> Result<(), CufileFailure> {
-        let f = self.sym.driver_open.ok_or(CufileFailure::missing("cuFileDriverOpen"))?;
+        let f = self
+            .sym
+            .driver_open
+            .ok_or(CufileFailure::missing("cuFileDriverOpen"))?;
         // SAFETY: no arguments; the library is loaded. The caller has initialised CUDA (documented).
         check("cuFileDriverOpen", unsafe { f() })?;
         self.opens.fetch_add(1, Ordering::AcqRel);
@@ -162,13 +171,20 @@ impl CufileLibrary {
     /// Errors: `CU_FILE_INVALID_VALUE` with context "driver_close" when there is no open of ours to
     /// close; the cuFile code if the close fails (5006 while I/O is in flight).
     pub fn driver_close(&self) -> Result<(), CufileFailure> {
-        let f = self.sym.driver_close.ok_or(CufileFailure::missing("cuFileDriverClose_v2"))?;
+        let f = self
+            .sym
+            .driver_close
+            .ok_or(CufileFailure::missing("cuFileDriverClose_v2"))?;
         let took = self
             .opens
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
             .is_ok();
         if !took {
-            return Err(CufileFailure::code("driver_close", CU_FILE_INVALID_VALUE, 0));
+            return Err(CufileFailure::code(
+                "driver_close",
+                CU_FILE_INVALID_VALUE,
+                0,
+            ));
         }
         // SAFETY: no arguments; we hold one open that this call releases.
         let r = unsafe { f() };
@@ -185,14 +201,20 @@ impl CufileLibrary {
 
     /// `cuFileDriverGetProperties`. Before the driver opens it reports staged/default values.
     pub fn properties(&self) -> Result<DriverProperties, CufileFailure> {
-        let f = self.sym.driver_get_properties.ok_or(CufileFailure::missing("cuFileDriverGetProperties"))?;
+        let f = self
+            .sym
+            .driver_get_properties
+            .ok_or(CufileFailure::missing("cuFileDriverGetProperties"))?;
         // Larger than the struct, so a future library that appends fields cannot overrun it.
         #[repr(C, align(8))]
         struct Buf([u8; 256]);
         let mut buf = Buf([0; 256]);
         // SAFETY: `buf` is writable, 8-aligned and 256 bytes, more than the 56 the call writes.
-        check("cuFileDriverGetProperties", unsafe { f(buf.0.as_mut_ptr().cast()) })?;
-        let head: &[u8; DriverProperties::C_SIZE] = buf.0[..DriverProperties::C_SIZE].try_into().expect("56");
+        check("cuFileDriverGetProperties", unsafe {
+            f(buf.0.as_mut_ptr().cast())
+        })?;
+        let head: &[u8; DriverProperties::C_SIZE] =
+            buf.0[..DriverProperties::C_SIZE].try_into().expect("56");
         Ok(DriverProperties::parse(head))
     }
 
@@ -205,11 +227,16 @@ impl CufileLibrary {
     /// leaving the user's setting alone; an API setting would otherwise override it.
     ///
     /// Errors: 5026 if the driver is already open; 5022 for a path with a NUL byte.
-    pub fn redirect_log_if_unconfigured(&self, log_file: &Path) -> Result<LogRedirect, CufileFailure> {
+    pub fn redirect_log_if_unconfigured(
+        &self,
+        log_file: &Path,
+    ) -> Result<LogRedirect, CufileFailure> {
         if std::env::var_os(LOGFILE_ENV).is_some_and(|v| !v.is_empty()) {
             return Ok(LogRedirect::UserConfigured("CUFILE_LOGFILE_PATH is set"));
         }
-        let json = std::env::var_os(JSON_ENV).filter(|v| !v.is_empty()).unwrap_or(DEFAULT_JSON.into());
+        let json = std::env::var_os(JSON_ENV)
+            .filter(|v| !v.is_empty())
+            .unwrap_or(DEFAULT_JSON.into());
         if std::fs::read_to_string(json).is_ok_and(|text| json_sets_log_dir(&text)) {
             return Ok(LogRedirect::UserConfigured("cufile.json sets logging.dir"));
         }
@@ -217,10 +244,13 @@ impl CufileLibrary {
             return Ok(LogRedirect::Unsupported);
         };
         use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(log_file.as_os_str().as_bytes())
-            .map_err(|_| CufileFailure::code("cuFileSetParameterString", CU_FILE_INVALID_VALUE, 0))?;
+        let c = CString::new(log_file.as_os_str().as_bytes()).map_err(|_| {
+            CufileFailure::code("cuFileSetParameterString", CU_FILE_INVALID_VALUE, 0)
+        })?;
         // SAFETY: `c` is a NUL-terminated string alive for the call; cuFile copies it.
-        check("cuFileSetParameterString", unsafe { f(PARAM_ENV_LOGFILE_PATH, c.as_ptr()) })?;
+        check("cuFileSetParameterString", unsafe {
+            f(PARAM_ENV_LOGFILE_PATH, c.as_ptr())
+        })?;
         Ok(LogRedirect::Set)
     }
 
@@ -229,10 +259,15 @@ impl CufileLibrary {
     /// Errors: the cuFile code; 5027 is common in containers/VMs without `/run/udev` even in compat
     /// mode, and means "read this file through the POSIX path".
     pub fn register_handle(&self, fd: RawFd) -> Result<CufileHandle<'_>, CufileFailure> {
-        let f = self.sym.handle_register.ok_or(CufileFailure::missing("cuFileHandleRegister"))?;
+        let f = self
+            .sym
+            .handle_register
+            .ok_or(CufileFailure::missing("cuFileHandleRegister"))?;
         let mut descr = RawCufileDescr {
             handle_type: HANDLE_TYPE_OPAQUE_FD,
-            handle: RawDescrHandle { handle: std::ptr::null_mut() },
+            handle: RawDescrHandle {
+                handle: std::ptr::null_mut(),
+            },
             fs_ops: std::ptr::null(),
         };
         descr.handle.fd = fd;
@@ -265,7 +300,9 @@ impl CufileLibrary {
             return Err(ReadFailure::Cufile(CU_FILE_INVALID_VALUE));
         }
         // Required at load time, so always present.
-        let Some(f) = self.sym.read else { return Err(ReadFailure::Cufile(CU_FILE_INVALID_VALUE)) };
+        let Some(f) = self.sym.read else {
+            return Err(ReadFailure::Cufile(CU_FILE_INVALID_VALUE));
+        };
         // SAFETY: the handle is registered in this library and alive (borrowed); the buffer
         // contract is the caller's (see # Safety).
         let ret = unsafe { f(handle.raw, dev_base, size, file_offset, dev_offset) };
@@ -281,8 +318,16 @@ impl CufileLibrary {
     /// # Safety
     /// `base .. base + len` must be one live device (or host) allocation, deregistered with
     /// [`CufileLibrary::buf_deregister`] before it is freed.
-    pub unsafe fn buf_register(&self, base: *const c_void, len: usize, flags: i32) -> Result<(), CufileFailure> {
-        let f = self.sym.buf_register.ok_or(CufileFailure::missing("cuFileBufRegister"))?;
+    pub unsafe fn buf_register(
+        &self,
+        base: *const c_void,
+        len: usize,
+        flags: i32,
+    ) -> Result<(), CufileFailure> {
+        let f = self
+            .sym
+            .buf_register
+            .ok_or(CufileFailure::missing("cuFileBufRegister"))?;
         // SAFETY: the caller guarantees the allocation (see # Safety).
         check("cuFileBufRegister", unsafe { f(base, len, flags) })
     }
@@ -292,7 +337,10 @@ impl CufileLibrary {
     /// # Safety
     /// `base` must have been registered with [`CufileLibrary::buf_register`] and still be allocated.
     pub unsafe fn buf_deregister(&self, base: *const c_void) -> Result<(), CufileFailure> {
-        let f = self.sym.buf_deregister.ok_or(CufileFailure::missing("cuFileBufDeregister"))?;
+        let f = self
+            .sym
+            .buf_deregister
+            .ok_or(CufileFailure::missing("cuFileBufDeregister"))?;
         // SAFETY: the caller guarantees `base` is a registered, live allocation.
         check("cuFileBufDeregister", unsafe { f(base) })
     }
@@ -319,7 +367,10 @@ mod tests {
         b[28..32].copy_from_slice(&2u32.to_ne_bytes());
         b[52..56].copy_from_slice(&9u32.to_ne_bytes());
         let p = DriverProperties::parse(&b);
-        assert_eq!((p.nvfs_major, p.nvfs_minor, p.max_direct_io_size), (2, 17, 16384));
+        assert_eq!(
+            (p.nvfs_major, p.nvfs_minor, p.max_direct_io_size),
+            (2, 17, 16384)
+        );
         assert_eq!(p.max_batch_io_timeout_msecs, 9);
         assert!(p.is_gds_available() && p.compat_mode_allowed());
         assert!(!DriverProperties::parse(&[0; 56]).is_gds_available());
@@ -327,7 +378,11 @@ mod tests {
 
     #[test]
     fn json_log_dir_detection_ignores_comments() {
-        assert!(!json_sets_log_dir("{ \"logging\": {\n // \"dir\": \"/home/x\",\n \"level\": \"ERROR\" } }"));
-        assert!(json_sets_log_dir("{ \"logging\": {\n   \"dir\": \"/var/log\", // here\n } }"));
+        assert!(!json_sets_log_dir(
+            "{ \"logging\": {\n // \"dir\": \"/home/x\",\n \"level\": \"ERROR\" } }"
+        ));
+        assert!(json_sets_log_dir(
+            "{ \"logging\": {\n   \"dir\": \"/var/log\", // here\n } }"
+        ));
     }
 }

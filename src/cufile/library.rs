@@ -114,7 +114,11 @@ fn list_attempts(attempts: &[LoadAttempt]) -> String {
     if attempts.is_empty() {
         return "(no candidates)".to_owned();
     }
-    attempts.iter().map(|a| format!("{} ({})", a.candidate, a.error)).collect::<Vec<_>>().join("; ")
+    attempts
+        .iter()
+        .map(|a| format!("{} ({})", a.candidate, a.error))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A loaded libcufile: the library, the path that loaded, the failed candidates before it, its
@@ -182,7 +186,11 @@ impl CufileLibrary {
         Err(LoadError::NotFound { attempts: failed })
     }
 
-    fn from_library(lib: Library, path: String, failed: Vec<LoadAttempt>) -> Result<Self, LoadError> {
+    fn from_library(
+        lib: Library,
+        path: String,
+        failed: Vec<LoadAttempt>,
+    ) -> Result<Self, LoadError> {
         // SAFETY (all `resolve` calls): each type alias matches the C prototype in cufile.h
         // 1.15–1.20 (x86-64/aarch64 SysV ABI: off_t = i64, ssize_t = isize, enums = int,
         // CUfileError_t = two ints returned by value); the pointers stay valid while `_lib` lives,
@@ -224,7 +232,14 @@ impl CufileLibrary {
             let r = unsafe { f(&mut v) };
             (r.err == 0 && v > 0).then_some(v)
         });
-        Ok(CufileLibrary { sym, path, failed, version, opens: AtomicUsize::new(0), _lib: lib })
+        Ok(CufileLibrary {
+            sym,
+            path,
+            failed,
+            version,
+            opens: AtomicUsize::new(0),
+            _lib: lib,
+        })
     }
 
     /// The path or name that dlopen accepted.
@@ -256,8 +271,14 @@ impl CufileLibrary {
         let s = &self.sym;
         [
             ("cuFileGetVersion", s.get_version.is_some()),
-            ("cuFileDriverClose_v2/cuFileDriverClose", s.driver_close.is_some()),
-            ("cuFileDriverGetProperties", s.driver_get_properties.is_some()),
+            (
+                "cuFileDriverClose_v2/cuFileDriverClose",
+                s.driver_close.is_some(),
+            ),
+            (
+                "cuFileDriverGetProperties",
+                s.driver_get_properties.is_some(),
+            ),
             ("cuFileBufRegister", s.buf_register.is_some()),
             ("cuFileBufDeregister", s.buf_deregister.is_some()),
             ("cuFileSetStatsLevel", s.set_stats_level.is_some()),
@@ -319,20 +340,36 @@ mod tests {
 
     #[test]
     fn missing_candidates_are_all_reported() {
-        let err = CufileLibrary::load_candidates(&["/nonexistent/a/libcufile.so.0", "/nonexistent/b.so"])
-            .unwrap_err();
-        let LoadError::NotFound { attempts } = &err else { panic!("{err}") };
+        let err =
+            CufileLibrary::load_candidates(&["/nonexistent/a/libcufile.so.0", "/nonexistent/b.so"])
+                .unwrap_err();
+        let LoadError::NotFound { attempts } = &err else {
+            panic!("{err}")
+        };
         assert_eq!(attempts.len(), 2);
         assert_eq!(attempts[0].candidate, "/nonexistent/a/libcufile.so.0");
-        assert!(attempts[0].error.contains("No such file"), "{}", attempts[0].error);
+        assert!(
+            attempts[0].error.contains("No such file"),
+            "{}",
+            attempts[0].error
+        );
         let text = err.to_string();
-        assert!(text.contains("/nonexistent/a/libcufile.so.0") && text.contains("/nonexistent/b.so"), "{text}");
+        assert!(
+            text.contains("/nonexistent/a/libcufile.so.0") && text.contains("/nonexistent/b.so"),
+            "{text}"
+        );
     }
 
     #[test]
     fn library_without_cufile_symbols_names_the_first_missing() {
         // libc is loaded in every process and has none of the cuFile symbols.
         let err = CufileLibrary::load_candidates(&["libc.so.6"]).unwrap_err();
-        assert_eq!(err, LoadError::MissingSymbol { path: "libc.so.6".into(), symbol: "cuFileDriverOpen" });
+        assert_eq!(
+            err,
+            LoadError::MissingSymbol {
+                path: "libc.so.6".into(),
+                symbol: "cuFileDriverOpen"
+            }
+        );
     }
 }

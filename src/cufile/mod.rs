@@ -17,4 +17,6 @@ pub use driver::{CufileHandle, DriverProperties, LogRedirect};
 pub use library::{
     CufileLibrary, DEFAULT_CANDIDATES, LIBRARY_ENV_VAR, LoadAttempt, LoadError, RawCufileError,
 };
-pub use stats::{CufileStats, MAX_GPUS, PerGpuTotals, STATS_MIN_VERSION, StatsSupport, l3_offsets, parse_l3};
+pub use stats::{
+    CufileStats, MAX_GPUS, PerGpuTotals, STATS_MIN_VERSION, StatsSupport, l3_offsets, parse_l3,
+};

@@ -56,7 +56,9 @@ impl PerGpuTotals {
             n_p2p_reads: self.n_p2p_reads.saturating_sub(earlier.n_p2p_reads),
             n_nvfs_reads: self.n_nvfs_reads.saturating_sub(earlier.n_nvfs_reads),
             n_posix_reads: self.n_posix_reads.saturating_sub(earlier.n_posix_reads),
-            n_unaligned_reads: self.n_unaligned_reads.saturating_sub(earlier.n_unaligned_reads),
+            n_unaligned_reads: self
+                .n_unaligned_reads
+                .saturating_sub(earlier.n_unaligned_reads),
             n_reads_err: self.n_reads_err.saturating_sub(earlier.n_reads_err),
         }
     }
@@ -64,7 +66,11 @@ impl PerGpuTotals {
 
 /// Offsets of `num_gpus` and `per_gpu_stats` in `CUfileStatsLevel3_t` for a library version.
 pub fn l3_offsets(version: i32) -> (usize, usize) {
-    if version >= BIG_LAYOUT_VERSION { (1136, 1144) } else { (1024, 1032) }
+    if version >= BIG_LAYOUT_VERSION {
+        (1136, 1144)
+    } else {
+        (1024, 1032)
+    }
 }
 
 /// Sums the per-GPU read counters of an L3 buffer written by a library of `version`.
@@ -96,7 +102,11 @@ pub struct CufileStats<'lib> {
 }
 
 fn check(context: &'static str, r: RawCufileError) -> Result<(), CufileFailure> {
-    if r.err == 0 { Ok(()) } else { Err(CufileFailure::code(context, r.err, r.cu_err)) }
+    if r.err == 0 {
+        Ok(())
+    } else {
+        Err(CufileFailure::code(context, r.err, r.cu_err))
+    }
 }
 
 impl CufileLibrary {
@@ -111,13 +121,19 @@ impl CufileLibrary {
             ("cuFileGetStatsL3", s.get_stats_l3.is_some()),
         ];
         if let Some((name, _)) = needed.iter().find(|(_, ok)| !ok) {
-            return StatsSupport::MissingApi(format!("libcufile {} lacks {name}", self.version_string()));
+            return StatsSupport::MissingApi(format!(
+                "libcufile {} lacks {name}",
+                self.version_string()
+            ));
         }
         match self.version() {
-            None => StatsSupport::MissingApi("libcufile version unknown; stats layout cannot be chosen".into()),
-            Some(v) if v < STATS_MIN_VERSION => {
-                StatsSupport::MissingApi(format!("libcufile {} is older than 1.15", self.version_string()))
-            }
+            None => StatsSupport::MissingApi(
+                "libcufile version unknown; stats layout cannot be chosen".into(),
+            ),
+            Some(v) if v < STATS_MIN_VERSION => StatsSupport::MissingApi(format!(
+                "libcufile {} is older than 1.15",
+                self.version_string()
+            )),
             Some(_) => StatsSupport::Available,
         }
     }
@@ -136,14 +152,22 @@ impl CufileStats<'_> {
     /// it should be called; overrides `profile.cufile_stats` from cufile.json.
     /// Errors: 5022 for a level outside 0–3.
     pub fn set_level(&self, level: i32) -> Result<(), CufileFailure> {
-        let f = self.lib.sym.set_stats_level.ok_or(CufileFailure::missing("cuFileSetStatsLevel"))?;
+        let f = self
+            .lib
+            .sym
+            .set_stats_level
+            .ok_or(CufileFailure::missing("cuFileSetStatsLevel"))?;
         // SAFETY: plain integer argument; symbol present (checked by `stats()`).
         check("cuFileSetStatsLevel", unsafe { f(level as c_int) })
     }
 
     /// `cuFileGetStatsLevel` (the staged level before open).
     pub fn level(&self) -> Result<i32, CufileFailure> {
-        let f = self.lib.sym.get_stats_level.ok_or(CufileFailure::missing("cuFileGetStatsLevel"))?;
+        let f = self
+            .lib
+            .sym
+            .get_stats_level
+            .ok_or(CufileFailure::missing("cuFileGetStatsLevel"))?;
         let mut level: c_int = 0;
         // SAFETY: `level` is a valid writable int for the call.
         check("cuFileGetStatsLevel", unsafe { f(&mut level) })?;
@@ -152,14 +176,22 @@ impl CufileStats<'_> {
 
     /// `cuFileStatsStart`. Errors: 5001 before the driver is open.
     pub fn start(&self) -> Result<(), CufileFailure> {
-        let f = self.lib.sym.stats_start.ok_or(CufileFailure::missing("cuFileStatsStart"))?;
+        let f = self
+            .lib
+            .sym
+            .stats_start
+            .ok_or(CufileFailure::missing("cuFileStatsStart"))?;
         // SAFETY: no arguments.
         check("cuFileStatsStart", unsafe { f() })
     }
 
     /// `cuFileStatsStop`.
     pub fn stop(&self) -> Result<(), CufileFailure> {
-        let f = self.lib.sym.stats_stop.ok_or(CufileFailure::missing("cuFileStatsStop"))?;
+        let f = self
+            .lib
+            .sym
+            .stats_stop
+            .ok_or(CufileFailure::missing("cuFileStatsStop"))?;
         // SAFETY: no arguments.
         check("cuFileStatsStop", unsafe { f() })
     }
@@ -167,7 +199,11 @@ impl CufileStats<'_> {
     /// `cuFileStatsReset` (process-wide: it also resets counters other cuFile users see).
     /// Errors: 5001 before the driver is open.
     pub fn reset(&self) -> Result<(), CufileFailure> {
-        let f = self.lib.sym.stats_reset.ok_or(CufileFailure::missing("cuFileStatsReset"))?;
+        let f = self
+            .lib
+            .sym
+            .stats_reset
+            .ok_or(CufileFailure::missing("cuFileStatsReset"))?;
         // SAFETY: no arguments.
         check("cuFileStatsReset", unsafe { f() })
     }
@@ -175,7 +211,11 @@ impl CufileStats<'_> {
     /// `cuFileGetStatsL3`, summed over GPUs. Host-memory reads never appear here.
     /// Errors: 5001 before the driver is open; 5022 when the level is below 3.
     pub fn read_per_gpu_totals(&self) -> Result<PerGpuTotals, CufileFailure> {
-        let f = self.lib.sym.get_stats_l3.ok_or(CufileFailure::missing("cuFileGetStatsL3"))?;
+        let f = self
+            .lib
+            .sym
+            .get_stats_l3
+            .ok_or(CufileFailure::missing("cuFileGetStatsL3"))?;
         #[repr(C, align(8))]
         struct Buf([u8; L3_BUFFER]);
         let mut buf = Box::new(Buf([0; L3_BUFFER]));
@@ -215,7 +255,16 @@ mod tests {
             put(&mut buf, e + 112, 7);
         }
         let t = parse_l3(&buf, 1150);
-        assert_eq!((t.read_bytes, t.n_total_reads, t.n_posix_reads, t.n_nvfs_reads, t.n_reads_err), (8192, 6, 4, 2, 14));
+        assert_eq!(
+            (
+                t.read_bytes,
+                t.n_total_reads,
+                t.n_posix_reads,
+                t.n_nvfs_reads,
+                t.n_reads_err
+            ),
+            (8192, 6, 4, 2, 14)
+        );
         // Read with the 1.19 layout the same bytes mean nothing.
         assert_eq!(parse_l3(&buf, 1190), PerGpuTotals::default());
         // A bogus GPU count is clamped instead of reading past the buffer.
@@ -225,8 +274,16 @@ mod tests {
 
     #[test]
     fn delta_saturates() {
-        let a = PerGpuTotals { n_total_reads: 5, read_bytes: 10, ..Default::default() };
-        let b = PerGpuTotals { n_total_reads: 8, read_bytes: 4, ..Default::default() };
+        let a = PerGpuTotals {
+            n_total_reads: 5,
+            read_bytes: 10,
+            ..Default::default()
+        };
+        let b = PerGpuTotals {
+            n_total_reads: 8,
+            read_bytes: 4,
+            ..Default::default()
+        };
         let d = b.delta_since(&a);
         assert_eq!((d.n_total_reads, d.read_bytes), (3, 0));
     }
