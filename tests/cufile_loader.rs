@@ -553,3 +553,40 @@ fn env_var_selects_the_library() {
     assert_eq!(lib.path(), path.display().to_string());
     assert!(lib.failed_attempts().is_empty());
 }
+
+/// Opt-in smoke test against a real libcufile (set `GDSROUTE_TEST_REAL_CUFILE` to its path). It
+/// never opens the driver, so it is safe without a GPU or libcuda (cuFile 1.16+ would spin).
+#[test]
+fn real_library_smoke_without_driver_open() {
+    let Some(path) = std::env::var_os("GDSROUTE_TEST_REAL_CUFILE") else {
+        eprintln!("GDSROUTE_TEST_REAL_CUFILE not set; skipped");
+        return;
+    };
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    env.set("CUFILE_ENV_PATH_JSON", dir.path().join("absent.json"));
+    let lib = CufileLibrary::load_candidates(&[PathBuf::from(path)]).expect("real libcufile loads");
+    let v = lib.version().expect("cuFileGetVersion answers before open");
+    assert!(v >= 1000, "{v}");
+    let log = dir.path().join("cufile.log");
+    assert_eq!(lib.redirect_log_if_unconfigured(&log), Ok(LogRedirect::Set));
+    if v >= 1150 {
+        assert_eq!(lib.stats_support(), StatsSupport::Available);
+        let stats = lib.stats().unwrap();
+        stats.set_level(3).unwrap();
+        assert_eq!(stats.level().unwrap(), 3);
+        assert_eq!(stats.set_level(4).unwrap_err().code, 5022);
+        assert_eq!(
+            stats.start().unwrap_err().code,
+            5001,
+            "stats need an open driver"
+        );
+    }
+    // 1.15 without libcuda answers 5011 (CUresult 3, not initialised); 1.20 answers defaults.
+    let p = lib.properties();
+    eprintln!(
+        "real libcufile {} at {}: {p:?}",
+        lib.version_string(),
+        lib.path()
+    );
+}

@@ -199,7 +199,9 @@ impl CufileLibrary {
         self.opens.load(Ordering::Acquire)
     }
 
-    /// `cuFileDriverGetProperties`. Before the driver opens it reports staged/default values.
+    /// `cuFileDriverGetProperties`. Before the driver opens it reports staged/default values on
+    /// 1.20, but 1.15 without libcuda fails with 5011 (CUresult 3): call it after CUDA initialised,
+    /// like [`CufileLibrary::driver_open`], since cuFile may try an implicit open.
     pub fn properties(&self) -> Result<DriverProperties, CufileFailure> {
         let f = self
             .sym

@@ -338,6 +338,70 @@ mod tests {
         assert_eq!(offset_of!(RawCufileError, cu_err), 4);
     }
 
+    /// Opt-in: with `GDSROUTE_CUFILE_INCLUDE` naming a directory holding NVIDIA's cufile.h,
+    /// compiles a probe against it (with a stub cuda.h) and compares every layout we rely on.
+    #[test]
+    fn layouts_match_the_real_header_when_available() {
+        let Some(include) = std::env::var_os("GDSROUTE_CUFILE_INCLUDE") else {
+            eprintln!("GDSROUTE_CUFILE_INCLUDE not set; skipped");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("cuda.h"),
+            "typedef struct CUstream_st *CUstream;\ntypedef int CUresult;\n",
+        )
+        .unwrap();
+        let probe = r#"#include <stdio.h>
+#include <stddef.h>
+#include "cufile.h"
+#define P(x) printf("%zu\n", (size_t)(x))
+int main(void) {
+  P(sizeof(CUfileDescr_t)); P(offsetof(CUfileDescr_t, handle)); P(offsetof(CUfileDescr_t, fs_ops));
+  P(sizeof(CUfileError_t)); P(sizeof(CUfileDrvProps_t)); P(offsetof(CUfileDrvProps_t, fflags));
+  P(sizeof(CUfileStatsLevel3_t)); P(offsetof(CUfileStatsLevel3_t, num_gpus));
+  P(offsetof(CUfileStatsLevel3_t, per_gpu_stats)); P(sizeof(CUfilePerGpuStats_t));
+  P(offsetof(CUfilePerGpuStats_t, n_total_reads)); P(offsetof(CUfilePerGpuStats_t, n_reads_err));
+  P(CU_FILE_HANDLE_TYPE_OPAQUE_FD); P(CUFILE_PARAM_ENV_LOGFILE_PATH);
+  return 0;
+}"#;
+        std::fs::write(dir.path().join("probe.c"), probe).unwrap();
+        let exe = dir.path().join("probe");
+        let ok = std::process::Command::new("cc")
+            .arg("-I")
+            .arg(dir.path())
+            .arg("-I")
+            .arg(&include)
+            .arg(dir.path().join("probe.c"))
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "probe did not compile");
+        let out = std::process::Command::new(&exe).output().unwrap();
+        let v: Vec<usize> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert_eq!(
+            v[..6],
+            [
+                size_of::<RawCufileDescr>(),
+                offset_of!(RawCufileDescr, handle),
+                offset_of!(RawCufileDescr, fs_ops),
+                size_of::<RawCufileError>(),
+                crate::cufile::DriverProperties::C_SIZE,
+                32
+            ]
+        );
+        let version = if v[6] > 5000 { 1190 } else { 1150 };
+        let (num_at, gpus_at) = crate::cufile::l3_offsets(version);
+        assert_eq!(v[6..], [v[6], num_at, gpus_at, 248, 48, 112, 1, 1]);
+        assert!(v[6] <= 8192, "L3 no longer fits the 8 KiB buffer");
+    }
+
     #[test]
     fn missing_candidates_are_all_reported() {
         let err =
