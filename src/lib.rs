@@ -3,6 +3,7 @@
 //! with `extern "C"`.
 
 pub mod cuda;
+pub mod cufile;
 pub mod error;
 pub mod ffi;
 pub mod file;

@@ -1,0 +1,290 @@
+//! cuFile's own statistics (1.15+), read without fixed structs: the L3 layout grew in 1.19, so
+//! `cuFileGetStatsL3` writes into a large zeroed buffer that is parsed at version-based offsets.
+//! Only the per-GPU read counters are summed: they tell which route cuFile took (nvfs, p2p, posix).
+
+use std::ffi::c_int;
+
+use super::codes::CufileFailure;
+use super::driver::{read_u32, read_u64};
+use super::library::{CufileLibrary, RawCufileError};
+
+/// First cuFile version with the statistics API.
+pub const STATS_MIN_VERSION: i32 = 1150;
+/// First version with the larger L1/L2/L3 structs.
+const BIG_LAYOUT_VERSION: i32 = 1190;
+/// Per-GPU entries in `CUfileStatsLevel3_t`.
+pub const MAX_GPUS: usize = 16;
+const PER_GPU_SIZE: usize = 248;
+/// Bytes handed to `cuFileGetStatsL3`: more than the 5112 the largest known layout writes.
+const L3_BUFFER: usize = 8192;
+
+/// Whether statistics can be read from the loaded library.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StatsSupport {
+    /// All needed symbols exist and the version is 1.15 or later.
+    Available,
+    /// Why not (a missing symbol, an unknown or too old version).
+    MissingApi(String),
+}
+
+/// Per-GPU read counters summed over every GPU cuFile reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerGpuTotals {
+    /// Bytes read into GPU memory.
+    pub read_bytes: u64,
+    /// Reads of any route.
+    pub n_total_reads: u64,
+    /// Reads through PCIe P2PDMA (no nvidia-fs).
+    pub n_p2p_reads: u64,
+    /// Reads through nvidia-fs (real GDS).
+    pub n_nvfs_reads: u64,
+    /// Reads through cuFile's POSIX/compat bounce path.
+    pub n_posix_reads: u64,
+    /// Reads with an unaligned offset or size.
+    pub n_unaligned_reads: u64,
+    /// Failed reads.
+    pub n_reads_err: u64,
+}
+
+impl PerGpuTotals {
+    /// Counters accumulated since `earlier` (saturating at 0, e.g. after someone else's reset).
+    /// cuFile's statistics are process-wide, so report deltas, not absolutes.
+    pub fn delta_since(&self, earlier: &PerGpuTotals) -> PerGpuTotals {
+        PerGpuTotals {
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            n_total_reads: self.n_total_reads.saturating_sub(earlier.n_total_reads),
+            n_p2p_reads: self.n_p2p_reads.saturating_sub(earlier.n_p2p_reads),
+            n_nvfs_reads: self.n_nvfs_reads.saturating_sub(earlier.n_nvfs_reads),
+            n_posix_reads: self.n_posix_reads.saturating_sub(earlier.n_posix_reads),
+            n_unaligned_reads: self
+                .n_unaligned_reads
+                .saturating_sub(earlier.n_unaligned_reads),
+            n_reads_err: self.n_reads_err.saturating_sub(earlier.n_reads_err),
+        }
+    }
+}
+
+/// Offsets of `num_gpus` and `per_gpu_stats` in `CUfileStatsLevel3_t` for a library version.
+pub fn l3_offsets(version: i32) -> (usize, usize) {
+    if version >= BIG_LAYOUT_VERSION {
+        (1136, 1144)
+    } else {
+        (1024, 1032)
+    }
+}
+
+/// Sums the per-GPU read counters of an L3 buffer written by a library of `version`.
+/// `num_gpus` is clamped to 16.
+pub fn parse_l3(buf: &[u8], version: i32) -> PerGpuTotals {
+    let (num_at, gpus_at) = l3_offsets(version);
+    let n = (read_u32(buf, num_at) as usize).min(MAX_GPUS);
+    let mut t = PerGpuTotals::default();
+    for g in 0..n {
+        let e = gpus_at + g * PER_GPU_SIZE;
+        let f = |off: usize| read_u64(buf, e + off);
+        t.read_bytes = t.read_bytes.saturating_add(f(16));
+        t.n_total_reads = t.n_total_reads.saturating_add(f(48));
+        t.n_p2p_reads = t.n_p2p_reads.saturating_add(f(56));
+        t.n_nvfs_reads = t.n_nvfs_reads.saturating_add(f(64));
+        t.n_posix_reads = t.n_posix_reads.saturating_add(f(72));
+        t.n_unaligned_reads = t.n_unaligned_reads.saturating_add(f(80));
+        t.n_reads_err = t.n_reads_err.saturating_add(f(112));
+    }
+    t
+}
+
+/// The statistics calls of a library whose [`CufileLibrary::stats_support`] is `Available`.
+/// Obtain it with [`CufileLibrary::stats`].
+#[derive(Clone, Copy, Debug)]
+pub struct CufileStats<'lib> {
+    lib: &'lib CufileLibrary,
+    version: i32,
+}
+
+fn check(context: &'static str, r: RawCufileError) -> Result<(), CufileFailure> {
+    if r.err == 0 {
+        Ok(())
+    } else {
+        Err(CufileFailure::code(context, r.err, r.cu_err))
+    }
+}
+
+impl CufileLibrary {
+    /// Whether this library's statistics can be used: needs `cuFileGetVersion` ≥ 1150 and the
+    /// symbols cuFileSetStatsLevel, cuFileStatsStart, cuFileStatsReset, cuFileGetStatsL3.
+    pub fn stats_support(&self) -> StatsSupport {
+        let s = &self.sym;
+        let needed = [
+            ("cuFileSetStatsLevel", s.set_stats_level.is_some()),
+            ("cuFileStatsStart", s.stats_start.is_some()),
+            ("cuFileStatsReset", s.stats_reset.is_some()),
+            ("cuFileGetStatsL3", s.get_stats_l3.is_some()),
+        ];
+        if let Some((name, _)) = needed.iter().find(|(_, ok)| !ok) {
+            return StatsSupport::MissingApi(format!(
+                "libcufile {} lacks {name}",
+                self.version_string()
+            ));
+        }
+        match self.version() {
+            None => StatsSupport::MissingApi(
+                "libcufile version unknown; stats layout cannot be chosen".into(),
+            ),
+            Some(v) if v < STATS_MIN_VERSION => StatsSupport::MissingApi(format!(
+                "libcufile {} is older than 1.15",
+                self.version_string()
+            )),
+            Some(_) => StatsSupport::Available,
+        }
+    }
+
+    /// The statistics API, or `None` unless [`CufileLibrary::stats_support`] is `Available`.
+    pub fn stats(&self) -> Option<CufileStats<'_>> {
+        match (self.stats_support(), self.version()) {
+            (StatsSupport::Available, Some(version)) => Some(CufileStats { lib: self, version }),
+            _ => None,
+        }
+    }
+}
+
+impl CufileStats<'_> {
+    /// `cuFileSetStatsLevel` (0 off … 3 per-GPU). Works before the driver opens, which is when
+    /// it should be called; overrides `profile.cufile_stats` from cufile.json.
+    /// Errors: 5022 for a level outside 0–3.
+    pub fn set_level(&self, level: i32) -> Result<(), CufileFailure> {
+        let f = self
+            .lib
+            .sym
+            .set_stats_level
+            .ok_or(CufileFailure::missing("cuFileSetStatsLevel"))?;
+        // SAFETY: plain integer argument; symbol present (checked by `stats()`).
+        check("cuFileSetStatsLevel", unsafe { f(level as c_int) })
+    }
+
+    /// `cuFileGetStatsLevel` (the staged level before open).
+    pub fn level(&self) -> Result<i32, CufileFailure> {
+        let f = self
+            .lib
+            .sym
+            .get_stats_level
+            .ok_or(CufileFailure::missing("cuFileGetStatsLevel"))?;
+        let mut level: c_int = 0;
+        // SAFETY: `level` is a valid writable int for the call.
+        check("cuFileGetStatsLevel", unsafe { f(&mut level) })?;
+        Ok(level)
+    }
+
+    /// `cuFileStatsStart`. Errors: 5001 before the driver is open.
+    pub fn start(&self) -> Result<(), CufileFailure> {
+        let f = self
+            .lib
+            .sym
+            .stats_start
+            .ok_or(CufileFailure::missing("cuFileStatsStart"))?;
+        // SAFETY: no arguments.
+        check("cuFileStatsStart", unsafe { f() })
+    }
+
+    /// `cuFileStatsStop`.
+    pub fn stop(&self) -> Result<(), CufileFailure> {
+        let f = self
+            .lib
+            .sym
+            .stats_stop
+            .ok_or(CufileFailure::missing("cuFileStatsStop"))?;
+        // SAFETY: no arguments.
+        check("cuFileStatsStop", unsafe { f() })
+    }
+
+    /// `cuFileStatsReset` (process-wide: it also resets counters other cuFile users see).
+    /// Errors: 5001 before the driver is open.
+    pub fn reset(&self) -> Result<(), CufileFailure> {
+        let f = self
+            .lib
+            .sym
+            .stats_reset
+            .ok_or(CufileFailure::missing("cuFileStatsReset"))?;
+        // SAFETY: no arguments.
+        check("cuFileStatsReset", unsafe { f() })
+    }
+
+    /// `cuFileGetStatsL3`, summed over GPUs. Host-memory reads never appear here.
+    /// Errors: 5001 before the driver is open; 5022 when the level is below 3.
+    pub fn read_per_gpu_totals(&self) -> Result<PerGpuTotals, CufileFailure> {
+        let f = self
+            .lib
+            .sym
+            .get_stats_l3
+            .ok_or(CufileFailure::missing("cuFileGetStatsL3"))?;
+        #[repr(C, align(8))]
+        struct Buf([u8; L3_BUFFER]);
+        let mut buf = Box::new(Buf([0; L3_BUFFER]));
+        // SAFETY: the buffer is zeroed, 8-aligned, writable and 8 KiB, larger than every known
+        // `CUfileStatsLevel3_t` (5000 bytes before 1.19, 5112 from 1.19).
+        check("cuFileGetStatsL3", unsafe { f(buf.0.as_mut_ptr().cast()) })?;
+        Ok(parse_l3(&buf.0, self.version))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(buf: &mut [u8], at: usize, v: u64) {
+        buf[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+
+    #[test]
+    fn offsets_follow_the_version() {
+        assert_eq!(l3_offsets(1150), (1024, 1032));
+        assert_eq!(l3_offsets(1180), (1024, 1032));
+        assert_eq!(l3_offsets(1190), (1136, 1144));
+        assert_eq!(l3_offsets(1200), (1136, 1144));
+    }
+
+    #[test]
+    fn parse_sums_gpus_and_clamps() {
+        let mut buf = vec![0u8; L3_BUFFER];
+        buf[1024..1028].copy_from_slice(&2u32.to_ne_bytes());
+        for g in 0..2 {
+            let e = 1032 + g * PER_GPU_SIZE;
+            put(&mut buf, e + 16, 4096);
+            put(&mut buf, e + 48, 3);
+            put(&mut buf, e + 72, 2);
+            put(&mut buf, e + 64, 1);
+            put(&mut buf, e + 112, 7);
+        }
+        let t = parse_l3(&buf, 1150);
+        assert_eq!(
+            (
+                t.read_bytes,
+                t.n_total_reads,
+                t.n_posix_reads,
+                t.n_nvfs_reads,
+                t.n_reads_err
+            ),
+            (8192, 6, 4, 2, 14)
+        );
+        // Read with the 1.19 layout the same bytes mean nothing.
+        assert_eq!(parse_l3(&buf, 1190), PerGpuTotals::default());
+        // A bogus GPU count is clamped instead of reading past the buffer.
+        buf[1024..1028].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(parse_l3(&buf, 1150).n_total_reads, 6);
+    }
+
+    #[test]
+    fn delta_saturates() {
+        let a = PerGpuTotals {
+            n_total_reads: 5,
+            read_bytes: 10,
+            ..Default::default()
+        };
+        let b = PerGpuTotals {
+            n_total_reads: 8,
+            read_bytes: 4,
+            ..Default::default()
+        };
+        let d = b.delta_since(&a);
+        assert_eq!((d.n_total_reads, d.read_bytes), (3, 0));
+    }
+}

@@ -1,0 +1,592 @@
+//! Fault-injection tests of `gdsroute::cufile` against the fake libcufile in
+//! tests/fake_cufile/fake_cufile.c, compiled here with the system C compiler in three variants
+//! (full, no statistics symbols, no cuFileRead). No GPU needed: the fake reads into host memory.
+
+use std::ffi::{CStr, c_char, c_int};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use gdsroute::cufile::{
+    CufileLibrary, LIBRARY_ENV_VAR, LoadError, LogRedirect, ReadFailure, StatsSupport,
+};
+
+/// Every test that touches the environment or the fake's global state holds this.
+static ENV_LOCK: Mutex<()> = Mutex::new(());
+
+const ENV_VARS: [&str; 15] = [
+    "FAKE_CUFILE_VERSION",
+    "FAKE_CUFILE_OPEN_RESULT",
+    "FAKE_CUFILE_REGISTER_RESULT",
+    "FAKE_CUFILE_READ_MODE",
+    "FAKE_CUFILE_READ_ERRNO",
+    "FAKE_CUFILE_READ_CODE",
+    "FAKE_CUFILE_ROUTE",
+    "FAKE_CUFILE_NUM_GPUS",
+    "FAKE_CUFILE_NVFS_MAJOR",
+    "FAKE_CUFILE_NVFS_MINOR",
+    LIBRARY_ENV_VAR,
+    "CUFILE_LOGFILE_PATH",
+    "CUFILE_ENV_PATH_JSON",
+    "CUFILE_LOGGING_LEVEL",
+    "CUFILE_STATS_LEVEL",
+];
+
+/// Holds the lock and cleans the environment on entry and exit.
+struct Env {
+    _guard: MutexGuard<'static, ()>,
+}
+
+impl Env {
+    fn new() -> Env {
+        let guard = ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        clear_env();
+        Env { _guard: guard }
+    }
+
+    fn set(&self, key: &str, value: impl AsRef<std::ffi::OsStr>) {
+        // SAFETY: every test that reads or writes the environment holds ENV_LOCK, and the library
+        // under test reads it only from the thread running the test.
+        unsafe { std::env::set_var(key, value) }
+    }
+
+    fn remove(&self, key: &str) {
+        // SAFETY: as in `set`.
+        unsafe { std::env::remove_var(key) }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        clear_env();
+    }
+}
+
+fn clear_env() {
+    for k in ENV_VARS {
+        // SAFETY: called with ENV_LOCK held (from `Env`).
+        unsafe { std::env::remove_var(k) }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Variant {
+    Full,
+    NoStats,
+    MissingRead,
+    NoVersion,
+}
+
+fn build_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("fake-cufile-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("temp dir")
+    })
+    .path()
+}
+
+/// Compiles (once per process) and returns the path of a fake library variant.
+fn fake(variant: Variant) -> PathBuf {
+    static BUILT: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let (name, define) = match variant {
+        Variant::Full => ("libfake_cufile_full.so", None),
+        Variant::NoStats => ("libfake_cufile_nostats.so", Some("-DFAKE_CUFILE_NO_STATS")),
+        Variant::MissingRead => (
+            "libfake_cufile_noread.so",
+            Some("-DFAKE_CUFILE_MISSING_READ"),
+        ),
+        Variant::NoVersion => (
+            "libfake_cufile_noversion.so",
+            Some("-DFAKE_CUFILE_NO_VERSION"),
+        ),
+    };
+    let out = build_dir().join(name);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.contains(&name) {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cufile/fake_cufile.c");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let mut cmd = Command::new(cc);
+        cmd.args([
+            "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-o",
+        ])
+        .arg(&out)
+        .arg(&src);
+        if let Some(d) = define {
+            cmd.arg(d);
+        }
+        let status = cmd.status().expect("run the C compiler");
+        assert!(status.success(), "compiling {name} failed");
+        built.push(name);
+    }
+    out
+}
+
+/// Test hooks exported by the fake, reached through a second dlopen of the same file (which
+/// returns the same loaded object, so the state is shared with `CufileLibrary`).
+struct Hooks {
+    lib: libloading::Library,
+}
+
+impl Hooks {
+    fn new(path: &Path) -> Hooks {
+        // SAFETY: the fake library has no constructors.
+        let lib = unsafe { libloading::Library::new(path) }.expect("load fake");
+        let h = Hooks { lib };
+        // SAFETY: `fake_cufile_reset` is `void(void)`.
+        unsafe {
+            h.lib
+                .get::<unsafe extern "C" fn()>("fake_cufile_reset")
+                .unwrap()()
+        };
+        h
+    }
+
+    fn int(&self, name: &str) -> c_int {
+        // SAFETY: the counter hooks are `int(void)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn() -> c_int>(name)
+                .unwrap()()
+        }
+    }
+
+    fn param_string(&self, param: c_int) -> Option<String> {
+        // SAFETY: `const char *(int)`; the string lives until the next reset/set, and is copied now.
+        unsafe {
+            let f = self
+                .lib
+                .get::<unsafe extern "C" fn(c_int) -> *const c_char>("fake_cufile_param_string")
+                .unwrap();
+            let p = f(param);
+            (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+        }
+    }
+}
+
+fn load(variant: Variant) -> (CufileLibrary, Hooks) {
+    let path = fake(variant);
+    let hooks = Hooks::new(&path);
+    let lib = CufileLibrary::load_candidates(&[&path]).expect("fake loads");
+    (lib, hooks)
+}
+
+fn data_file(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(&data).unwrap();
+    f.flush().unwrap();
+    (f, data)
+}
+
+#[test]
+fn version_is_reported_as_the_library_returns_it() {
+    let env = Env::new();
+    env.set("FAKE_CUFILE_VERSION", "1150");
+    let (lib, _h) = load(Variant::Full);
+    assert_eq!(
+        (lib.version(), lib.version_string().as_str()),
+        (Some(1150), "1.15")
+    );
+    drop(lib);
+    env.set("FAKE_CUFILE_VERSION", "1200");
+    let (lib, _h) = load(Variant::Full);
+    assert_eq!(
+        (lib.version(), lib.version_string().as_str()),
+        (Some(1200), "1.20")
+    );
+    assert!(
+        lib.missing_optional_symbols().is_empty(),
+        "{:?}",
+        lib.missing_optional_symbols()
+    );
+}
+
+#[test]
+fn absent_version_symbol_is_unknown_and_disables_stats() {
+    let _env = Env::new();
+    let (lib, _h) = load(Variant::NoVersion);
+    assert_eq!(lib.version(), None);
+    assert_eq!(lib.version_string(), "unknown");
+    assert!(
+        matches!(lib.stats_support(), StatsSupport::MissingApi(r) if r.contains("version unknown"))
+    );
+}
+
+#[test]
+fn missing_required_symbol_names_it() {
+    let _env = Env::new();
+    let path = fake(Variant::MissingRead);
+    let err = CufileLibrary::load_candidates(&[&path]).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            LoadError::MissingSymbol {
+                symbol: "cuFileRead",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("cuFileRead") && text.contains(&*path.to_string_lossy()),
+        "{text}"
+    );
+}
+
+#[test]
+fn old_library_without_stats_loads_and_reports_missing_api() {
+    let _env = Env::new();
+    let (lib, _h) = load(Variant::NoStats);
+    assert!(lib.stats().is_none());
+    match lib.stats_support() {
+        StatsSupport::MissingApi(reason) => {
+            assert!(reason.contains("cuFileSetStatsLevel"), "{reason}")
+        }
+        StatsSupport::Available => panic!("stats should be missing"),
+    }
+    assert!(lib.missing_optional_symbols().contains(&"cuFileGetStatsL3"));
+    // Reads still work without stats.
+    lib.driver_open().unwrap();
+    let (file, data) = data_file(4096);
+    let h = lib.register_handle(file.as_file().as_raw_fd()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` is host memory the fake writes into, 4096 bytes, alive for the call.
+    let n = unsafe { lib.read(&h, buf.as_mut_ptr().cast(), 4096, 0, 0) }.unwrap();
+    assert_eq!((n, &buf), (4096, &data));
+}
+
+#[test]
+fn version_below_1150_disables_stats_even_with_symbols() {
+    let env = Env::new();
+    env.set("FAKE_CUFILE_VERSION", "1140");
+    let (lib, _h) = load(Variant::Full);
+    assert!(matches!(lib.stats_support(), StatsSupport::MissingApi(r) if r.contains("older")));
+}
+
+#[test]
+fn driver_open_close_and_properties() {
+    let env = Env::new();
+    env.set("FAKE_CUFILE_OPEN_RESULT", "5001");
+    let (lib, hooks) = load(Variant::Full);
+    let err = lib.driver_open().unwrap_err();
+    assert_eq!((err.code, err.context), (5001, "cuFileDriverOpen"));
+    assert_eq!(lib.driver_opens(), 0);
+    env.remove("FAKE_CUFILE_OPEN_RESULT");
+    lib.driver_open().unwrap();
+    assert_eq!(
+        (lib.driver_opens(), hooks.int("fake_cufile_open_count")),
+        (1, 1)
+    );
+    lib.driver_close().unwrap();
+    assert_eq!(
+        (lib.driver_opens(), hooks.int("fake_cufile_open_count")),
+        (0, 0)
+    );
+    // Never closes an open it does not own.
+    assert!(lib.driver_close().is_err());
+
+    let p = lib.properties().unwrap();
+    assert!(!p.is_gds_available() && p.compat_mode_allowed());
+    assert_eq!(
+        (
+            p.max_direct_io_size,
+            p.max_batch_io_size,
+            p.max_batch_io_timeout_msecs
+        ),
+        (16384, 128, 5)
+    );
+    env.set("FAKE_CUFILE_NVFS_MAJOR", "2");
+    env.set("FAKE_CUFILE_NVFS_MINOR", "17");
+    let p = lib.properties().unwrap();
+    assert!(p.is_gds_available());
+    assert_eq!((p.nvfs_major, p.nvfs_minor), (2, 17));
+}
+
+#[test]
+fn register_failure_reports_code_and_message() {
+    let env = Env::new();
+    env.set("FAKE_CUFILE_REGISTER_RESULT", "5027");
+    let (lib, hooks) = load(Variant::Full);
+    let (file, _) = data_file(16);
+    let err = lib.register_handle(file.as_file().as_raw_fd()).unwrap_err();
+    assert_eq!((err.code, err.context), (5027, "cuFileHandleRegister"));
+    assert!(err.message().contains("udev"));
+    let text = err.to_string();
+    assert!(
+        text.contains("5027") && text.contains("cuFileHandleRegister"),
+        "{text}"
+    );
+    assert_eq!(hooks.int("fake_cufile_deregister_count"), 0);
+}
+
+#[test]
+fn handle_deregisters_on_drop_and_fd_reaches_the_library() {
+    let _env = Env::new();
+    let (lib, hooks) = load(Variant::Full);
+    let (file, _) = data_file(16);
+    let fd = file.as_file().as_raw_fd();
+    // A bad fd is rejected by the fake's fcntl check: proves the descriptor layout carries the fd.
+    assert_eq!(lib.register_handle(-1).unwrap_err().code, 5022);
+    let h = lib.register_handle(fd).unwrap();
+    assert_eq!(h.fd(), fd);
+    drop(h);
+    assert_eq!(hooks.int("fake_cufile_deregister_count"), 1);
+}
+
+#[test]
+fn read_decoding_for_each_mode() {
+    let env = Env::new();
+    let (lib, _h) = load(Variant::Full);
+    let (file, data) = data_file(20000);
+    let h = lib.register_handle(file.as_file().as_raw_fd()).unwrap();
+    let mut buf = vec![0u8; 9000];
+    let read = |buf: &mut Vec<u8>, size: usize, file_off: i64, buf_off: i64| {
+        assert!(buf_off as usize + size <= buf.len());
+        // SAFETY: the range lies inside `buf` (asserted), host memory that the fake writes.
+        unsafe { lib.read(&h, buf.as_mut_ptr().cast(), size, file_off, buf_off) }
+    };
+
+    assert_eq!(read(&mut buf, 8192, 100, 16), Ok(8192));
+    assert_eq!(&buf[16..16 + 8192], &data[100..100 + 8192]);
+    assert_eq!(
+        read(&mut buf, 8192, 19000, 0),
+        Ok(1000),
+        "short read at end of file"
+    );
+
+    env.set("FAKE_CUFILE_READ_MODE", "short");
+    assert_eq!(read(&mut buf, 4096, 0, 0), Ok(2048));
+
+    env.set("FAKE_CUFILE_READ_MODE", "errno");
+    assert_eq!(
+        read(&mut buf, 4096, 0, 0),
+        Err(ReadFailure::Errno(libc::EIO))
+    );
+    env.set("FAKE_CUFILE_READ_ERRNO", "5011");
+    assert_eq!(
+        read(&mut buf, 4096, 0, 0),
+        Err(ReadFailure::Cufile(5011)),
+        "cuFile code carried in errno"
+    );
+
+    env.set("FAKE_CUFILE_READ_MODE", "negative");
+    assert_eq!(read(&mut buf, 4096, 0, 0), Err(ReadFailure::Cufile(5011)));
+    env.set("FAKE_CUFILE_READ_CODE", "5027");
+    let err = read(&mut buf, 4096, 0, 0).unwrap_err();
+    assert_eq!(err, ReadFailure::Cufile(5027));
+    assert!(err.to_string().contains("cuFileRead"), "{err}");
+}
+
+/// Runs a fixed set of reads under stats level 3 and returns the totals.
+fn stats_run(env: &Env, version: &str, num_gpus: &str) -> gdsroute::cufile::PerGpuTotals {
+    env.set("FAKE_CUFILE_VERSION", version);
+    env.set("FAKE_CUFILE_NUM_GPUS", num_gpus);
+    let (lib, _h) = load(Variant::Full);
+    assert_eq!(lib.stats_support(), StatsSupport::Available);
+    let stats = lib.stats().unwrap();
+    stats.set_level(3).unwrap();
+    assert_eq!(stats.level().unwrap(), 3);
+    assert_eq!(
+        stats.start().unwrap_err().code,
+        5001,
+        "stats need an open driver"
+    );
+    assert_eq!(stats.read_per_gpu_totals().unwrap_err().code, 5001);
+    lib.driver_open().unwrap();
+    stats.start().unwrap();
+    stats.reset().unwrap();
+    let before = stats.read_per_gpu_totals().unwrap();
+
+    let (file, _) = data_file(16384);
+    let h = lib.register_handle(file.as_file().as_raw_fd()).unwrap();
+    let mut buf = vec![0u8; 16384];
+    let ptr = buf.as_mut_ptr().cast();
+    // SAFETY (all reads below): `buf` is 16 KiB of host memory; each range fits inside it.
+    unsafe {
+        assert_eq!(lib.read(&h, ptr, 4096, 0, 0), Ok(4096));
+        assert_eq!(lib.read(&h, ptr, 4096, 4096, 4096), Ok(4096));
+        assert_eq!(lib.read(&h, ptr, 1000, 10, 0), Ok(1000)); // unaligned
+        env.set("FAKE_CUFILE_READ_MODE", "errno");
+        assert!(lib.read(&h, ptr, 4096, 0, 0).is_err());
+        env.remove("FAKE_CUFILE_READ_MODE");
+    }
+    let after = stats.read_per_gpu_totals().unwrap();
+    stats.stop().unwrap();
+    // The level gate: L3 needs level 3.
+    stats.set_level(1).unwrap();
+    assert_eq!(stats.read_per_gpu_totals().unwrap_err().code, 5022);
+    after.delta_since(&before)
+}
+
+#[test]
+fn stats_follow_the_1150_layout() {
+    let env = Env::new();
+    let t = stats_run(&env, "1150", "1");
+    assert_eq!(
+        (
+            t.n_total_reads,
+            t.n_posix_reads,
+            t.n_nvfs_reads,
+            t.n_p2p_reads
+        ),
+        (4, 3, 0, 0)
+    );
+    assert_eq!(
+        (t.n_unaligned_reads, t.n_reads_err, t.read_bytes),
+        (1, 1, 4096 + 4096 + 1000)
+    );
+}
+
+#[test]
+fn stats_follow_the_1190_layout() {
+    let env = Env::new();
+    env.set("FAKE_CUFILE_ROUTE", "nvfs");
+    let t = stats_run(&env, "1190", "1");
+    assert_eq!(
+        (t.n_total_reads, t.n_nvfs_reads, t.n_posix_reads),
+        (4, 3, 0)
+    );
+    assert_eq!(
+        (t.n_unaligned_reads, t.n_reads_err, t.read_bytes),
+        (1, 1, 9192)
+    );
+}
+
+#[test]
+fn stats_sum_gpus_and_clamp_the_count() {
+    let env = Env::new();
+    let t = stats_run(&env, "1200", "3");
+    assert_eq!((t.n_total_reads, t.read_bytes), (12, 3 * 9192));
+    let t = stats_run(&env, "1150", "40");
+    assert_eq!(t.n_total_reads, 16 * 4, "num_gpus clamped to 16");
+}
+
+#[test]
+fn log_redirect_respects_user_configuration() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cufile.json");
+    std::fs::write(
+        &json,
+        "{ \"logging\": {\n // \"dir\": \"/home/x\",\n \"level\": \"ERROR\" } }",
+    )
+    .unwrap();
+    env.set("CUFILE_ENV_PATH_JSON", &json);
+    let (lib, hooks) = load(Variant::Full);
+    let log = dir.path().join("gdsroute-cufile.log");
+    assert_eq!(lib.redirect_log_if_unconfigured(&log), Ok(LogRedirect::Set));
+    assert_eq!(hooks.param_string(1), Some(log.display().to_string()));
+
+    hooks_reset(&hooks);
+    env.set("CUFILE_LOGFILE_PATH", "/tmp/mine.log");
+    assert!(matches!(
+        lib.redirect_log_if_unconfigured(&log),
+        Ok(LogRedirect::UserConfigured(_))
+    ));
+    env.remove("CUFILE_LOGFILE_PATH");
+    std::fs::write(&json, "{ \"logging\": { \"dir\": \"/var/log/cufile\" } }").unwrap();
+    assert!(matches!(
+        lib.redirect_log_if_unconfigured(&log),
+        Ok(LogRedirect::UserConfigured(_))
+    ));
+    assert_eq!(hooks.param_string(1), None);
+
+    std::fs::write(&json, "{}").unwrap();
+    lib.driver_open().unwrap();
+    assert_eq!(
+        lib.redirect_log_if_unconfigured(&log).unwrap_err().code,
+        5026
+    );
+}
+
+fn hooks_reset(h: &Hooks) {
+    // SAFETY: `fake_cufile_reset` is `void(void)`.
+    unsafe {
+        h.lib
+            .get::<unsafe extern "C" fn()>("fake_cufile_reset")
+            .unwrap()()
+    };
+}
+
+#[test]
+fn missing_library_lists_every_candidate_tried() {
+    let env = Env::new();
+    env.set(LIBRARY_ENV_VAR, "/nonexistent/env/libcufile.so.0");
+    let explicit = Path::new("/nonexistent/explicit/libcufile.so.0");
+    let expected = [
+        "/nonexistent/explicit/libcufile.so.0",
+        "/nonexistent/env/libcufile.so.0",
+        "libcufile.so.0",
+        "libcufile.so",
+    ];
+    match CufileLibrary::load(Some(explicit)) {
+        Err(LoadError::NotFound { attempts }) => {
+            let tried: Vec<_> = attempts.iter().map(|a| a.candidate.as_str()).collect();
+            assert_eq!(tried, expected);
+            assert!(attempts.iter().all(|a| !a.error.is_empty()));
+        }
+        // A machine with a real libcufile: the two bogus paths still come first.
+        Ok(lib) => {
+            let tried: Vec<_> = lib
+                .failed_attempts()
+                .iter()
+                .map(|a| a.candidate.as_str())
+                .collect();
+            assert_eq!(tried[..2], expected[..2]);
+        }
+        Err(e) => panic!("unexpected: {e}"),
+    }
+}
+
+#[test]
+fn env_var_selects_the_library() {
+    let env = Env::new();
+    let path = fake(Variant::Full);
+    env.set(LIBRARY_ENV_VAR, &path);
+    let lib = CufileLibrary::load(None).unwrap();
+    assert_eq!(lib.path(), path.display().to_string());
+    assert!(lib.failed_attempts().is_empty());
+}
+
+/// Opt-in smoke test against a real libcufile (set `GDSROUTE_TEST_REAL_CUFILE` to its path). It
+/// never opens the driver, so it is safe without a GPU or libcuda (cuFile 1.16+ would spin).
+#[test]
+fn real_library_smoke_without_driver_open() {
+    let Some(path) = std::env::var_os("GDSROUTE_TEST_REAL_CUFILE") else {
+        eprintln!("GDSROUTE_TEST_REAL_CUFILE not set; skipped");
+        return;
+    };
+    let env = Env::new();
+    let dir = tempfile::tempdir().unwrap();
+    env.set("CUFILE_ENV_PATH_JSON", dir.path().join("absent.json"));
+    let lib = CufileLibrary::load_candidates(&[PathBuf::from(path)]).expect("real libcufile loads");
+    let v = lib.version().expect("cuFileGetVersion answers before open");
+    assert!(v >= 1000, "{v}");
+    let log = dir.path().join("cufile.log");
+    assert_eq!(lib.redirect_log_if_unconfigured(&log), Ok(LogRedirect::Set));
+    if v >= 1150 {
+        assert_eq!(lib.stats_support(), StatsSupport::Available);
+        let stats = lib.stats().unwrap();
+        stats.set_level(3).unwrap();
+        assert_eq!(stats.level().unwrap(), 3);
+        assert_eq!(stats.set_level(4).unwrap_err().code, 5022);
+        assert_eq!(
+            stats.start().unwrap_err().code,
+            5001,
+            "stats need an open driver"
+        );
+    }
+    // 1.15 without libcuda answers 5011 (CUresult 3, not initialised); 1.20 answers defaults.
+    let p = lib.properties();
+    eprintln!(
+        "real libcufile {} at {}: {p:?}",
+        lib.version_string(),
+        lib.path()
+    );
+}

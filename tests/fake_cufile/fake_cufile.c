@@ -1,0 +1,288 @@
+/* A fake libcufile for CI machines without a GPU: exports the cuFile entry points gdsroute uses,
+ * with behaviour chosen by environment variables read at call time, and its own per-GPU counters
+ * reported through cuFileGetStatsL3 at the offsets the reported version implies.
+ *
+ * Build: cc -shared -fPIC -o libfake_cufile.so fake_cufile.c
+ *   -DFAKE_CUFILE_NO_STATS      omit every statistics symbol (a pre-1.15 library)
+ *   -DFAKE_CUFILE_MISSING_READ  omit cuFileRead
+ *   -DFAKE_CUFILE_NO_VERSION    omit cuFileGetVersion
+ *
+ * Environment:
+ *   FAKE_CUFILE_VERSION          cuFileGetVersion result (default 1150); >= 1190 moves L3 fields
+ *   FAKE_CUFILE_OPEN_RESULT      cuFileDriverOpen result code (default 0)
+ *   FAKE_CUFILE_REGISTER_RESULT  cuFileHandleRegister result code (default 0)
+ *   FAKE_CUFILE_READ_MODE        ok | short | errno | negative (default ok)
+ *   FAKE_CUFILE_READ_ERRNO       errno for mode errno (default EIO)
+ *   FAKE_CUFILE_READ_CODE        code for mode negative (default 5011): returns -code
+ *   FAKE_CUFILE_ROUTE            posix | nvfs | p2p: which counter a read bumps (default posix)
+ *   FAKE_CUFILE_NUM_GPUS         num_gpus written to L3 (default 1; may exceed 16 to test clamping)
+ *   FAKE_CUFILE_NVFS_MAJOR/MINOR nvidia-fs version in the driver properties (default 0.0)
+ * Reads treat the buffer as host memory and pread() the registered fd into it.
+ * Test hooks: fake_cufile_reset(), fake_cufile_open_count(), fake_cufile_deregister_count(),
+ * fake_cufile_param_string(int param) (last staged string or NULL).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef struct { int err; int cu_err; } fake_status;
+
+/* Same layout as CUfileDrvProps_t (56 bytes on LP64). */
+struct fake_props {
+    struct {
+        unsigned int major, minor;
+        size_t poll_thresh_size, max_direct_io_size;
+        unsigned int dstatusflags, dcontrolflags;
+    } nvfs;
+    unsigned int fflags, max_device_cache_size, per_buffer_cache_size,
+        max_device_pinned_mem_size, max_batch_io_size, max_batch_io_timeout_msecs;
+};
+_Static_assert(sizeof(struct fake_props) == 56, "CUfileDrvProps_t is 56 bytes");
+
+/* Same layout as CUfileDescr_t. */
+struct fake_descr {
+    int type;
+    union { int fd; void *handle; } handle;
+    const void *fs_ops;
+};
+_Static_assert(sizeof(struct fake_descr) == 24, "CUfileDescr_t is 24 bytes");
+
+#define FAKE_MAX_GPUS 16
+#define PER_GPU_SIZE 248
+struct counters { uint64_t read_bytes, total, p2p, nvfs, posix, unaligned, err; };
+
+struct fake_handle { uint32_t magic; int fd; };
+#define HANDLE_MAGIC 0xC0F1E5u
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int open_count, stats_level, stats_started, deregister_count;
+static struct counters gpu[FAKE_MAX_GPUS];
+static char *param_string[8];
+
+static fake_status status(int code) { fake_status s = { code, 0 }; return s; }
+
+static int env_int(const char *name, int def) {
+    const char *v = getenv(name);
+    return (v && *v) ? atoi(v) : def;
+}
+
+static __attribute__((unused)) const char *env_str(const char *name, const char *def) {
+    const char *v = getenv(name);
+    return (v && *v) ? v : def;
+}
+
+EXPORT void fake_cufile_reset(void) {
+    pthread_mutex_lock(&lock);
+    open_count = stats_level = stats_started = deregister_count = 0;
+    memset(gpu, 0, sizeof gpu);
+    for (int i = 0; i < 8; i++) { free(param_string[i]); param_string[i] = NULL; }
+    pthread_mutex_unlock(&lock);
+}
+EXPORT int fake_cufile_open_count(void) { return open_count; }
+EXPORT int fake_cufile_deregister_count(void) { return deregister_count; }
+EXPORT const char *fake_cufile_param_string(int param) {
+    return (param >= 0 && param < 8) ? param_string[param] : NULL;
+}
+
+#ifndef FAKE_CUFILE_NO_VERSION
+EXPORT fake_status cuFileGetVersion(int *version) {
+    if (!version) return status(5022);
+    *version = env_int("FAKE_CUFILE_VERSION", 1150);
+    return status(0);
+}
+#endif
+
+EXPORT fake_status cuFileDriverOpen(void) {
+    int r = env_int("FAKE_CUFILE_OPEN_RESULT", 0);
+    if (r == 0) {
+        pthread_mutex_lock(&lock);
+        open_count++;
+        /* The real library clears staged parameters when it opens. */
+        for (int i = 0; i < 8; i++) { free(param_string[i]); param_string[i] = NULL; }
+        pthread_mutex_unlock(&lock);
+    }
+    return status(r);
+}
+
+static fake_status close_impl(void) {
+    pthread_mutex_lock(&lock);
+    int r = open_count > 0 ? 0 : 5001;
+    if (r == 0) open_count--;
+    pthread_mutex_unlock(&lock);
+    return status(r);
+}
+EXPORT fake_status cuFileDriverClose(void) { return close_impl(); }
+EXPORT fake_status cuFileDriverClose_v2(void) { return close_impl(); }
+
+EXPORT fake_status cuFileDriverGetProperties(void *out) {
+    if (!out) return status(5022);
+    struct fake_props p;
+    memset(&p, 0, sizeof p);
+    p.nvfs.major = (unsigned)env_int("FAKE_CUFILE_NVFS_MAJOR", 0);
+    p.nvfs.minor = (unsigned)env_int("FAKE_CUFILE_NVFS_MINOR", 0);
+    p.nvfs.poll_thresh_size = 4;
+    p.nvfs.max_direct_io_size = 16384;
+    p.nvfs.dcontrolflags = 1u << 1; /* ALLOW_COMPAT_MODE */
+    p.fflags = 1u << 1;             /* BATCH_IO */
+    p.max_device_cache_size = 131072;
+    p.per_buffer_cache_size = 1024;
+    p.max_device_pinned_mem_size = 33554432;
+    p.max_batch_io_size = 128;
+    p.max_batch_io_timeout_msecs = 5;
+    memcpy(out, &p, sizeof p);
+    return status(0);
+}
+
+EXPORT fake_status cuFileSetParameterString(int param, const char *value) {
+    if (param < 0 || param > 2 || !value) return status(5022);
+    pthread_mutex_lock(&lock);
+    int r = 0;
+    if (open_count > 0) {
+        r = 5026; /* DRIVER_ALREADY_OPEN */
+    } else {
+        free(param_string[param]);
+        param_string[param] = strdup(value);
+    }
+    pthread_mutex_unlock(&lock);
+    return status(r);
+}
+
+EXPORT fake_status cuFileHandleRegister(void **fh, struct fake_descr *descr) {
+    if (!fh || !descr) return status(5022);
+    /* Checks that the caller's descriptor layout is right. */
+    if (descr->type != 1 || descr->fs_ops != NULL) return status(5022);
+    if (fcntl(descr->handle.fd, F_GETFD) < 0) return status(5022);
+    int r = env_int("FAKE_CUFILE_REGISTER_RESULT", 0);
+    if (r != 0) return status(r);
+    struct fake_handle *h = malloc(sizeof *h);
+    if (!h) return status(5043);
+    h->magic = HANDLE_MAGIC;
+    h->fd = descr->handle.fd;
+    *fh = h;
+    return status(0);
+}
+
+EXPORT void cuFileHandleDeregister(void *fh) {
+    struct fake_handle *h = fh;
+    if (!h || h->magic != HANDLE_MAGIC) return;
+    h->magic = 0;
+    free(h);
+    pthread_mutex_lock(&lock);
+    deregister_count++;
+    pthread_mutex_unlock(&lock);
+}
+
+EXPORT fake_status cuFileBufRegister(const void *base, size_t len, int flags) {
+    (void)len; (void)flags;
+    return status(base ? 0 : 5022);
+}
+EXPORT fake_status cuFileBufDeregister(const void *base) { return status(base ? 0 : 5022); }
+
+#ifndef FAKE_CUFILE_MISSING_READ
+static void count_read(off_t file_offset, size_t size, off_t buf_offset, ssize_t ret) {
+    pthread_mutex_lock(&lock);
+    if (stats_started && stats_level >= 3) {
+        struct counters *c = &gpu[0];
+        c->total++;
+        if (ret < 0) {
+            c->err++;
+        } else {
+            const char *route = env_str("FAKE_CUFILE_ROUTE", "posix");
+            if (strcmp(route, "nvfs") == 0) c->nvfs++;
+            else if (strcmp(route, "p2p") == 0) c->p2p++;
+            else c->posix++;
+            c->read_bytes += (uint64_t)ret;
+        }
+        if (((uint64_t)file_offset | (uint64_t)size | (uint64_t)buf_offset) & 4095u) c->unaligned++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+EXPORT ssize_t cuFileRead(void *fh, void *base, size_t size, off_t file_offset, off_t buf_offset) {
+    struct fake_handle *h = fh;
+    if (!h || h->magic != HANDLE_MAGIC) { errno = EBADF; return -1; }
+    const char *mode = env_str("FAKE_CUFILE_READ_MODE", "ok");
+    ssize_t ret;
+    if (strcmp(mode, "errno") == 0) {
+        count_read(file_offset, size, buf_offset, -1);
+        errno = env_int("FAKE_CUFILE_READ_ERRNO", EIO);
+        return -1;
+    } else if (strcmp(mode, "negative") == 0) {
+        ret = -(ssize_t)env_int("FAKE_CUFILE_READ_CODE", 5011);
+    } else {
+        size_t want = strcmp(mode, "short") == 0 ? size / 2 : size;
+        ret = pread(h->fd, (char *)base + buf_offset, want, file_offset);
+    }
+    int saved = errno;
+    count_read(file_offset, size, buf_offset, ret);
+    errno = saved;
+    return ret;
+}
+#endif
+
+#ifndef FAKE_CUFILE_NO_STATS
+EXPORT fake_status cuFileSetStatsLevel(int level) {
+    if (level < 0 || level > 3) return status(5022);
+    stats_level = level;
+    return status(0);
+}
+EXPORT fake_status cuFileGetStatsLevel(int *level) {
+    if (!level) return status(5022);
+    *level = stats_level;
+    return status(0);
+}
+EXPORT fake_status cuFileStatsStart(void) {
+    if (open_count == 0) return status(5001);
+    stats_started = 1;
+    return status(0);
+}
+EXPORT fake_status cuFileStatsStop(void) {
+    if (open_count == 0) return status(5001);
+    stats_started = 0;
+    return status(0);
+}
+EXPORT fake_status cuFileStatsReset(void) {
+    if (open_count == 0) return status(5001);
+    pthread_mutex_lock(&lock);
+    memset(gpu, 0, sizeof gpu);
+    pthread_mutex_unlock(&lock);
+    return status(0);
+}
+
+static void put_u64(unsigned char *p, size_t at, uint64_t v) { memcpy(p + at, &v, sizeof v); }
+
+EXPORT fake_status cuFileGetStatsL3(void *out) {
+    if (open_count == 0) return status(5001);
+    if (!out || stats_level < 3) return status(5022);
+    int big = env_int("FAKE_CUFILE_VERSION", 1150) >= 1190;
+    size_t total = big ? 5112 : 5000, num_at = big ? 1136 : 1024, gpus_at = big ? 1144 : 1032;
+    unsigned char *p = out;
+    memset(p, 0, total);
+    uint32_t n = (uint32_t)env_int("FAKE_CUFILE_NUM_GPUS", 1);
+    memcpy(p + num_at, &n, sizeof n);
+    pthread_mutex_lock(&lock);
+    for (uint32_t g = 0; g < n && g < FAKE_MAX_GPUS; g++) {
+        size_t e = gpus_at + (size_t)g * PER_GPU_SIZE;
+        /* When reporting several GPUs, give each the same counters so sums are predictable. */
+        const struct counters *c = &gpu[0];
+        put_u64(p, e + 16, c->read_bytes);
+        put_u64(p, e + 48, c->total);
+        put_u64(p, e + 56, c->p2p);
+        put_u64(p, e + 64, c->nvfs);
+        put_u64(p, e + 72, c->posix);
+        put_u64(p, e + 80, c->unaligned);
+        put_u64(p, e + 112, c->err);
+    }
+    pthread_mutex_unlock(&lock);
+    return status(0);
+}
+#endif
