@@ -1,0 +1,10 @@
+//! Sets the soname of the Linux shared library (cargo has no option for it), so that installed
+//! copies follow the usual libgdsroute.so -> .so.MAJOR -> .so.MAJOR.MINOR.PATCH scheme.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        let major = std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets CARGO_PKG_VERSION_MAJOR");
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libgdsroute.so.{major}");
+    }
+}
