@@ -30,6 +30,11 @@
 
 
 /**
+ * Size of the C struct.
+ */
+#define DriverProperties_C_SIZE 56
+
+/**
  * KvikIO's default task size: 4 MiB.
  */
 #define GDSROUTE_DEFAULT_TASK_SIZE (4 << 20)
@@ -223,6 +228,59 @@ typedef uint32_t gdsroute_cufile_stats_state;
 #endif // __cplusplus
 
 /**
+ * Why cuFile is not used; stable numbers, reported through the C API.
+ */
+enum gdsroute_fallback_reason
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * cuFile serves this file.
+   */
+  GDSROUTE_FALLBACK_REASON_NONE = 0,
+  /**
+   * Compat mode is ON: cuFile is never called.
+   */
+  GDSROUTE_FALLBACK_REASON_COMPAT_ON = 1,
+  /**
+   * The CUDA driver is missing or did not initialise.
+   */
+  GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE = 2,
+  /**
+   * libcufile could not be loaded, or lacks a required symbol.
+   */
+  GDSROUTE_FALLBACK_REASON_LIBRARY_UNAVAILABLE = 3,
+  /**
+   * `/run/udev` is not a directory: cuFile cannot classify volumes (KvikIO's AUTO check).
+   */
+  GDSROUTE_FALLBACK_REASON_NO_UDEV = 4,
+  /**
+   * Running under WSL (KvikIO's AUTO check).
+   */
+  GDSROUTE_FALLBACK_REASON_WSL = 5,
+  /**
+   * `cuFileDriverOpen` failed.
+   */
+  GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED = 6,
+  /**
+   * The `O_DIRECT` open of the file failed (e.g. tmpfs).
+   */
+  GDSROUTE_FALLBACK_REASON_DIRECT_OPEN_FAILED = 7,
+  /**
+   * `cuFileHandleRegister` failed for the file.
+   */
+  GDSROUTE_FALLBACK_REASON_REGISTER_FAILED = 8,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_fallback_reason gdsroute_fallback_reason;
+#else
+typedef uint32_t gdsroute_fallback_reason;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * An open file.
  */
 typedef struct gdsroute_file gdsroute_file;
@@ -339,6 +397,8 @@ typedef struct {
   uint64_t cufile_read_bytes;
 } gdsroute_stats;
 
+
+
 /**
  * Every status, in numeric order; used by `from_code` and the tests.
  */
@@ -347,6 +407,15 @@ typedef struct {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Writes a human-readable report on routing into `buf` (snprintf semantics; full length in
+ * `*length`; `buf` may be NULL when `buf_len` is 0): library path and version (and the paths
+ * that failed), CUDA, whether real GDS (nvidia-fs) is available, the udev database, the compat
+ * mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason.
+ * May load libcufile and open its driver. Call it first when reads are slower than expected.
+ */
+gdsroute_status gdsroute_diagnose(const char *path, char *buf, size_t buf_len, size_t *length);
 
 /**
  * Opens a file.
@@ -380,6 +449,21 @@ gdsroute_status gdsroute_file_open_with_compat_mode(const char *path,
  * Reads the compat mode the handle was opened with into `*compat_mode`.
  */
 gdsroute_status gdsroute_file_compat_mode(const gdsroute_file *file, uint32_t *compat_mode);
+
+/**
+ * Tells whether cuFile serves this file's device reads (at or above the GDS threshold) and, if
+ * not, why: `*reason` receives a `gdsroute_fallback_reason` (`GDSROUTE_FALLBACK_REASON_NONE` when
+ * cuFile is used) and `buf` the explanation (snprintf semantics; full length in `*length`; `buf`
+ * may be NULL when `buf_len` is 0). Decides it now if no device read has yet, which may load
+ * libcufile and open its driver (0.2 to 0.7 s once per process). Under compat mode OFF a reason
+ * other than NONE means device reads of this file fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE`;
+ * under AUTO they use the POSIX backend.
+ */
+gdsroute_status gdsroute_file_cufile_verdict(const gdsroute_file *file,
+                                             uint32_t *reason,
+                                             char *buf,
+                                             size_t buf_len,
+                                             size_t *length);
 
 /**
  * Reads the file's current size in bytes (`fstat`) into `*size`.
@@ -518,7 +602,9 @@ gdsroute_status gdsroute_settings_get_bounce_buffer_size(size_t *bytes);
 gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
 
 /**
- * Copies the process-wide counters into `*stats`.
+ * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters
+ * (`cufile_n_*`, deltas since cuFile was opened or `gdsroute_stats_reset`) when cuFile is in use
+ * and has a statistics API (`cufile_stats_state`).
  *
  * Set `stats->struct_size = sizeof(gdsroute_stats)` first: the library writes at most that many
  * bytes (so older callers keep working after fields are appended) and sets `struct_size` to the
@@ -528,7 +614,9 @@ gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
 gdsroute_status gdsroute_stats_get(gdsroute_stats *stats);
 
 /**
- * Zeroes the process-wide counters.
+ * Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
+ * from now on (cuFile's process-global statistics themselves are not reset, so other cuFile
+ * users in the process are not disturbed).
  */
 gdsroute_status gdsroute_stats_reset(void);
 

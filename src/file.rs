@@ -3,14 +3,19 @@
 //! `Operation`). Reads in flight keep the descriptor alive, so closing a handle never lets a
 //! task read from a recycled descriptor.
 
+use crate::cuda::{self, MemoryKind};
+use crate::cufile::CufileHandle;
+use crate::device_io;
 use crate::error::{Error, Result};
+use crate::gds::{self, FallbackReason, Gds, Unusable};
 use crate::operation::Operation;
 use crate::posix;
-use crate::route::{self, Destination};
+use crate::route::{self, Plan};
 use crate::settings::{self, CompatMode};
 use crate::stats::{self, Counters, Route, StatsCell};
-use crate::task_split;
+use crate::task_split::{self, Chunk};
 use crate::thread_pool;
+use once_cell::sync::OnceCell;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -62,11 +67,22 @@ impl OpenFlags {
     }
 }
 
+/// A file registered with cuFile. Field order matters: the handle is deregistered before its
+/// `O_DIRECT` descriptor closes.
+struct CufileFile {
+    handle: CufileHandle<'static>,
+    gds: &'static Gds,
+    _direct_fd: OwnedFd,
+}
+
 /// The open state shared by the handle and its reads in flight.
 struct OpenFile {
     fd: OwnedFd,
+    c_path: CString,
     path: String,
     flags: OpenFlags,
+    /// The per-file half of the AUTO probe, decided at the first device read that needs it.
+    cufile: OnceCell<std::result::Result<CufileFile, Unusable>>,
 }
 
 impl OpenFile {
@@ -77,6 +93,64 @@ impl OpenFile {
             source
         };
         Error::Io { op, path: self.path.clone(), offset, source }
+    }
+
+    /// Opens the `O_DIRECT` descriptor and registers it with cuFile (the per-file probe).
+    fn register_with_cufile(&self, compat_mode: CompatMode) -> std::result::Result<CufileFile, Unusable> {
+        if compat_mode == CompatMode::Auto {
+            gds::auto_environment_check()?;
+        }
+        let gds = gds::process()?;
+        let access = match self.flags {
+            OpenFlags::Read => libc::O_RDONLY,
+            OpenFlags::Write => libc::O_WRONLY,
+            OpenFlags::ReadWrite | OpenFlags::WriteRead => libc::O_RDWR,
+        };
+        // SAFETY: c_path is NUL-terminated; no O_CREAT, so no mode argument.
+        let raw = unsafe { libc::open(self.c_path.as_ptr(), access | libc::O_DIRECT | libc::O_CLOEXEC) };
+        if raw < 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(Unusable::new(FallbackReason::DirectOpenFailed, format!("O_DIRECT open of {:?} failed: {err}", self.path)));
+        }
+        // SAFETY: raw was just returned by open.
+        let direct_fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let handle = gds.library.register_handle(direct_fd.as_raw_fd()).map_err(|e| {
+            Unusable::new(FallbackReason::RegisterFailed, format!("{e} for {:?}", self.path))
+        })?;
+        Ok(CufileFile { handle, gds, _direct_fd: direct_fd })
+    }
+
+    fn cufile(&self, compat_mode: CompatMode) -> std::result::Result<&CufileFile, Unusable> {
+        self.cufile.get_or_init(|| self.register_with_cufile(compat_mode)).as_ref().map_err(Clone::clone)
+    }
+
+    /// One task: `chunk` of the call into `target`, by the planned route.
+    ///
+    /// # Safety
+    /// The target range of the chunk is writable memory of the caller.
+    unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, bounce_size: u64, compat_mode: CompatMode) -> Result<usize> {
+        match (plan.route, target) {
+            // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
+            (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) },
+            (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
+                device_io::bounce_read(self.fd.as_raw_fd(), &self.path, kind, address + chunk.buf_offset as u64, chunk.len, chunk.file_offset, bounce_size)
+            },
+            (Route::Cufile, Target::Device { kind, base, base_offset, .. }) => {
+                let registered = self.cufile(compat_mode).map_err(|u| Error::CufileUnavailable(u.message))?;
+                unsafe {
+                    device_io::cufile_read(
+                        registered.gds.library,
+                        &registered.handle,
+                        &self.path,
+                        kind,
+                        *base,
+                        base_offset + chunk.buf_offset as u64,
+                        chunk.len,
+                        chunk.file_offset,
+                    )
+                }
+            }
+        }
     }
 
     /// One POSIX read of a chunk, as a task body.
@@ -101,6 +175,34 @@ impl SendPtr {
     fn at(self, offset: usize) -> *mut u8 {
         self.0.wrapping_add(offset)
     }
+}
+
+/// Where a call's bytes go.
+#[derive(Clone, Copy)]
+enum Target {
+    /// Host memory, written directly by pread.
+    Host(SendPtr),
+    /// Device or managed memory.
+    Device {
+        /// The pointer's kind (device, context).
+        kind: MemoryKind,
+        /// The destination address.
+        address: u64,
+        /// Start of its allocation (cuFile is given base + offset, as KvikIO does).
+        base: u64,
+        /// `address - base`.
+        base_offset: u64,
+    },
+}
+
+fn target_of(dst: *mut u8) -> Result<Target> {
+    let kind = cuda::classify(dst.cast())?;
+    if !kind.is_device() {
+        return Ok(Target::Host(SendPtr(dst)));
+    }
+    let (base, _) = cuda::allocation_range(dst.cast())?;
+    let address = dst as u64;
+    Ok(Target::Device { kind, address, base, base_offset: address - base })
 }
 
 /// An open file.
@@ -144,7 +246,7 @@ impl File {
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(File {
-            open: RwLock::new(Some(Arc::new(OpenFile { fd, path: display, flags }))),
+            open: RwLock::new(Some(Arc::new(OpenFile { fd, c_path, path: display, flags, cufile: OnceCell::new() }))),
             compat_mode: compat_mode.unwrap_or_else(|| settings.compat_mode()),
             stats: Arc::new(StatsCell::default()),
         })
@@ -192,28 +294,49 @@ impl File {
         self.stats.reset();
     }
 
-    /// Reads `size` bytes at `offset` in one synchronous call on the calling thread. Returns the
-    /// bytes read (fewer only at end of file).
+    /// Whether cuFile can serve this file under the handle's compat mode, deciding it now if no
+    /// device read has yet (this may open the cuFile driver). `Ok` means reads of device memory
+    /// at or above the GDS threshold go through cuFile.
+    pub fn cufile_verdict(&self) -> Result<std::result::Result<(), Unusable>> {
+        let file = self.open_file()?;
+        if self.compat_mode == CompatMode::On {
+            return Ok(Err(Unusable::new(FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")));
+        }
+        Ok(file.cufile(self.compat_mode).map(|_| ()))
+    }
+
+    fn plan(&self, file: &OpenFile, target: &Target, size: usize, gds_threshold: u64) -> Result<Plan> {
+        let kind = match target {
+            Target::Host(_) => MemoryKind::Host,
+            Target::Device { kind, .. } => *kind,
+        };
+        route::plan(&kind, size, gds_threshold, self.compat_mode, || file.cufile(self.compat_mode).map(|_| ()))
+    }
+
+    /// Reads `size` bytes at `offset` in one synchronous call on the calling thread (KvikIO's
+    /// `read`: no task splitting and no GDS threshold). Returns the bytes read (fewer only at end
+    /// of file).
     ///
     /// # Safety
     /// `dst` must be valid for writes of `size` bytes for the duration of the call.
     pub unsafe fn read_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<usize> {
         check_range(size, offset)?;
+        let snapshot = settings::global()?.snapshot();
         let file = self.open_file()?;
-        let plan = route::plan(Destination::Host);
+        let target = target_of(dst)?;
+        let plan = self.plan(&file, &target, size, 0)?;
+        let chunk = Chunk { buf_offset: 0, file_offset: offset, len: size };
         // SAFETY: forwarded from the caller.
-        let result = unsafe { file.read_chunk(dst, size, offset) };
+        let result = run_and_record(&file, &self.stats, plan, &target, chunk, snapshot.bounce_buffer_size, self.compat_mode);
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
-        if size > 0 {
-            stats::record_task(&self.stats, plan.route, delivered, result.is_err());
-        }
         stats::record_call(&self.stats, size as u64, delivered, result.is_err());
         result
     }
 
-    /// Starts a parallel read of `size` bytes at `offset`, split into task-size tasks on the
-    /// shared pool. The returned operation must be waited for (or dropped, which waits) before
-    /// the buffer is released.
+    /// Starts a parallel read of `size` bytes at `offset` (KvikIO's `pread`): task-size tasks on
+    /// the shared pool, or one task on the calling thread for device requests below the GDS
+    /// threshold. The returned operation must be waited for (or dropped, which waits) before the
+    /// buffer is released.
     ///
     /// # Safety
     /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
@@ -222,22 +345,27 @@ impl File {
         let snapshot = settings::global()?.snapshot();
         let pool = thread_pool::global()?;
         let file = self.open_file()?;
-        let plan = route::plan(Destination::Host);
-        let chunks = task_split::split(size, offset, snapshot.task_size);
+        let target = target_of(dst)?;
+        let plan = self.plan(&file, &target, size, snapshot.gds_threshold)?;
+        if plan.route == Route::Cufile {
+            sync_default_stream(&target)?;
+        }
+        let chunks = if plan.inline {
+            vec![Chunk { buf_offset: 0, file_offset: offset, len: size }].into_iter().filter(|c| c.len > 0).collect()
+        } else {
+            task_split::split(size, offset, snapshot.task_size)
+        };
         let (operation, slots) = Operation::new(chunks.iter().map(|c| c.len).collect(), size as u64, Arc::clone(&self.stats));
-        let dst = SendPtr(dst);
         for (chunk, slot) in chunks.into_iter().zip(slots) {
+            if plan.inline {
+                slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, snapshot.bounce_buffer_size, self.compat_mode));
+                continue;
+            }
             let file = Arc::clone(&file);
             let stats = Arc::clone(&self.stats);
+            let compat_mode = self.compat_mode;
             pool.submit(move || {
-                let task = AssertUnwindSafe(|| {
-                    // SAFETY: chunks tile [dst, dst + size) without overlap and the caller keeps
-                    // the buffer alive until the operation finishes.
-                    unsafe { file.read_chunk(dst.at(chunk.buf_offset), chunk.len, chunk.file_offset) }
-                });
-                let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(panic_message(&p))));
-                record_task_result(&stats, plan.route, &result);
-                slot.finish(result);
+                slot.finish(run_and_record(&file, &stats, plan, &target, chunk, snapshot.bounce_buffer_size, compat_mode));
             });
         }
         Ok(operation)
@@ -251,8 +379,35 @@ impl File {
     }
 }
 
-fn record_task_result(cell: &StatsCell, route: Route, result: &Result<usize>) {
-    stats::record_task(cell, route, *result.as_ref().unwrap_or(&0) as u64, result.is_err());
+/// cuFile is not ordered with the CUDA null stream, so work queued there (e.g. a kernel still
+/// using the buffer) is finished first, once per call, as KvikIO does.
+fn sync_default_stream(target: &Target) -> Result<()> {
+    if let Target::Device { kind, .. } = target {
+        let _context = cuda::ScopedContext::for_kind(kind)?;
+        cuda::synchronize(cuda::Stream::DEFAULT)?;
+    }
+    Ok(())
+}
+
+/// Runs one task of a call (on a worker or the calling thread), catching panics, and counts it.
+/// The caller of the public read functions guarantees the target range stays writable.
+fn run_and_record(
+    file: &OpenFile,
+    stats: &StatsCell,
+    plan: Plan,
+    target: &Target,
+    chunk: Chunk,
+    bounce_size: u64,
+    compat_mode: CompatMode,
+) -> Result<usize> {
+    if chunk.len == 0 {
+        return Ok(0);
+    }
+    // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
+    let task = AssertUnwindSafe(|| unsafe { file.run_task(plan, target, chunk, bounce_size, compat_mode) });
+    let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(panic_message(&p))));
+    stats::record_task(stats, plan.route, *result.as_ref().unwrap_or(&0) as u64, result.is_err());
+    result
 }
 
 /// Text of a caught panic payload.

@@ -4,8 +4,11 @@
 
 pub mod cuda;
 pub mod cufile;
+pub mod device_io;
+pub mod diagnose;
 pub mod error;
 pub mod ffi;
+pub mod gds;
 pub mod file;
 pub mod operation;
 pub mod posix;

@@ -3,6 +3,7 @@
 use super::{arg, guard, out, write_out};
 use crate::error::Error;
 use crate::file::File;
+use crate::gds::FallbackReason;
 use crate::operation::Operation;
 use crate::settings::CompatMode;
 use crate::stats::Counters;
@@ -82,6 +83,44 @@ pub unsafe extern "C" fn gdsroute_file_compat_mode(file: *const File, compat_mod
         let compat_mode = out(compat_mode, "compat_mode")?;
         // SAFETY: checked by `out`.
         unsafe { write_out(compat_mode, file.compat_mode() as u32) };
+        Ok(())
+    })
+}
+
+/// Tells whether cuFile serves this file's device reads (at or above the GDS threshold) and, if
+/// not, why: `*reason` receives a `gdsroute_fallback_reason` (`GDSROUTE_FALLBACK_REASON_NONE` when
+/// cuFile is used) and `buf` the explanation (snprintf semantics; full length in `*length`; `buf`
+/// may be NULL when `buf_len` is 0). Decides it now if no device read has yet, which may load
+/// libcufile and open its driver (0.2 to 0.7 s once per process). Under compat mode OFF a reason
+/// other than NONE means device reads of this file fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE`;
+/// under AUTO they use the POSIX backend.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
+    file: *const File,
+    reason: *mut u32,
+    buf: *mut c_char,
+    buf_len: usize,
+    length: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let reason = out(reason, "reason")?;
+        let length = out(length, "length")?;
+        if buf.is_null() && buf_len > 0 {
+            return Err(Error::NullArgument("buf"));
+        }
+        let (code, text) = match file.cufile_verdict()? {
+            Ok(()) => (FallbackReason::None, "cuFile serves this file".to_string()),
+            Err(u) => (u.reason, u.message),
+        };
+        // SAFETY: checked above; buf is writable for buf_len bytes.
+        let n = unsafe { super::copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
+        // SAFETY: checked by `out`.
+        unsafe {
+            write_out(reason, code as u32);
+            write_out(length, n);
+        }
         Ok(())
     })
 }

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 #![allow(non_camel_case_types)]
 
+pub mod diagnose;
 pub mod file;
 pub mod operation;
 pub mod settings;

@@ -2,7 +2,8 @@
 
 use super::{arg, copy_to_c_buffer, guard, out, write_out};
 use crate::error::{Error, Result};
-use crate::stats::{self, Counters};
+use crate::gds;
+use crate::stats::Counters;
 use crate::status::Status;
 use std::ffi::c_char;
 
@@ -51,7 +52,9 @@ unsafe fn copy_counters_in(src: *const Counters) -> Result<Counters> {
     Ok(value)
 }
 
-/// Copies the process-wide counters into `*stats`.
+/// Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters
+/// (`cufile_n_*`, deltas since cuFile was opened or `gdsroute_stats_reset`) when cuFile is in use
+/// and has a statistics API (`cufile_stats_state`).
 ///
 /// Set `stats->struct_size = sizeof(gdsroute_stats)` first: the library writes at most that many
 /// bytes (so older callers keep working after fields are appended) and sets `struct_size` to the
@@ -60,14 +63,16 @@ unsafe fn copy_counters_in(src: *const Counters) -> Result<Counters> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
     // SAFETY: the caller's contract above.
-    guard(|| unsafe { copy_counters_out(&stats::global().snapshot(), stats) })
+    guard(|| unsafe { copy_counters_out(&gds::process_counters(), stats) })
 }
 
-/// Zeroes the process-wide counters.
+/// Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
+/// from now on (cuFile's process-global statistics themselves are not reset, so other cuFile
+/// users in the process are not disturbed).
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_stats_reset() -> Status {
     guard(|| {
-        stats::global().reset();
+        gds::reset_process_counters();
         Ok(())
     })
 }

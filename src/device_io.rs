@@ -1,0 +1,110 @@
+//! Moving file bytes into device memory: through our POSIX backend (pread into a pinned bounce
+//! buffer, copy to the GPU, repeat) or through one `cuFileRead`. Both run on the thread that
+//! calls them, with the destination's CUDA context made current there.
+
+use crate::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
+use crate::cufile::{CufileHandle, CufileLibrary, ReadFailure, code_message};
+use crate::error::{Error, Result};
+use crate::posix;
+use once_cell::sync::OnceCell;
+use std::os::fd::RawFd;
+
+/// Most bounce buffers alive at once: one per worker thread, plus callers reading inline.
+const MAX_BOUNCE_BUFFERS: usize = 2 * crate::settings::MAX_THREADS;
+
+static BOUNCE_POOL: OnceCell<PinnedPool> = OnceCell::new();
+
+/// The process's pinned bounce buffers, resized to the current setting (buffers of an old size
+/// are freed as they come back).
+pub fn bounce_pool(buffer_size: u64) -> &'static PinnedPool {
+    let pool = BOUNCE_POOL.get_or_init(|| PinnedPool::new(buffer_size as usize, MAX_BOUNCE_BUFFERS));
+    if pool.stats().buffer_size != buffer_size as usize {
+        pool.set_buffer_size(buffer_size as usize);
+    }
+    pool
+}
+
+/// Bytes of pinned memory the library holds now, if it has a pool.
+pub fn pinned_bytes() -> u64 {
+    BOUNCE_POOL.get().map_or(0, |p| p.stats().bytes_pinned)
+}
+
+fn cuda_error(e: cuda::CudaFailure) -> Error {
+    e.into()
+}
+
+/// Reads `len` bytes at `offset` from `fd` into device memory at `dst` through a pinned bounce
+/// buffer. Returns the bytes read (short only at end of file).
+///
+/// # Safety
+/// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
+pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<usize> {
+    let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
+    let stream = cuda::thread_stream().map_err(cuda_error)?;
+    let mut buffer = bounce_pool(buffer_size).acquire().map_err(cuda_error)?;
+    let mut done = 0usize;
+    while done < len {
+        let want = (len - done).min(buffer.len());
+        // SAFETY: the bounce buffer holds at least `want` bytes.
+        let n = unsafe { posix::read_full_at(fd, buffer.as_mut_ptr(), want, offset + done as u64) }
+            .map_err(|e| Error::Io { op: "pread", path: path.to_string(), offset: offset + done as u64, source: e })?;
+        if n == 0 {
+            break;
+        }
+        // SAFETY: dst + done .. + n lies in the caller's range; the buffer is pinned and not
+        // reused before the synchronisation below.
+        unsafe { cuda::copy_host_to_device(dst + done as u64, buffer.as_ptr(), n, stream) }.map_err(cuda_error)?;
+        cuda::synchronize(stream).map_err(cuda_error)?;
+        done += n;
+        if n < want {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+/// Reads `len` bytes at `offset` with `cuFileRead` into `base + base_offset`, looping over short
+/// counts until the range is full or the file ends.
+///
+/// # Safety
+/// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`.
+pub unsafe fn cufile_read(
+    library: &CufileLibrary,
+    handle: &CufileHandle<'_>,
+    path: &str,
+    kind: &MemoryKind,
+    base: u64,
+    base_offset: u64,
+    len: usize,
+    offset: u64,
+) -> Result<usize> {
+    let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
+    let mut done = 0usize;
+    while done < len {
+        let pos = offset + done as u64;
+        // SAFETY: forwarded from the caller; offsets fit i64 (validated by the file handle).
+        let result = unsafe {
+            library.read(handle, base as *mut std::ffi::c_void, len - done, pos as i64, (base_offset + done as u64) as i64)
+        };
+        match result {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(ReadFailure::Errno(errno)) => {
+                return Err(Error::Io { op: "cuFileRead", path: path.to_string(), offset: pos, source: std::io::Error::from_raw_os_error(errno) });
+            }
+            Err(ReadFailure::Cufile(code)) => {
+                return Err(Error::Cufile(format!("cuFileRead of {path:?} at offset {pos} returned {code}: {}", code_message(code))));
+            }
+        }
+    }
+    Ok(done)
+}
+
+impl From<cuda::CudaFailure> for Error {
+    fn from(e: cuda::CudaFailure) -> Error {
+        match e {
+            cuda::CudaFailure::Unavailable(_) | cuda::CudaFailure::Forked { .. } => Error::CudaUnavailable(e.to_string()),
+            other => Error::Cuda(other.to_string()),
+        }
+    }
+}

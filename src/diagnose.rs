@@ -1,0 +1,94 @@
+//! The report a user runs first when reads are slow: which cuFile library loaded (and which
+//! paths failed), whether CUDA works, whether real GDS (nvidia-fs) is there, whether the udev
+//! database exists, the compat mode and where it came from, and, for a file, the verdict and its
+//! reason. Used by the C API and the `gdsroute-diagnose` CLI.
+
+use crate::cufile::{CufileLibrary, StatsSupport};
+use crate::file::File;
+use crate::gds;
+use crate::settings;
+use std::fmt::Write;
+
+/// Builds the report; `path` adds the per-file verdict. Probing may open the cuFile driver.
+pub fn report(path: Option<&[u8]>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "gdsroute {}", env!("CARGO_PKG_VERSION"));
+    match settings::global() {
+        Ok(s) => {
+            let _ = writeln!(out, "compat mode: {} (from {})", s.compat_mode().name(), s.compat_mode_source().name());
+            let snap = s.snapshot();
+            let _ = writeln!(
+                out,
+                "threads: {}  task size: {}  GDS threshold: {}  bounce buffer: {}",
+                s.num_threads(),
+                snap.task_size,
+                snap.gds_threshold,
+                snap.bounce_buffer_size
+            );
+        }
+        Err(e) => {
+            let _ = writeln!(out, "settings: ERROR {e}");
+        }
+    }
+    let _ = writeln!(out, "CUDA driver: {}", crate::cuda::describe());
+    match CufileLibrary::load(None) {
+        Ok(lib) => {
+            let _ = writeln!(out, "libcufile: {} (version {})", lib.path(), lib.version_string());
+            for attempt in lib.failed_attempts() {
+                let _ = writeln!(out, "  tried first: {} ({})", attempt.candidate, attempt.error);
+            }
+            match lib.stats_support() {
+                StatsSupport::Available => {
+                    let _ = writeln!(out, "cuFile statistics API: available");
+                }
+                StatsSupport::MissingApi(why) => {
+                    let _ = writeln!(out, "cuFile statistics API: missing ({why})");
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "libcufile: not loadable: {e}");
+        }
+    }
+    let udev = std::path::Path::new("/run/udev").is_dir();
+    let _ = writeln!(out, "/run/udev: {}", if udev { "present" } else { "missing (cuFileHandleRegister fails with 5027 without it)" });
+    match gds::process() {
+        Ok(g) => {
+            let props = g.library.properties();
+            match props {
+                Ok(p) => {
+                    let _ = writeln!(
+                        out,
+                        "cuFile driver: open; nvidia-fs {}.{} -> real GDS (nvfs route) {}; cuFile compat mode {}",
+                        p.nvfs_major,
+                        p.nvfs_minor,
+                        if p.is_gds_available() { "available" } else { "NOT available (cuFile serves reads through its POSIX path)" },
+                        if p.compat_mode_allowed() { "allowed" } else { "disallowed" }
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(out, "cuFile driver: open; properties unavailable: {e}");
+                }
+            }
+        }
+        Err(u) => {
+            let _ = writeln!(out, "cuFile driver: not used: {}", u.message);
+        }
+    }
+    if let Some(path) = path {
+        let shown = String::from_utf8_lossy(path);
+        match File::open(path, "r", 0, None).and_then(|f| f.cufile_verdict().map(|v| (f.compat_mode(), v))) {
+            Ok((mode, Ok(()))) => {
+                let _ = writeln!(out, "file {shown:?}: device reads >= threshold use cuFile (compat mode {})", mode.name());
+            }
+            Ok((mode, Err(u))) => {
+                let verb = if mode == settings::CompatMode::Off { "fail" } else { "use the POSIX backend" };
+                let _ = writeln!(out, "file {shown:?}: device reads {verb} (reason {:?}: {})", u.reason, u.message);
+            }
+            Err(e) => {
+                let _ = writeln!(out, "file {shown:?}: cannot open: {e}");
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,29 @@
+//! The routing diagnostic as text.
+
+use super::{copy_to_c_buffer, guard, out, write_out};
+use crate::error::Error;
+use crate::status::Status;
+use std::ffi::{CStr, c_char};
+
+/// Writes a human-readable report on routing into `buf` (snprintf semantics; full length in
+/// `*length`; `buf` may be NULL when `buf_len` is 0): library path and version (and the paths
+/// that failed), CUDA, whether real GDS (nvidia-fs) is available, the udev database, the compat
+/// mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason.
+/// May load libcufile and open its driver. Call it first when reads are slower than expected.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char, buf_len: usize, length: *mut usize) -> Status {
+    guard(|| {
+        let length = out(length, "length")?;
+        if buf.is_null() && buf_len > 0 {
+            return Err(Error::NullArgument("buf"));
+        }
+        // SAFETY: path is NULL or NUL-terminated.
+        let path = (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_bytes());
+        let text = crate::diagnose::report(path);
+        // SAFETY: checked above.
+        let n = unsafe { copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
+        // SAFETY: checked by `out`.
+        unsafe { write_out(length, n) };
+        Ok(())
+    })
+}

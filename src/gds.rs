@@ -1,0 +1,165 @@
+//! cuFile in this process: whether it can be used at all (the process-level half of KvikIO's AUTO
+//! probe), opening its driver once and only after CUDA initialised (cuFile 1.16+ spins forever
+//! without libcuda), and its own statistics as deltas since our start or reset. The per-file half
+//! of the probe lives in `file_verdict`.
+
+use crate::cuda;
+use crate::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};
+use crate::stats::{Counters, CufileStatsState};
+use once_cell::sync::OnceCell;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Why cuFile is not used; stable numbers, reported through the C API.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FallbackReason {
+    /// cuFile serves this file.
+    None = 0,
+    /// Compat mode is ON: cuFile is never called.
+    CompatOn = 1,
+    /// The CUDA driver is missing or did not initialise.
+    CudaUnavailable = 2,
+    /// libcufile could not be loaded, or lacks a required symbol.
+    LibraryUnavailable = 3,
+    /// `/run/udev` is not a directory: cuFile cannot classify volumes (KvikIO's AUTO check).
+    NoUdev = 4,
+    /// Running under WSL (KvikIO's AUTO check).
+    Wsl = 5,
+    /// `cuFileDriverOpen` failed.
+    DriverOpenFailed = 6,
+    /// The `O_DIRECT` open of the file failed (e.g. tmpfs).
+    DirectOpenFailed = 7,
+    /// `cuFileHandleRegister` failed for the file.
+    RegisterFailed = 8,
+}
+
+/// A verdict with its human-readable reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unusable {
+    /// Machine-readable cause.
+    pub reason: FallbackReason,
+    /// What happened, with codes and hints.
+    pub message: String,
+}
+
+impl Unusable {
+    pub(crate) fn new(reason: FallbackReason, message: impl Into<String>) -> Unusable {
+        Unusable { reason, message: message.into() }
+    }
+}
+
+/// cuFile, loaded and with its driver open.
+pub struct Gds {
+    /// The loaded library (leaked: never unloaded, the driver is never closed at exit).
+    pub library: &'static CufileLibrary,
+    stats_baseline: Mutex<Option<PerGpuTotals>>,
+}
+
+static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
+
+/// Where cuFile writes its log when the user configured none: nowhere, rather than a stray
+/// `cufile.log` in the host program's working directory. `CUFILE_LOGFILE_PATH` wins.
+const DEFAULT_LOG: &str = "/dev/null";
+
+fn open_process() -> Result<Gds, Unusable> {
+    let driver = cuda::cuda().map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
+    let library = CufileLibrary::load(None)
+        .map_err(|e| Unusable::new(FallbackReason::LibraryUnavailable, e.to_string()))?
+        .leak();
+    if driver.device_count() < 1 {
+        return Err(Unusable::new(FallbackReason::CudaUnavailable, "no CUDA device"));
+    }
+    // cuFile's driver open needs a CUDA context (cuDF's workaround for nvbug 4562392).
+    let context = cuda::primary_context(0).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
+    let _current = cuda::ScopedContext::push(context).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
+    let _ = library.redirect_log_if_unconfigured(Path::new(DEFAULT_LOG));
+    let stats = library.stats();
+    if let Some(stats) = &stats {
+        // Level 3 (per-GPU counters) must be set before the driver opens.
+        let _ = stats.set_level(3);
+    }
+    library.driver_open().map_err(|e| Unusable::new(FallbackReason::DriverOpenFailed, e.to_string()))?;
+    let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu_totals().ok()));
+    Ok(Gds { library, stats_baseline: Mutex::new(baseline) })
+}
+
+/// cuFile for this process, probed and opened on first use; the verdict is cached.
+pub fn process() -> Result<&'static Gds, Unusable> {
+    PROCESS.get_or_init(open_process).as_ref().map_err(Clone::clone)
+}
+
+/// KvikIO's environment heuristics for AUTO: `/run/udev` must be a directory and the kernel not
+/// WSL's. OFF skips them and lets cuFile itself fail.
+pub fn auto_environment_check() -> Result<(), Unusable> {
+    if !Path::new("/run/udev").is_dir() {
+        return Err(Unusable::new(
+            FallbackReason::NoUdev,
+            "/run/udev is not a directory: without a udev database cuFileHandleRegister fails (5027); \
+             mount /run/udev into the container or set KVIKIO_COMPAT_MODE=off to try anyway",
+        ));
+    }
+    let mut uts = std::mem::MaybeUninit::<libc::utsname>::uninit();
+    // SAFETY: uname fills the struct on success; it is read only then.
+    if unsafe { libc::uname(uts.as_mut_ptr()) } == 0 {
+        // SAFETY: uname returned 0; release is NUL-terminated.
+        let release = unsafe { std::ffi::CStr::from_ptr(uts.assume_init_ref().release.as_ptr()) };
+        if release.to_string_lossy().contains("icrosoft") {
+            return Err(Unusable::new(FallbackReason::Wsl, "running under WSL, where cuFile is not supported"));
+        }
+    }
+    Ok(())
+}
+
+impl Gds {
+    fn totals_now(&self) -> Option<PerGpuTotals> {
+        self.library.stats().and_then(|s| s.read_per_gpu_totals().ok())
+    }
+
+    /// Fills the `cufile_*` fields of a process-wide snapshot with deltas since start or reset.
+    pub fn fill_counters(&self, counters: &mut Counters) {
+        let baseline = *self.stats_baseline.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(baseline), Some(now)) = (baseline, self.totals_now()) else {
+            counters.cufile_stats_state = CufileStatsState::ApiMissing as u64;
+            return;
+        };
+        let d = now.delta_since(&baseline);
+        counters.cufile_stats_state = CufileStatsState::Active as u64;
+        counters.cufile_n_total_reads = d.n_total_reads;
+        counters.cufile_n_nvfs_reads = d.n_nvfs_reads;
+        counters.cufile_n_posix_reads = d.n_posix_reads;
+        counters.cufile_n_p2p_reads = d.n_p2p_reads;
+        counters.cufile_n_unaligned_reads = d.n_unaligned_reads;
+        counters.cufile_n_reads_err = d.n_reads_err;
+        counters.cufile_read_bytes = d.read_bytes;
+    }
+
+    /// Makes the next deltas start from now.
+    pub fn reset_counters(&self) {
+        if let Some(now) = self.totals_now() {
+            *self.stats_baseline.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        }
+    }
+
+    /// Whether the library offers statistics, for the diagnostic.
+    pub fn stats_support(&self) -> StatsSupport {
+        self.library.stats_support()
+    }
+}
+
+/// The process-wide counters with cuFile's, if cuFile is open.
+pub fn process_counters() -> Counters {
+    let mut counters = crate::stats::global().snapshot();
+    if let Some(Ok(gds)) = PROCESS.get() {
+        gds.fill_counters(&mut counters);
+    }
+    counters
+}
+
+/// Resets our process-wide counters and the cuFile baseline.
+pub fn reset_process_counters() {
+    crate::stats::global().reset();
+    if let Some(Ok(gds)) = PROCESS.get() {
+        gds.reset_counters();
+    }
+}
