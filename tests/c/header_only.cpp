@@ -1,0 +1,12 @@
+/* The header compiles alone, included twice, under -Wall -Wextra -Werror -pedantic (this file is
+ * built as C99, C11, C17, C++11, C++17 and C++20). */
+#include <gdsroute.h>
+#include <gdsroute.h>
+
+int gdsroute_header_only_probe(void);
+int gdsroute_header_only_probe(void) {
+    gdsroute_stats stats;
+    stats.struct_size = sizeof stats;
+    return (int)stats.struct_size + GDSROUTE_STATUS_OK + GDSROUTE_STATS_FORMAT_JSON +
+           GDSROUTE_COMPAT_MODE_AUTO + GDSROUTE_VERSION;
+}
