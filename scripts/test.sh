@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every test, from a clean clone: Rust unit and integration tests, clippy, the header staleness
-# check, then the CMake build and ctest (C/C++ tests, examples, installed-consumer, valgrind).
+# check, then the CMake build and ctest (C/C++ tests, examples, installed consumer, valgrind).
+# Every step runs even if an earlier one failed; the summary lists the failed steps and the exit
+# status is non-zero if any failed.
 # Environment: BUILD_DIR (default build/), JOBS (default: number of cores).
 set -euo pipefail
 
@@ -13,28 +15,36 @@ jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 while read -r var; do unset "$var"; done < <(compgen -e | grep '^KVIKIO_' || true)
 
 start=$SECONDS
+failed=()
+summary=()
 step() {
-    printf '\n==> %s   [%ds]\n' "$*" $((SECONDS - start))
+    local name=$1
+    shift
+    local t0=$SECONDS
+    printf '\n==> %s   [at %ds]\n' "$name" $((t0 - start))
+    if "$@"; then
+        summary+=("ok     $(printf '%4ds' $((SECONDS - t0)))  $name")
+    else
+        summary+=("FAILED $(printf '%4ds' $((SECONDS - t0)))  $name")
+        failed+=("$name")
+    fi
 }
 
-step "cargo test --all-targets"
-cargo test --all-targets -j "$jobs"
-
+step "cargo test --all-targets" cargo test --all-targets -j "$jobs"
 if cargo clippy --version >/dev/null 2>&1; then
-    step "cargo clippy --all-targets -- -D warnings"
-    cargo clippy --all-targets -j "$jobs" -- -D warnings
+    step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets -j "$jobs" -- -D warnings
 else
-    step "clippy not installed: skipped"
+    summary+=("skip           clippy (not installed)")
 fi
+step "header is current (cargo test --test header)" cargo test --test header -j "$jobs"
+step "cmake configure" cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
+step "cmake build" cmake --build "$build_dir" -j "$jobs"
+step "ctest" bash -c 'cd "$1" && ctest --output-on-failure -j "$2"' ctest "$build_dir" "$jobs"
 
-step "header is current (cargo test --test header)"
-cargo test --test header -j "$jobs"
-
-step "cmake configure + build ($build_dir)"
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build_dir" -j "$jobs"
-
-step "ctest"
-(cd "$build_dir" && ctest --output-on-failure -j "$jobs")
-
-step "all tests passed in $((SECONDS - start))s"
+printf '\n==> summary (%ds)\n' $((SECONDS - start))
+printf '  %s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+    printf 'FAILED: %s\n' "${failed[*]}"
+    exit 1
+fi
+echo "all tests passed"
