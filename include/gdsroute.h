@@ -28,11 +28,13 @@
 /** MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define GDSROUTE_VERSION (0 * 10000 + 1 * 100 + 0)
 
+/** Marks functions whose status must be checked ([[nodiscard]] in C++17 and C23). */
+#if (defined(__cplusplus) && __cplusplus >= 201703L) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L)
+#define GDSROUTE_MUST_USE [[nodiscard]]
+#else
+#define GDSROUTE_MUST_USE
+#endif
 
-/**
- * Size of the C struct.
- */
-#define DriverProperties_C_SIZE 56
 
 /**
  * KvikIO's default task size: 4 MiB.
@@ -141,7 +143,7 @@ typedef uint32_t gdsroute_status;
 #endif // __cplusplus
 
 /**
- * Output formats of `gdsroute_stats_format`.
+ * Output formats of `gdsroute_stats_render`.
  */
 enum gdsroute_stats_format
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -195,7 +197,7 @@ typedef uint32_t gdsroute_compat_mode;
 #endif // __cplusplus
 
 /**
- * Whether the `cufile_n_*` counters are live, reported in [`Counters::cufile_stats_state`].
+ * Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
  */
 enum gdsroute_cufile_stats_state
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -415,7 +417,21 @@ extern "C" {
  * mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason.
  * May load libcufile and open its driver. Call it first when reads are slower than expected.
  */
-gdsroute_status gdsroute_diagnose(const char *path, char *buf, size_t buf_len, size_t *length);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_diagnose(const char *path,
+                                  char *buf,
+                                  size_t buf_len,
+                                  size_t *length);
+
+/**
+ * Stops cuFile's statistics and closes the cuFile driver reference gdsroute opened. Optional:
+ * the library does this itself at process exit (before CUDA tears down). Call it before
+ * unloading CUDA or forking if you want cuFile gone earlier. Afterwards device reads that would
+ * use cuFile fall back to the POSIX backend (AUTO) or fail with
+ * `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF). Does nothing (and returns OK) if cuFile was never
+ * opened or a cuFile read is running. Blocking: may take tens of milliseconds.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
 
 /**
  * Opens a file.
@@ -430,6 +446,7 @@ gdsroute_status gdsroute_diagnose(const char *path, char *buf, size_t buf_len, s
  * (errno in `gdsroute_last_error_errno`), `INVALID_SETTING`.
  * Ownership: free the handle with `gdsroute_file_free`.
  */
+GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_open(const char *path,
                                    const char *flags,
                                    uint32_t mode,
@@ -439,6 +456,7 @@ gdsroute_status gdsroute_file_open(const char *path,
  * Like `gdsroute_file_open`, with a compat mode for this handle only (a `gdsroute_compat_mode`
  * value). Errors as `gdsroute_file_open`, plus `INVALID_ENUM`.
  */
+GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_open_with_compat_mode(const char *path,
                                                     const char *flags,
                                                     uint32_t mode,
@@ -448,7 +466,9 @@ gdsroute_status gdsroute_file_open_with_compat_mode(const char *path,
 /**
  * Reads the compat mode the handle was opened with into `*compat_mode`.
  */
-gdsroute_status gdsroute_file_compat_mode(const gdsroute_file *file, uint32_t *compat_mode);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_compat_mode(const gdsroute_file *file,
+                                          uint32_t *compat_mode);
 
 /**
  * Tells whether cuFile serves this file's device reads (at or above the GDS threshold) and, if
@@ -459,6 +479,7 @@ gdsroute_status gdsroute_file_compat_mode(const gdsroute_file *file, uint32_t *c
  * other than NONE means device reads of this file fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE`;
  * under AUTO they use the POSIX backend.
  */
+GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_cufile_verdict(const gdsroute_file *file,
                                              uint32_t *reason,
                                              char *buf,
@@ -469,7 +490,7 @@ gdsroute_status gdsroute_file_cufile_verdict(const gdsroute_file *file,
  * Reads the file's current size in bytes (`fstat`) into `*size`.
  * Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
  */
-gdsroute_status gdsroute_file_size(const gdsroute_file *file, uint64_t *size);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_size(const gdsroute_file *file, uint64_t *size);
 
 /**
  * Reads `size` bytes at `file_offset` into `buf` in one synchronous call on the calling thread
@@ -481,6 +502,7 @@ gdsroute_status gdsroute_file_size(const gdsroute_file *file, uint64_t *size);
  * SSIZE_MAX or `file_offset + size` above the largest off_t), `IO_ERROR`.
  * Routes: host memory is read by the POSIX backend.
  */
+GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_read(const gdsroute_file *file,
                                    void *buf,
                                    size_t size,
@@ -498,6 +520,7 @@ gdsroute_status gdsroute_file_read(const gdsroute_file *file,
  * Ownership: free the operation with `gdsroute_op_free`. The handle may be closed or freed
  * while the operation runs; its tasks keep the descriptor open until they finish.
  */
+GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_pread(const gdsroute_file *file,
                                     void *buf,
                                     size_t size,
@@ -509,19 +532,21 @@ gdsroute_status gdsroute_file_pread(const gdsroute_file *file,
  * protocol). The `cufile_n_*` fields are process-wide only and read 0 here
  * (`cufile_stats_state` = `GDSROUTE_CUFILE_STATS_STATE_PROCESS_WIDE_ONLY`).
  */
-gdsroute_status gdsroute_file_stats(const gdsroute_file *file, gdsroute_stats *stats);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_stats(const gdsroute_file *file,
+                                    gdsroute_stats *stats);
 
 /**
  * Zeroes this handle's counters.
  */
-gdsroute_status gdsroute_file_stats_reset(const gdsroute_file *file);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_stats_reset(const gdsroute_file *file);
 
 /**
  * Closes the file. Idempotent: closing a closed handle, or NULL, returns `GDSROUTE_STATUS_OK`.
  * Later reads return `GDSROUTE_STATUS_CLOSED_HANDLE`. Reads in flight complete normally.
  * The handle itself stays allocated until `gdsroute_file_free`.
  */
-gdsroute_status gdsroute_file_close(const gdsroute_file *file);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_close(const gdsroute_file *file);
 
 /**
  * Closes (if needed) and frees a handle. NULL is a no-op. The pointer must not be used again;
@@ -532,7 +557,7 @@ void gdsroute_file_free(gdsroute_file *file);
 /**
  * Sets `*done` to true once every task of the operation has stopped. Never blocks.
  */
-gdsroute_status gdsroute_op_poll(const gdsroute_op *op, bool *done);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_op_poll(const gdsroute_op *op, bool *done);
 
 /**
  * Blocks until every task of the operation has stopped, then returns its result: on success the
@@ -541,7 +566,7 @@ gdsroute_status gdsroute_op_poll(const gdsroute_op *op, bool *done);
  * again, and returns the same result. After it returns, the library writes nothing more into the
  * buffer. Called from inside a pool task it runs queued tasks while waiting (no deadlock).
  */
-gdsroute_status gdsroute_op_wait(const gdsroute_op *op, size_t *bytes_read);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_op_wait(const gdsroute_op *op, size_t *bytes_read);
 
 /**
  * Frees an operation, first waiting for it if it is still running (so the buffer is no longer
@@ -552,54 +577,54 @@ void gdsroute_op_free(gdsroute_op *op);
 /**
  * Reads the default compat mode (a `gdsroute_compat_mode` value) into `*mode`.
  */
-gdsroute_status gdsroute_settings_get_compat_mode(uint32_t *mode);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_compat_mode(uint32_t *mode);
 
 /**
  * Sets the default compat mode (`GDSROUTE_COMPAT_MODE_OFF`, `_ON` or `_AUTO`) for files opened
  * from now on; open handles keep theirs. Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
  */
-gdsroute_status gdsroute_settings_set_compat_mode(uint32_t mode);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_compat_mode(uint32_t mode);
 
 /**
  * Reads the number of worker threads into `*threads`.
  */
-gdsroute_status gdsroute_settings_get_num_threads(size_t *threads);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_num_threads(size_t *threads);
 
 /**
  * Resizes the shared worker pool (1 to 1024 threads). Running tasks finish first on surplus
  * threads; queued tasks run on the new set. Errors: `GDSROUTE_STATUS_INVALID_SETTING`.
  */
-gdsroute_status gdsroute_settings_set_num_threads(size_t threads);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_num_threads(size_t threads);
 
 /**
  * Reads the task size in bytes (default 4 MiB) into `*bytes`.
  */
-gdsroute_status gdsroute_settings_get_task_size(size_t *bytes);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_task_size(size_t *bytes);
 
 /**
  * Sets the task size in bytes for reads started from now on; must be positive.
  */
-gdsroute_status gdsroute_settings_set_task_size(size_t bytes);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_task_size(size_t bytes);
 
 /**
  * Reads the GDS threshold in bytes (default 16 KiB) into `*bytes`.
  */
-gdsroute_status gdsroute_settings_get_gds_threshold(size_t *bytes);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_gds_threshold(size_t *bytes);
 
 /**
  * Sets the GDS threshold: device requests smaller than this use the POSIX backend. 0 is allowed.
  */
-gdsroute_status gdsroute_settings_set_gds_threshold(size_t bytes);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_gds_threshold(size_t bytes);
 
 /**
  * Reads the bounce buffer size in bytes (default 16 MiB) into `*bytes`.
  */
-gdsroute_status gdsroute_settings_get_bounce_buffer_size(size_t *bytes);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_bounce_buffer_size(size_t *bytes);
 
 /**
  * Sets the size of each pinned bounce buffer; must be positive.
  */
-gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters
@@ -611,22 +636,23 @@ gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
  * bytes it wrote. The snapshot is consistent even while reads run. Errors: `NULL_ARGUMENT`,
  * `INVALID_ARGUMENT` (`struct_size` below 8).
  */
-gdsroute_status gdsroute_stats_get(gdsroute_stats *stats);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_stats_get(gdsroute_stats *stats);
 
 /**
  * Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
  * from now on (cuFile's process-global statistics themselves are not reset, so other cuFile
  * users in the process are not disturbed).
  */
-gdsroute_status gdsroute_stats_reset(void);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_stats_reset(void);
 
 /**
  * Renders `*stats` as text (`GDSROUTE_STATS_FORMAT_TEXT`) or JSON (`GDSROUTE_STATS_FORMAT_JSON`)
  * into `buf` with snprintf semantics, and the full length (without NUL) into `*length`.
  * Call with `buf = NULL, buf_len = 0` to size the buffer. Errors: `NULL_ARGUMENT`,
- * `INVALID_ENUM`.
+ * `INVALID_ENUM`, `INVALID_ARGUMENT` (`struct_size` below 8).
  */
-gdsroute_status gdsroute_stats_format(const gdsroute_stats *stats,
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_stats_render(const gdsroute_stats *stats,
                                       uint32_t format,
                                       char *buf,
                                       size_t buf_len,
@@ -644,7 +670,7 @@ const char *gdsroute_status_str(uint32_t code);
  * The status of the last failed gdsroute call on this thread, or `GDSROUTE_STATUS_OK` if none
  * failed yet. Successful calls do not clear it.
  */
-gdsroute_status gdsroute_last_error_status(void);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_last_error_status(void);
 
 /**
  * The errno behind the last failed call on this thread (0 if it was not a system-call failure).

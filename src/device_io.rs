@@ -68,6 +68,7 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
 ///
 /// # Safety
 /// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`.
+#[allow(clippy::too_many_arguments)] // one flat call mirroring cuFileRead's own arguments
 pub unsafe fn cufile_read(
     library: &CufileLibrary,
     handle: &CufileHandle<'_>,
@@ -78,6 +79,7 @@ pub unsafe fn cufile_read(
     len: usize,
     offset: u64,
 ) -> Result<usize> {
+    let _in_flight = crate::gds::ReadGuard::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let mut done = 0usize;
     while done < len {

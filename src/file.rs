@@ -87,10 +87,11 @@ struct OpenFile {
 
 impl OpenFile {
     fn io_error(&self, op: &'static str, offset: u64, source: std::io::Error) -> Error {
-        let source = if source.raw_os_error() == Some(libc::EBADF) && self.flags == OpenFlags::Write {
-            std::io::Error::new(source.kind(), format!("{source}; the file was opened write-only (\"w\")"))
+        // Keep errno intact for gdsroute_last_error_errno; say why EBADF happens in the op text.
+        let op = if source.raw_os_error() == Some(libc::EBADF) && self.flags == OpenFlags::Write {
+            "read of a file opened write-only (\"w\")"
         } else {
-            source
+            op
         };
         Error::Io { op, path: self.path.clone(), offset, source }
     }

@@ -9,6 +9,7 @@ use crate::stats::{Counters, CufileStatsState};
 use once_cell::sync::OnceCell;
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Why cuFile is not used; stable numbers, reported through the C API.
 #[repr(u32)]
@@ -58,10 +59,6 @@ pub struct Gds {
 
 static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
 
-/// Where cuFile writes its log when the user configured none: nowhere, rather than a stray
-/// `cufile.log` in the host program's working directory. `CUFILE_LOGFILE_PATH` wins.
-const DEFAULT_LOG: &str = "/dev/null";
-
 fn open_process() -> Result<Gds, Unusable> {
     let driver = cuda::cuda().map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
     let library = CufileLibrary::load(None)
@@ -73,7 +70,6 @@ fn open_process() -> Result<Gds, Unusable> {
     // cuFile's driver open needs a CUDA context (cuDF's workaround for nvbug 4562392).
     let context = cuda::primary_context(0).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
     let _current = cuda::ScopedContext::push(context).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
-    let _ = library.redirect_log_if_unconfigured(Path::new(DEFAULT_LOG));
     let stats = library.stats();
     if let Some(stats) = &stats {
         // Level 3 (per-GPU counters) must be set before the driver opens.
@@ -81,11 +77,66 @@ fn open_process() -> Result<Gds, Unusable> {
     }
     library.driver_open().map_err(|e| Unusable::new(FallbackReason::DriverOpenFailed, e.to_string()))?;
     let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu_totals().ok()));
+    // SAFETY: registering a plain extern "C" function with no captured state.
+    unsafe { libc::atexit(close_at_exit) };
     Ok(Gds { library, stats_baseline: Mutex::new(baseline) })
+}
+
+/// Set once cuFile was shut down (explicitly or at exit); cuFile is not called afterwards.
+static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
+/// `cuFileRead` calls running now; shutdown leaves the driver open while any runs.
+static READS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// Measured on the H200 (cuFile 1.15, stats level 3): a process that registered and then
+/// deregistered files and exits with the driver still open crashes in a cuFile thread during
+/// exit (8 runs of 8); stopping the statistics and closing the driver from this handler, which
+/// runs before cuFile's and CUDA's own exit-time destructors (registered earlier, run later),
+/// made it 0 of 8. Closing later, from a static destructor after CUDA's teardown, is the crash
+/// KvikIO and cuDF reported; this is not that.
+extern "C" fn close_at_exit() {
+    let _ = std::panic::catch_unwind(shutdown);
+}
+
+/// Stops cuFile's statistics and closes the driver reference gdsroute opened, unless a read is
+/// running through cuFile. Afterwards device reads that would use cuFile fail (OFF) or fall back
+/// to POSIX (AUTO, reason DriverOpenFailed). Returns whether the driver was closed.
+pub fn shutdown() -> bool {
+    let Some(Ok(gds)) = PROCESS.get() else { return false };
+    if READS_IN_FLIGHT.load(Ordering::SeqCst) > 0 || SHUT_DOWN.swap(true, Ordering::SeqCst) {
+        return false;
+    }
+    if let Some(stats) = gds.library.stats() {
+        let _ = stats.stop();
+    }
+    gds.library.driver_close().is_ok()
+}
+
+/// Guard for one `cuFileRead`: refuses after shutdown and keeps shutdown away while it runs.
+pub struct ReadGuard(());
+
+impl ReadGuard {
+    /// Registers a read in flight; `None` once cuFile has been shut down.
+    pub fn enter() -> Option<ReadGuard> {
+        READS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        if SHUT_DOWN.load(Ordering::SeqCst) {
+            READS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(ReadGuard(()))
+    }
+}
+
+impl Drop for ReadGuard {
+    fn drop(&mut self) {
+        READS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// cuFile for this process, probed and opened on first use; the verdict is cached.
 pub fn process() -> Result<&'static Gds, Unusable> {
+    if SHUT_DOWN.load(Ordering::SeqCst) {
+        return Err(Unusable::new(FallbackReason::DriverOpenFailed, "cuFile was shut down (gdsroute_shutdown or process exit)"));
+    }
     PROCESS.get_or_init(open_process).as_ref().map_err(Clone::clone)
 }
 

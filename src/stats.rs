@@ -27,7 +27,7 @@ pub enum PosixReason {
     AutoFallback,
 }
 
-/// Whether the `cufile_n_*` counters are live, reported in [`Counters::cufile_stats_state`].
+/// Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CufileStatsState {

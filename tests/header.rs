@@ -15,7 +15,13 @@ fn version_macros() -> String {
          #define GDSROUTE_VERSION_PATCH {patch}\n\
          #define GDSROUTE_VERSION_STRING \"{major}.{minor}.{patch}\"\n\
          /** MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */\n\
-         #define GDSROUTE_VERSION ({major} * 10000 + {minor} * 100 + {patch})\n"
+         #define GDSROUTE_VERSION ({major} * 10000 + {minor} * 100 + {patch})\n\n\
+         /** Marks functions whose status must be checked ([[nodiscard]] in C++17 and C23). */\n\
+         #if (defined(__cplusplus) && __cplusplus >= 201703L) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L)\n\
+         #define GDSROUTE_MUST_USE [[nodiscard]]\n\
+         #else\n\
+         #define GDSROUTE_MUST_USE\n\
+         #endif\n"
     )
 }
 

@@ -60,7 +60,7 @@ pub struct DriverProperties {
 
 impl DriverProperties {
     /// Size of the C struct.
-    pub const C_SIZE: usize = 56;
+    pub(crate) const C_SIZE: usize = 56;
 
     /// Parses the C struct from its bytes (x86-64/aarch64 layout, native endianness).
     pub fn parse(b: &[u8; Self::C_SIZE]) -> Self {

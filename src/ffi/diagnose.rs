@@ -10,6 +10,7 @@ use std::ffi::{CStr, c_char};
 /// that failed), CUDA, whether real GDS (nvidia-fs) is available, the udev database, the compat
 /// mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason.
 /// May load libcufile and open its driver. Call it first when reads are slower than expected.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char, buf_len: usize, length: *mut usize) -> Status {
     guard(|| {
@@ -24,6 +25,21 @@ pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char
         let n = unsafe { copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
         // SAFETY: checked by `out`.
         unsafe { write_out(length, n) };
+        Ok(())
+    })
+}
+
+/// Stops cuFile's statistics and closes the cuFile driver reference gdsroute opened. Optional:
+/// the library does this itself at process exit (before CUDA tears down). Call it before
+/// unloading CUDA or forking if you want cuFile gone earlier. Afterwards device reads that would
+/// use cuFile fall back to the POSIX backend (AUTO) or fail with
+/// `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF). Does nothing (and returns OK) if cuFile was never
+/// opened or a cuFile read is running. Blocking: may take tens of milliseconds.
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_shutdown() -> Status {
+    guard(|| {
+        crate::gds::shutdown();
         Ok(())
     })
 }

@@ -34,6 +34,7 @@ unsafe fn open_args<'a>(path: *const c_char, flags: *const c_char) -> crate::Res
 /// `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`
 /// (errno in `gdsroute_last_error_errno`), `INVALID_SETTING`.
 /// Ownership: free the handle with `gdsroute_file_free`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_open(
     path: *const c_char,
@@ -54,6 +55,7 @@ pub unsafe extern "C" fn gdsroute_file_open(
 
 /// Like `gdsroute_file_open`, with a compat mode for this handle only (a `gdsroute_compat_mode`
 /// value). Errors as `gdsroute_file_open`, plus `INVALID_ENUM`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_open_with_compat_mode(
     path: *const c_char,
@@ -75,6 +77,7 @@ pub unsafe extern "C" fn gdsroute_file_open_with_compat_mode(
 }
 
 /// Reads the compat mode the handle was opened with into `*compat_mode`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_compat_mode(file: *const File, compat_mode: *mut u32) -> Status {
     guard(|| {
@@ -94,6 +97,7 @@ pub unsafe extern "C" fn gdsroute_file_compat_mode(file: *const File, compat_mod
 /// libcufile and open its driver (0.2 to 0.7 s once per process). Under compat mode OFF a reason
 /// other than NONE means device reads of this file fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE`;
 /// under AUTO they use the POSIX backend.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
     file: *const File,
@@ -127,6 +131,7 @@ pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
 
 /// Reads the file's current size in bytes (`fstat`) into `*size`.
 /// Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_size(file: *const File, size: *mut u64) -> Status {
     guard(|| {
@@ -148,6 +153,7 @@ pub unsafe extern "C" fn gdsroute_file_size(file: *const File, size: *mut u64) -
 /// `buf[0, size)` is written. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `OVERFLOW` (`size` above
 /// SSIZE_MAX or `file_offset + size` above the largest off_t), `IO_ERROR`.
 /// Routes: host memory is read by the POSIX backend.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_read(
     file: *const File,
@@ -178,6 +184,7 @@ pub unsafe extern "C" fn gdsroute_file_read(
 /// any task starts are returned here (as `gdsroute_file_read`); task errors by `gdsroute_op_wait`.
 /// Ownership: free the operation with `gdsroute_op_free`. The handle may be closed or freed
 /// while the operation runs; its tasks keep the descriptor open until they finish.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_pread(
     file: *const File,
@@ -202,6 +209,7 @@ pub unsafe extern "C" fn gdsroute_file_pread(
 /// Copies this handle's counters into `*stats` (see `gdsroute_stats_get` for the `struct_size`
 /// protocol). The `cufile_n_*` fields are process-wide only and read 0 here
 /// (`cufile_stats_state` = `GDSROUTE_CUFILE_STATS_STATE_PROCESS_WIDE_ONLY`).
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_stats(file: *const File, stats: *mut Counters) -> Status {
     guard(|| {
@@ -213,6 +221,7 @@ pub unsafe extern "C" fn gdsroute_file_stats(file: *const File, stats: *mut Coun
 }
 
 /// Zeroes this handle's counters.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_stats_reset(file: *const File) -> Status {
     guard(|| {
@@ -225,6 +234,7 @@ pub unsafe extern "C" fn gdsroute_file_stats_reset(file: *const File) -> Status 
 /// Closes the file. Idempotent: closing a closed handle, or NULL, returns `GDSROUTE_STATUS_OK`.
 /// Later reads return `GDSROUTE_STATUS_CLOSED_HANDLE`. Reads in flight complete normally.
 /// The handle itself stays allocated until `gdsroute_file_free`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_close(file: *const File) -> Status {
     guard(|| {

@@ -3,6 +3,8 @@
 //! panics into status codes, the thread-local last error, and pointer checks.
 #![deny(missing_docs)]
 #![allow(non_camel_case_types)]
+// The pointer rules of every function are the C API conventions stated once in the header and README.
+#![allow(clippy::missing_safety_doc)]
 
 pub mod diagnose;
 pub mod file;

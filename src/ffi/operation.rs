@@ -6,6 +6,7 @@ use crate::status::Status;
 use crate::thread_pool;
 
 /// Sets `*done` to true once every task of the operation has stopped. Never blocks.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_op_poll(op: *const Operation, done: *mut bool) -> Status {
     guard(|| {
@@ -23,6 +24,7 @@ pub unsafe extern "C" fn gdsroute_op_poll(op: *const Operation, done: *mut bool)
 /// at end of file); otherwise the first error in file order (`IO_ERROR`, ...). May be called
 /// again, and returns the same result. After it returns, the library writes nothing more into the
 /// buffer. Called from inside a pool task it runs queued tasks while waiting (no deadlock).
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut usize) -> Status {
     guard(|| {

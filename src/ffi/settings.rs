@@ -23,6 +23,7 @@ unsafe fn read_setting<T>(dst: *mut T, name: &'static str, read: impl FnOnce(&se
 }
 
 /// Reads the default compat mode (a `gdsroute_compat_mode` value) into `*mode`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_compat_mode(mode: *mut u32) -> Status {
     // SAFETY: the caller passes NULL or a writable pointer.
@@ -31,6 +32,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_compat_mode(mode: *mut u32) -> St
 
 /// Sets the default compat mode (`GDSROUTE_COMPAT_MODE_OFF`, `_ON` or `_AUTO`) for files opened
 /// from now on; open handles keep theirs. Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_compat_mode(mode: u32) -> Status {
     guard(|| {
@@ -41,6 +43,7 @@ pub extern "C" fn gdsroute_settings_set_compat_mode(mode: u32) -> Status {
 }
 
 /// Reads the number of worker threads into `*threads`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_num_threads(threads: *mut usize) -> Status {
     // SAFETY: the caller passes NULL or a writable pointer.
@@ -49,12 +52,14 @@ pub unsafe extern "C" fn gdsroute_settings_get_num_threads(threads: *mut usize) 
 
 /// Resizes the shared worker pool (1 to 1024 threads). Running tasks finish first on surplus
 /// threads; queued tasks run on the new set. Errors: `GDSROUTE_STATUS_INVALID_SETTING`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_num_threads(threads: usize) -> Status {
     guard(|| thread_pool::set_global_num_threads(threads))
 }
 
 /// Reads the task size in bytes (default 4 MiB) into `*bytes`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_task_size(bytes: *mut usize) -> Status {
     // SAFETY: the caller passes NULL or a writable pointer.
@@ -62,12 +67,14 @@ pub unsafe extern "C" fn gdsroute_settings_get_task_size(bytes: *mut usize) -> S
 }
 
 /// Sets the task size in bytes for reads started from now on; must be positive.
+#[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_task_size(bytes: usize) -> Status {
     guard(|| settings::global()?.set_task_size(bytes as u64))
 }
 
 /// Reads the GDS threshold in bytes (default 16 KiB) into `*bytes`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_gds_threshold(bytes: *mut usize) -> Status {
     // SAFETY: the caller passes NULL or a writable pointer.
@@ -75,6 +82,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_gds_threshold(bytes: *mut usize) 
 }
 
 /// Sets the GDS threshold: device requests smaller than this use the POSIX backend. 0 is allowed.
+#[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_gds_threshold(bytes: usize) -> Status {
     guard(|| {
@@ -84,6 +92,7 @@ pub extern "C" fn gdsroute_settings_set_gds_threshold(bytes: usize) -> Status {
 }
 
 /// Reads the bounce buffer size in bytes (default 16 MiB) into `*bytes`.
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_bounce_buffer_size(bytes: *mut usize) -> Status {
     // SAFETY: the caller passes NULL or a writable pointer.
@@ -91,6 +100,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_bounce_buffer_size(bytes: *mut us
 }
 
 /// Sets the size of each pinned bounce buffer; must be positive.
+#[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_bounce_buffer_size(bytes: usize) -> Status {
     guard(|| settings::global()?.set_bounce_buffer_size(bytes as u64))

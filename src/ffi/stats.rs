@@ -7,7 +7,7 @@ use crate::stats::Counters;
 use crate::status::Status;
 use std::ffi::c_char;
 
-/// Output formats of `gdsroute_stats_format`.
+/// Output formats of `gdsroute_stats_render`.
 #[repr(u32)]
 pub enum StatsFormat {
     /// One `name value` line per counter, plus a cuFile `n= nvfs= posix=` summary line when live.
@@ -45,6 +45,11 @@ unsafe fn copy_counters_in(src: *const Counters) -> Result<Counters> {
     // SAFETY: forwarded from the caller; only struct_size is read through the reference's
     // first field before the size is known.
     let first = unsafe { arg(src.cast::<u64>(), "stats")? };
+    if *first < 8 {
+        return Err(Error::InvalidArgument(format!(
+            "stats->struct_size is {first}; a stats struct filled by gdsroute_stats_get has it set"
+        )));
+    }
     let n = (*first).min(Counters::SIZE) as usize;
     let mut value = Counters::default();
     // SAFETY: n bytes are readable in the caller's struct and fit ours.
@@ -60,6 +65,7 @@ unsafe fn copy_counters_in(src: *const Counters) -> Result<Counters> {
 /// bytes (so older callers keep working after fields are appended) and sets `struct_size` to the
 /// bytes it wrote. The snapshot is consistent even while reads run. Errors: `NULL_ARGUMENT`,
 /// `INVALID_ARGUMENT` (`struct_size` below 8).
+#[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
     // SAFETY: the caller's contract above.
@@ -69,6 +75,7 @@ pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
 /// Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
 /// from now on (cuFile's process-global statistics themselves are not reset, so other cuFile
 /// users in the process are not disturbed).
+#[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_stats_reset() -> Status {
     guard(|| {
@@ -80,9 +87,10 @@ pub extern "C" fn gdsroute_stats_reset() -> Status {
 /// Renders `*stats` as text (`GDSROUTE_STATS_FORMAT_TEXT`) or JSON (`GDSROUTE_STATS_FORMAT_JSON`)
 /// into `buf` with snprintf semantics, and the full length (without NUL) into `*length`.
 /// Call with `buf = NULL, buf_len = 0` to size the buffer. Errors: `NULL_ARGUMENT`,
-/// `INVALID_ENUM`.
+/// `INVALID_ENUM`, `INVALID_ARGUMENT` (`struct_size` below 8).
+#[must_use]
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdsroute_stats_format(
+pub unsafe extern "C" fn gdsroute_stats_render(
     stats: *const Counters,
     format: u32,
     buf: *mut c_char,

@@ -18,6 +18,7 @@ pub extern "C" fn gdsroute_status_str(code: u32) -> *const c_char {
 
 /// The status of the last failed gdsroute call on this thread, or `GDSROUTE_STATUS_OK` if none
 /// failed yet. Successful calls do not clear it.
+#[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_last_error_status() -> Status {
     LAST_ERROR.with(|cell| cell.borrow().as_ref().map_or(Status::Ok, |e| e.status))

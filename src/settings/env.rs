@@ -61,12 +61,12 @@ pub fn read_unsigned_with_alias(
 ) -> Result<Option<u64>> {
     let primary = read_value(env, name)?;
     let secondary = read_value(env, alias)?;
-    if let (Some(a), Some(b)) = (&primary, &secondary) {
-        if a != b {
-            return Err(Error::InvalidSetting(format!(
-                "{alias}={b:?} conflicts with its alias {name}={a:?}; set one of them or give both the same value"
-            )));
-        }
+    if let (Some(a), Some(b)) = (&primary, &secondary)
+        && a != b
+    {
+        return Err(Error::InvalidSetting(format!(
+            "{alias}={b:?} conflicts with its alias {name}={a:?}; set one of them or give both the same value"
+        )));
     }
     let chosen = if primary.is_some() { name } else { alias };
     read_unsigned(env, chosen, allow_zero)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds (here, where Rust is) what scripts/gpu-proof.sh runs on the GPU machine, into .device/
+# (ignored by git; pass it to the device tool's `carry`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --lib --bins
+mkdir -p .device
+cp target/release/libgdsroute.so .device/libgdsroute.so.0
+ln -sf libgdsroute.so.0 .device/libgdsroute.so
+cp target/release/gdsroute-diagnose .device/
+cc -O2 -Wall -Wextra -Werror -std=c11 -Iinclude examples-c/gpu_read.c -o .device/gpu_read -L.device -lgdsroute -ldl
+for t in gpu_routes gpu_cuda_layer; do
+  bin=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null \
+        | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/$t-" | head -1)
+  cp "$bin" ".device/$t"
+done
+strip .device/gpu_routes .device/gpu_cuda_layer .device/gdsroute-diagnose .device/libgdsroute.so.0
+du -sh .device

@@ -1,0 +1,147 @@
+//! Reads into GPU memory on every route, checked byte for byte (needs a GPU: run with
+//! `--ignored` on the device machine; scripts/gpu-proof.sh does). Random sizes and offsets,
+//! unaligned device pointers inside a larger allocation with poisoned margins, pinned host and
+//! managed memory, and a worker thread with no CUDA context current.
+
+use cudarc::driver::sys;
+use gdsroute::cuda::{self, ScopedContext};
+use gdsroute::settings::CompatMode;
+use gdsroute::{File, settings, thread_pool};
+use std::io::Write;
+use std::sync::Mutex;
+
+static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
+const GUARD: usize = 4096 + 3;
+const POISON: u8 = 0x5A;
+
+fn on_device0() -> ScopedContext {
+    cuda::cuda().expect("CUDA must be available for GPU tests");
+    ScopedContext::push(cuda::primary_context(0).unwrap()).unwrap()
+}
+
+fn ok(call: &str, r: sys::CUresult) {
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "{call}");
+}
+
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+fn file_with(data: &[u8]) -> tempfile::NamedTempFile {
+    // On the root file system (ext4 on the VM's disk), where cuFile can register files.
+    let mut tmp = tempfile::NamedTempFile::new_in(std::env::var("GDSROUTE_TEST_DIR").unwrap_or("/var/tmp".into())).unwrap();
+    tmp.write_all(data).unwrap();
+    tmp.flush().unwrap();
+    tmp
+}
+
+fn open(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {
+    File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, Some(mode)).unwrap()
+}
+
+/// Reads into device memory at an unaligned offset inside a poisoned allocation, copies the
+/// whole allocation back and checks the bytes and both margins.
+fn check_device_read(file: &File, data: &[u8], size: usize, offset: u64, managed: bool) {
+    let total = size + 2 * GUARD;
+    let mut dev: sys::CUdeviceptr = 0;
+    if managed {
+        ok("cuMemAllocManaged", unsafe { sys::cuMemAllocManaged(&mut dev, total, 1) });
+    } else {
+        ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, total) });
+    }
+    ok("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(dev, POISON, total) });
+    ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+    let dst = (dev as usize + GUARD) as *mut u8;
+    let op = unsafe { file.pread_raw(dst, size, offset) }.unwrap();
+    let n = op.wait(None).unwrap();
+    let mut back = vec![0u8; total];
+    ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, total) });
+    unsafe { sys::cuMemFree_v2(dev) };
+    let start = (offset as usize).min(data.len());
+    let expect = (data.len() - start).min(size);
+    assert_eq!(n, expect, "size {size} offset {offset}");
+    assert!(back[GUARD..GUARD + n] == data[start..start + n], "bytes differ: size {size} offset {offset}");
+    assert!(back[..GUARD].iter().all(|&b| b == POISON), "front margin written: size {size} offset {offset}");
+    assert!(back[GUARD + size..].iter().all(|&b| b == POISON), "back margin written: size {size} offset {offset}");
+    // Past end of file, inside the requested range: cuFile may write there (its compat path reads
+    // whole O_DIRECT blocks); our POSIX routes do not. Reported, not asserted.
+    if !back[GUARD + n..GUARD + size].iter().all(|&b| b == POISON) {
+        eprintln!("note: bytes beyond EOF inside the requested range were written (size {size} offset {offset} n {n})");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn device_reads_on_every_route_are_byte_exact() {
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let data = random_bytes((9 << 20) + 777, 11);
+    let tmp = file_with(&data);
+    let s = settings::global().unwrap();
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open(&tmp, mode);
+        for &(task, threads) in &[(1u64 << 20, 1usize), (4 << 20, 4), (65536, 8)] {
+            s.set_task_size(task).unwrap();
+            thread_pool::set_global_num_threads(threads).unwrap();
+            for &size in &[1usize, 4095, 8192, 16383, 16384, 65537, (4 << 20) + 1, (9 << 20) + 3] {
+                for &offset in &[0u64, 1, 4096, 123_457, data.len() as u64 - 5, data.len() as u64 + 1] {
+                    check_device_read(&file, &data, size, offset, false);
+                }
+            }
+        }
+        let c = file.stats();
+        assert_eq!(c.calls_failed, 0);
+        assert!(c.posix_tasks_below_threshold > 0);
+        if mode == CompatMode::On {
+            assert_eq!(c.cufile_tasks, 0);
+            assert!(c.posix_tasks_compat_on > 0);
+        }
+        eprintln!("{mode:?}: {}", c.to_json());
+    }
+    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn managed_pinned_and_foreign_thread_destinations() {
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let data = random_bytes(6 << 20, 12);
+    let tmp = file_with(&data);
+    let file = open(&tmp, CompatMode::Auto);
+    check_device_read(&file, &data, 5 << 20, 3, true);
+
+    // Pinned host memory is host memory: POSIX tasks, never cuFile.
+    let mut pinned: *mut std::ffi::c_void = std::ptr::null_mut();
+    ok("cuMemAllocHost", unsafe { sys::cuMemAllocHost_v2(&mut pinned, data.len()) });
+    let before = file.stats();
+    let n = unsafe { file.pread_raw(pinned.cast(), data.len(), 0) }.unwrap().wait(None).unwrap();
+    assert_eq!(n, data.len());
+    assert!(unsafe { std::slice::from_raw_parts(pinned as *const u8, n) } == &data[..]);
+    assert_eq!(file.stats().posix_tasks_host_memory - before.posix_tasks_host_memory, 2);
+    unsafe { sys::cuMemFreeHost(pinned) };
+
+    // A thread with no CUDA context current reads into a device pointer made on this one.
+    let mut dev: sys::CUdeviceptr = 0;
+    ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, data.len()) });
+    let path = tmp.path().to_path_buf();
+    let n = std::thread::spawn(move || {
+        let file = File::open(path.as_os_str().as_encoded_bytes(), "r", 0, Some(CompatMode::On)).unwrap();
+        unsafe { file.read_raw(dev as usize as *mut u8, 6 << 20, 0) }.unwrap()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(n, data.len());
+    let mut back = vec![0u8; data.len()];
+    ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, back.len()) });
+    assert!(back == data);
+    unsafe { sys::cuMemFree_v2(dev) };
+}
