@@ -220,6 +220,10 @@ enum gdsroute_cufile_stats_state
    * Per-handle statistics: cuFile counts per process, not per file, so the fields read 0.
    */
   GDSROUTE_CUFILE_STATS_STATE_PROCESS_WIDE_ONLY = 3,
+  /**
+   * Collection was turned off (`GDSROUTE_CUFILE_STATS=0` or the settings API).
+   */
+  GDSROUTE_CUFILE_STATS_STATE_DISABLED = 4,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -625,6 +629,19 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_bounce_buffer_size(size_
  * Sets the size of each pinned bounce buffer; must be positive.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
+
+/**
+ * Reads whether cuFile's own statistics are collected (`GDSROUTE_CUFILE_STATS`, default on).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_stats(bool *enabled);
+
+/**
+ * Turns collection of cuFile's own statistics (the `cufile_n_*` counters) on or off. Takes
+ * effect only if called before cuFile is first opened (the first device read that considers
+ * cuFile, or `gdsroute_file_cufile_verdict` / `gdsroute_diagnose`). Off is the workaround for
+ * cuFile 1.15's crash at process exit with statistics on (see README, "Known issues").
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_stats(bool enabled);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

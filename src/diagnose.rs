@@ -25,6 +25,7 @@ pub fn report(path: Option<&[u8]>) -> String {
                 snap.gds_threshold,
                 snap.bounce_buffer_size
             );
+            let _ = writeln!(out, "cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" });
         }
         Err(e) => {
             let _ = writeln!(out, "settings: ERROR {e}");

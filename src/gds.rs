@@ -52,9 +52,10 @@ impl Unusable {
 
 /// cuFile, loaded and with its driver open.
 pub struct Gds {
-    /// The loaded library (leaked: never unloaded, the driver is never closed at exit).
+    /// The loaded library (leaked: never unloaded).
     pub library: &'static CufileLibrary,
     stats_baseline: Mutex<Option<PerGpuTotals>>,
+    stats_enabled: bool,
 }
 
 static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
@@ -70,7 +71,8 @@ fn open_process() -> Result<Gds, Unusable> {
     // cuFile's driver open needs a CUDA context (cuDF's workaround for nvbug 4562392).
     let context = cuda::primary_context(0).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
     let _current = cuda::ScopedContext::push(context).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
-    let stats = library.stats();
+    let stats_enabled = crate::settings::global().map(|s| s.cufile_stats()).unwrap_or(true);
+    let stats = library.stats().filter(|_| stats_enabled);
     if let Some(stats) = &stats {
         // Level 3 (per-GPU counters) must be set before the driver opens.
         let _ = stats.set_level(3);
@@ -79,7 +81,7 @@ fn open_process() -> Result<Gds, Unusable> {
     let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu_totals().ok()));
     // SAFETY: registering a plain extern "C" function with no captured state.
     unsafe { libc::atexit(close_at_exit) };
-    Ok(Gds { library, stats_baseline: Mutex::new(baseline) })
+    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled })
 }
 
 /// Set once cuFile was shut down (explicitly or at exit); cuFile is not called afterwards.
@@ -87,12 +89,12 @@ static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
 /// `cuFileRead` calls running now; shutdown leaves the driver open while any runs.
 static READS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
-/// Measured on the H200 (cuFile 1.15, stats level 3): a process that registered and then
-/// deregistered files and exits with the driver still open crashes in a cuFile thread during
-/// exit (8 runs of 8); stopping the statistics and closing the driver from this handler, which
-/// runs before cuFile's and CUDA's own exit-time destructors (registered earlier, run later),
-/// made it 0 of 8. Closing later, from a static destructor after CUDA's teardown, is the crash
-/// KvikIO and cuDF reported; this is not that.
+/// Measured on the H200 (cuFile 1.15, statistics level 3, notes/gpu-runs.md): a process that
+/// registered files and exits with the driver open crashes in a cuFile thread during exit
+/// (31 of 31 runs); stopping the statistics and closing the driver from this handler, which runs
+/// before cuFile's and CUDA's own exit-time destructors (registered earlier, run later), brought
+/// it to about 3 in 80; with statistics off (GDSROUTE_CUFILE_STATS=0) 0 of 43. Closing later,
+/// from a static destructor after CUDA's teardown, is the crash KvikIO and cuDF reported.
 extern "C" fn close_at_exit() {
     let _ = std::panic::catch_unwind(shutdown);
 }
@@ -164,11 +166,15 @@ pub fn auto_environment_check() -> Result<(), Unusable> {
 
 impl Gds {
     fn totals_now(&self) -> Option<PerGpuTotals> {
-        self.library.stats().and_then(|s| s.read_per_gpu_totals().ok())
+        self.library.stats().filter(|_| self.stats_enabled).and_then(|s| s.read_per_gpu_totals().ok())
     }
 
     /// Fills the `cufile_*` fields of a process-wide snapshot with deltas since start or reset.
     pub fn fill_counters(&self, counters: &mut Counters) {
+        if !self.stats_enabled {
+            counters.cufile_stats_state = CufileStatsState::Disabled as u64;
+            return;
+        }
         let baseline = *self.stats_baseline.lock().unwrap_or_else(|p| p.into_inner());
         let (Some(baseline), Some(now)) = (baseline, self.totals_now()) else {
             counters.cufile_stats_state = CufileStatsState::ApiMissing as u64;

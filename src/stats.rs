@@ -39,6 +39,8 @@ pub enum CufileStatsState {
     Active = 2,
     /// Per-handle statistics: cuFile counts per process, not per file, so the fields read 0.
     ProcessWideOnly = 3,
+    /// Collection was turned off (`GDSROUTE_CUFILE_STATS=0` or the settings API).
+    Disabled = 4,
 }
 
 /// A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order

@@ -105,3 +105,24 @@ pub unsafe extern "C" fn gdsroute_settings_get_bounce_buffer_size(bytes: *mut us
 pub extern "C" fn gdsroute_settings_set_bounce_buffer_size(bytes: usize) -> Status {
     guard(|| settings::global()?.set_bounce_buffer_size(bytes as u64))
 }
+
+/// Reads whether cuFile's own statistics are collected (`GDSROUTE_CUFILE_STATS`, default on).
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_cufile_stats(enabled: *mut bool) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(enabled, "enabled", |s| s.cufile_stats()) }
+}
+
+/// Turns collection of cuFile's own statistics (the `cufile_n_*` counters) on or off. Takes
+/// effect only if called before cuFile is first opened (the first device read that considers
+/// cuFile, or `gdsroute_file_cufile_verdict` / `gdsroute_diagnose`). Off is the workaround for
+/// cuFile 1.15's crash at process exit with statistics on (see README, "Known issues").
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_cufile_stats(enabled: bool) -> Status {
+    guard(|| {
+        settings::global()?.set_cufile_stats(enabled);
+        Ok(())
+    })
+}

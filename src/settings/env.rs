@@ -72,6 +72,17 @@ pub fn read_unsigned_with_alias(
     read_unsigned(env, chosen, allow_zero)
 }
 
+/// Reads a boolean variable: 1/true/on/yes or 0/false/off/no, any case, surrounding whitespace
+/// ignored.
+pub fn read_bool(env: &dyn EnvSource, name: &str) -> Result<Option<bool>> {
+    let Some(raw) = read_value(env, name)? else { return Ok(None) };
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(Some(true)),
+        "0" | "false" | "off" | "no" => Ok(Some(false)),
+        _ => Err(Error::InvalidSetting(format!("{name}={raw:?}: expected 1/true/on/yes or 0/false/off/no"))),
+    }
+}
+
 /// Reads KVIKIO_COMPAT_MODE.
 pub fn read_compat_mode(env: &dyn EnvSource, name: &str) -> Result<Option<CompatMode>> {
     let Some(raw) = read_value(env, name)? else { return Ok(None) };
@@ -131,6 +142,14 @@ pub(crate) mod tests {
         let env = MapEnv::of(&[("A", "4"), ("B", "5")]);
         let err = read_unsigned_with_alias(&env, "A", "B", false).unwrap_err().to_string();
         assert!(err.contains("conflicts"), "{err}");
+    }
+
+    #[test]
+    fn booleans() {
+        assert_eq!(read_bool(&MapEnv::of(&[("B", " Yes ")]), "B").unwrap(), Some(true));
+        assert_eq!(read_bool(&MapEnv::of(&[("B", "0")]), "B").unwrap(), Some(false));
+        assert!(read_bool(&MapEnv::of(&[("B", "2")]), "B").unwrap_err().to_string().contains("B=\"2\""));
+        assert_eq!(read_bool(&MapEnv::of(&[]), "B").unwrap(), None);
     }
 
     #[test]

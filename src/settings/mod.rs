@@ -10,7 +10,7 @@ pub use compat_mode::CompatMode;
 use crate::error::{Error, Result};
 use env::EnvSource;
 use once_cell::sync::OnceCell;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 /// Environment variable names (KvikIO's).
 pub mod vars {
@@ -26,6 +26,8 @@ pub mod vars {
     pub const GDS_THRESHOLD: &str = "KVIKIO_GDS_THRESHOLD";
     /// Size of each pinned bounce buffer.
     pub const BOUNCE_BUFFER_SIZE: &str = "KVIKIO_BOUNCE_BUFFER_SIZE";
+    /// gdsroute's own: collect cuFile's statistics (default on).
+    pub const CUFILE_STATS: &str = "GDSROUTE_CUFILE_STATS";
 }
 
 /// KvikIO's default task size: 4 MiB.
@@ -99,6 +101,7 @@ pub struct Settings {
     task_size: AtomicU64,
     gds_threshold: AtomicU64,
     bounce_buffer_size: AtomicU64,
+    cufile_stats: AtomicBool,
 }
 
 fn positive(name: &str, value: u64) -> Result<u64> {
@@ -132,6 +135,7 @@ impl Settings {
         let bounce = env::read_unsigned(env, vars::BOUNCE_BUFFER_SIZE, false)?
             .map(|v| positive(vars::BOUNCE_BUFFER_SIZE, v))
             .transpose()?;
+        let cufile_stats = env::read_bool(env, vars::CUFILE_STATS)?;
         let source = if compat.is_some() { Source::Environment } else { Source::Default };
         Ok(Settings {
             compat_mode: AtomicU8::new(compat.unwrap_or(CompatMode::Auto) as u8),
@@ -140,6 +144,7 @@ impl Settings {
             task_size: AtomicU64::new(task.unwrap_or(DEFAULT_TASK_SIZE)),
             gds_threshold: AtomicU64::new(threshold.unwrap_or(DEFAULT_GDS_THRESHOLD)),
             bounce_buffer_size: AtomicU64::new(bounce.unwrap_or(DEFAULT_BOUNCE_BUFFER_SIZE)),
+            cufile_stats: AtomicBool::new(cufile_stats.unwrap_or(true)),
         })
     }
 
@@ -214,6 +219,19 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// Whether cuFile's statistics are turned on when cuFile is first opened.
+    pub fn cufile_stats(&self) -> bool {
+        self.cufile_stats.load(Ordering::Relaxed)
+    }
+
+    /// Chooses whether cuFile's statistics are collected; effective only before cuFile is opened
+    /// (the first device read that probes cuFile), since cuFile takes the level at driver open.
+    pub fn set_cufile_stats(&self, on: bool) {
+        self.cufile_stats.store(on, Ordering::Relaxed);
+    }
+}
+
 static GLOBAL: OnceCell<std::result::Result<Settings, String>> = OnceCell::new();
 
 /// The process-wide settings, reading the environment on first use. A bad variable makes this
@@ -270,6 +288,7 @@ mod tests {
             ("KVIKIO_BOUNCE_BUFFER_SIZE", "-1"),
             ("KVIKIO_GDS_THRESHOLD", ""),
             ("KVIKIO_COMPAT_MODE", "sometimes"),
+            ("GDSROUTE_CUFILE_STATS", "maybe"),
         ] {
             let err = Settings::from_env(&MapEnv::of(&[(k, v)])).err().unwrap_or_else(|| panic!("{k}={v}"));
             assert!(matches!(err, Error::InvalidSetting(_)));

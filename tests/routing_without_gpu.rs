@@ -1,0 +1,62 @@
+//! Routing decisions on a machine without a GPU or libcufile (CI): every compat mode gives a
+//! verdict with a reason instead of a crash or hang, host reads keep working, and the diagnostic
+//! names what is missing.
+
+use gdsroute::File;
+use gdsroute::gds::FallbackReason;
+use gdsroute::settings::CompatMode;
+use std::io::Write;
+
+fn sample() -> tempfile::NamedTempFile {
+    let mut tmp = tempfile::NamedTempFile::new().unwrap();
+    tmp.write_all(&(0..100_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>()).unwrap();
+    tmp
+}
+
+fn open(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {
+    File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, Some(mode)).unwrap()
+}
+
+fn have_gpu() -> bool {
+    gdsroute::cuda::cuda().is_ok()
+}
+
+#[test]
+fn verdicts_carry_reasons() {
+    if have_gpu() {
+        return; // this file is about machines without CUDA
+    }
+    let tmp = sample();
+    let on = open(&tmp, CompatMode::On).cufile_verdict().unwrap().unwrap_err();
+    assert_eq!(on.reason, FallbackReason::CompatOn);
+    let off = open(&tmp, CompatMode::Off).cufile_verdict().unwrap().unwrap_err();
+    assert_eq!(off.reason, FallbackReason::CudaUnavailable, "{}", off.message);
+    assert!(off.message.contains("libcuda"), "{}", off.message);
+    let auto = open(&tmp, CompatMode::Auto).cufile_verdict().unwrap().unwrap_err();
+    assert!(matches!(auto.reason, FallbackReason::NoUdev | FallbackReason::CudaUnavailable), "{auto:?}");
+}
+
+#[test]
+fn host_reads_work_in_every_mode_without_cuda() {
+    let tmp = sample();
+    for mode in [CompatMode::On, CompatMode::Off, CompatMode::Auto] {
+        let file = open(&tmp, mode);
+        let mut buf = vec![0u8; 100_000];
+        assert_eq!(file.read_into(&mut buf, 0).unwrap(), 100_000);
+        assert!(buf.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+        let c = file.stats();
+        assert_eq!((c.posix_tasks, c.posix_tasks_host_memory, c.cufile_tasks), (1, 1, 0));
+    }
+}
+
+#[test]
+fn diagnostic_names_what_is_missing() {
+    let tmp = sample();
+    let report = gdsroute::diagnose::report(Some(tmp.path().as_os_str().as_encoded_bytes()));
+    for needle in ["compat mode: auto", "CUDA driver:", "libcufile:", "/run/udev:", "file "] {
+        assert!(report.contains(needle), "{needle} missing from:\n{report}");
+    }
+    if !have_gpu() {
+        assert!(report.contains("CUDA driver: unavailable"), "{report}");
+    }
+}
