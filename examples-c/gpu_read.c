@@ -72,6 +72,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s FILE [SIZE [OFFSET]]\n", argv[0]);
         return 3;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* every line reaches a pipe even if the process dies */
     const char *path = argv[1];
     gdsroute_file *file = NULL;
     gdsroute_status st = gdsroute_file_open(path, "r", 0644, &file);
