@@ -17,6 +17,7 @@ static BOUNCE_POOL: OnceCell<PinnedPool> = OnceCell::new();
 /// The process's pinned bounce buffers, resized to the current setting (buffers of an old size
 /// are freed as they come back).
 pub fn bounce_pool(buffer_size: u64) -> &'static PinnedPool {
+    debug_assert!(buffer_size > 0);
     let pool = BOUNCE_POOL.get_or_init(|| PinnedPool::new(buffer_size as usize, MAX_BOUNCE_BUFFERS));
     if pool.stats().buffer_size != buffer_size as usize {
         pool.set_buffer_size(buffer_size as usize);
@@ -33,33 +34,72 @@ fn cuda_error(e: cuda::CudaFailure) -> Error {
     e.into()
 }
 
-/// Reads `len` bytes at `offset` from `fd` into device memory at `dst` through a pinned bounce
-/// buffer. Returns the bytes read (short only at end of file).
+/// Piece of a task moved per pread/copy step. Two pieces per thread alternate, so the read of
+/// one overlaps the copy of the other. Measured on the H200 (1 GiB warm, 16 threads, steady /
+/// first read in the process, GB/s): 256 KiB 17.6/15.6, 1 MiB 36.7/24.7, 2 MiB 41.2/18.9,
+/// 4 MiB 41.9/14.6, 8 MiB 42.6/9.9. Larger pinned buffers cost first reads (pinning), smaller
+/// pieces cost per-step overhead; 2 MiB keeps 98% of the steady rate.
+pub(crate) const PIPELINE_PIECE: u64 = 2 << 20;
+
+/// Size of the pinned buffers: two pieces, or the configured bounce buffer size if smaller.
+pub fn bounce_buffer_bytes(configured: u64) -> u64 {
+    configured.min(2 * PIPELINE_PIECE)
+}
+
+/// Synchronises the stream when dropped, so that no copy still reads the bounce buffer after it
+/// goes back to the pool, on every exit path.
+struct DrainOnDrop(cuda::Stream);
+
+impl Drop for DrainOnDrop {
+    fn drop(&mut self) {
+        let _ = cuda::synchronize(self.0);
+    }
+}
+
+/// Reads `len` bytes at `offset` from `fd` into device memory at `dst` through pinned bounce
+/// buffers: pread a piece into one half of the buffer while the other half's copy runs. Returns
+/// the bytes read (short only at end of file).
 ///
 /// # Safety
 /// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
 pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<usize> {
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
-    let mut buffer = bounce_pool(buffer_size).acquire().map_err(cuda_error)?;
+    let events = cuda::thread_events().map_err(cuda_error)?;
+    let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
+    let halves = if buffer.len() >= 2 { 2 } else { 1 };
+    let piece = buffer.len() / halves;
+    let base = buffer.as_mut_ptr();
+    let _drain = DrainOnDrop(stream);
+    let mut in_flight = [false; 2];
     let mut done = 0usize;
+    let mut step = 0usize;
     while done < len {
-        let want = (len - done).min(buffer.len());
-        // SAFETY: the bounce buffer holds at least `want` bytes.
-        let n = unsafe { posix::read_full_at(fd, buffer.as_mut_ptr(), want, offset + done as u64) }
+        let slot = step % halves;
+        if in_flight[slot] {
+            events[slot].synchronize().map_err(cuda_error)?;
+        }
+        let want = (len - done).min(piece);
+        // SAFETY: slot * piece + want <= buffer.len(); no copy reads this half any more.
+        let host = unsafe { base.add(slot * piece) };
+        // SAFETY: as above.
+        let n = unsafe { posix::read_full_at(fd, host, want, offset + done as u64) }
             .map_err(|e| Error::Io { op: "pread", path: path.to_string(), offset: offset + done as u64, source: e })?;
         if n == 0 {
             break;
         }
-        // SAFETY: dst + done .. + n lies in the caller's range; the buffer is pinned and not
-        // reused before the synchronisation below.
-        unsafe { cuda::copy_host_to_device(dst + done as u64, buffer.as_ptr(), n, stream) }.map_err(cuda_error)?;
-        cuda::synchronize(stream).map_err(cuda_error)?;
+        // SAFETY: dst + done .. + n lies in the caller's range; the half stays untouched until
+        // its event completes (checked above) or the stream drains (DrainOnDrop).
+        unsafe { cuda::copy_host_to_device(dst + done as u64, host, n, stream) }.map_err(cuda_error)?;
+        events[slot].record(stream).map_err(cuda_error)?;
+        in_flight[slot] = true;
         done += n;
+        step += 1;
         if n < want {
             break;
         }
     }
+    cuda::synchronize(stream).map_err(cuda_error)?;
     Ok(done)
 }
 

@@ -7,6 +7,7 @@ mod context;
 mod copy;
 mod driver;
 mod error;
+mod event;
 mod pinned;
 mod pointer;
 
@@ -14,5 +15,6 @@ pub use context::{ContextHandle, ScopedContext, context_for, current_context, pr
 pub use copy::{Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
 pub use driver::{CudaDriver, cuda, describe};
 pub use error::CudaFailure;
+pub use event::{Event, thread_events};
 pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
 pub use pointer::{MemoryKind, allocation_range, classify};

@@ -1,0 +1,65 @@
+//! CUDA events for the pipelined bounce-buffer copy: a pair per (thread, context), created on
+//! first use and cached for the thread's life like the streams in `copy`, so a task never pays
+//! for creating them.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use cudarc::driver::sys::{self, CUevent};
+
+use super::context::current_context;
+use super::copy::Stream;
+use super::driver::cuda;
+use super::error::{CudaFailure, check};
+
+/// A CUDA event (`CUevent`), held as an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event(usize);
+
+impl Event {
+    fn raw(self) -> CUevent {
+        self.0 as CUevent
+    }
+
+    /// Records the event on `stream` (it completes when the work queued before it does).
+    pub fn record(self, stream: Stream) -> Result<(), CudaFailure> {
+        // SAFETY: the event was created by `thread_events` in the context current on this
+        // thread; the stream belongs to it.
+        check("cuEventRecord", unsafe { sys::cuEventRecord(self.raw(), stream.as_raw()) })
+    }
+
+    /// Waits until the work recorded before the event has finished.
+    pub fn synchronize(self) -> Result<(), CudaFailure> {
+        // SAFETY: a live event created by `thread_events`.
+        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.raw()) })
+    }
+}
+
+thread_local! {
+    /// This thread's event pairs, by context address. Never destroyed (as the streams).
+    static EVENTS: RefCell<HashMap<usize, [Event; 2]>> = RefCell::new(HashMap::new());
+}
+
+/// Two events of the calling thread for its current context, created (without timing) on first
+/// use.
+///
+/// Errors: `Unavailable`/`Forked`; `NoContext`; the CUresult of `cuEventCreate`.
+pub fn thread_events() -> Result<[Event; 2], CudaFailure> {
+    cuda()?;
+    let ctx = current_context()?.ok_or(CudaFailure::NoContext("thread_events"))?;
+    let key = ctx.as_raw() as usize;
+    if let Some(pair) = EVENTS.with_borrow(|m| m.get(&key).copied()) {
+        return Ok(pair);
+    }
+    let mut pair = [Event(0); 2];
+    for slot in &mut pair {
+        let mut raw: CUevent = std::ptr::null_mut();
+        // SAFETY: cuda() succeeded, a context is current, valid out-pointer.
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
+        })?;
+        *slot = Event(raw as usize);
+    }
+    EVENTS.with_borrow_mut(|m| m.insert(key, pair));
+    Ok(pair)
+}
