@@ -401,6 +401,14 @@ typedef struct {
    * cuFile's per-GPU `read_bytes`.
    */
   uint64_t cufile_read_bytes;
+  /**
+   * Pinned host memory the library holds now for bounce buffers (process-wide; 0 per handle).
+   */
+  uint64_t pinned_bytes;
+  /**
+   * Most pinned host memory the library has held at once (process-wide; 0 per handle).
+   */
+  uint64_t pinned_bytes_peak;
 } gdsroute_stats;
 
 

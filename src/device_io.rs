@@ -25,9 +25,12 @@ pub fn bounce_pool(buffer_size: u64) -> &'static PinnedPool {
     pool
 }
 
-/// Bytes of pinned memory the library holds now, if it has a pool.
-pub fn pinned_bytes() -> u64 {
-    BOUNCE_POOL.get().map_or(0, |p| p.stats().bytes_pinned)
+/// Pinned memory the library holds now and at most so far (0, 0 before any device read).
+pub fn pinned_usage() -> (u64, u64) {
+    BOUNCE_POOL.get().map_or((0, 0), |p| {
+        let s = p.stats();
+        (s.bytes_pinned, s.peak_bytes_pinned)
+    })
 }
 
 fn cuda_error(e: cuda::CudaFailure) -> Error {

@@ -207,6 +207,7 @@ impl Gds {
 /// The process-wide counters with cuFile's, if cuFile is open.
 pub fn process_counters() -> Counters {
     let mut counters = crate::stats::global().snapshot();
+    (counters.pinned_bytes, counters.pinned_bytes_peak) = crate::device_io::pinned_usage();
     if let Some(Ok(gds)) = PROCESS.get() {
         gds.fill_counters(&mut counters);
     }

@@ -98,6 +98,10 @@ pub struct Counters {
     pub cufile_n_reads_err: u64,
     /// cuFile's per-GPU `read_bytes`.
     pub cufile_read_bytes: u64,
+    /// Pinned host memory the library holds now for bounce buffers (process-wide; 0 per handle).
+    pub pinned_bytes: u64,
+    /// Most pinned host memory the library has held at once (process-wide; 0 per handle).
+    pub pinned_bytes_peak: u64,
 }
 
 impl Counters {
@@ -106,7 +110,7 @@ impl Counters {
 
     /// Every field with its name, in layout order. The text and JSON renderers and the tests
     /// walk this one list.
-    pub fn entries(&self) -> [(&'static str, u64); 25] {
+    pub fn entries(&self) -> [(&'static str, u64); 27] {
         [
             ("struct_size", self.struct_size),
             ("calls", self.calls),
@@ -133,6 +137,8 @@ impl Counters {
             ("cufile_n_unaligned_reads", self.cufile_n_unaligned_reads),
             ("cufile_n_reads_err", self.cufile_n_reads_err),
             ("cufile_read_bytes", self.cufile_read_bytes),
+            ("pinned_bytes", self.pinned_bytes),
+            ("pinned_bytes_peak", self.pinned_bytes_peak),
         ]
     }
 
