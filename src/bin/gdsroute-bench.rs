@@ -9,13 +9,14 @@ use std::time::Instant;
 
 use cudarc::driver::sys;
 use gdsroute::ffi::file::{
-    gdsroute_file_free, gdsroute_file_open, gdsroute_file_open_with_compat_mode, gdsroute_file_pread,
-    gdsroute_file_size,
+    gdsroute_file_free, gdsroute_file_open, gdsroute_file_open_with_compat_mode,
+    gdsroute_file_pread, gdsroute_file_size,
 };
 use gdsroute::ffi::operation::{gdsroute_op_free, gdsroute_op_wait};
 use gdsroute::ffi::settings::{
-    gdsroute_settings_get_compat_mode, gdsroute_settings_get_num_threads, gdsroute_settings_get_task_size,
-    gdsroute_settings_set_num_threads, gdsroute_settings_set_task_size,
+    gdsroute_settings_get_compat_mode, gdsroute_settings_get_num_threads,
+    gdsroute_settings_get_task_size, gdsroute_settings_set_num_threads,
+    gdsroute_settings_set_task_size,
 };
 use gdsroute::ffi::stats::gdsroute_stats_get;
 use gdsroute::ffi::status::{gdsroute_last_error_message, gdsroute_status_str};
@@ -74,7 +75,11 @@ struct Args {
 }
 
 fn list<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
-    let items: Result<Vec<T>, String> = value.split(',').filter(|s| !s.is_empty()).map(|s| parse(s.trim())).collect();
+    let items: Result<Vec<T>, String> = value
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| parse(s.trim()))
+        .collect();
     let items = items?;
     if items.is_empty() {
         return Err(format!("empty list {value:?}"));
@@ -83,7 +88,8 @@ fn list<T>(value: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Vec
 }
 
 fn number(s: &str) -> Result<usize, String> {
-    s.parse::<usize>().map_err(|_| format!("not a number: {s:?}"))
+    s.parse::<usize>()
+        .map_err(|_| format!("not a number: {s:?}"))
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -153,7 +159,13 @@ fn parse_args() -> Result<Args, String> {
         return Err("--file PATH is required".into());
     }
     if a.first_only {
-        let many = |n: usize, what: &str| if n > 1 { Err(format!("--first-only takes one value for {what}")) } else { Ok(()) };
+        let many = |n: usize, what: &str| {
+            if n > 1 {
+                Err(format!("--first-only takes one value for {what}"))
+            } else {
+                Ok(())
+            }
+        };
         if !a.default_settings {
             many(a.threads.len(), "--threads")?;
             many(a.task_sizes.len(), "--task-sizes")?;
@@ -205,7 +217,13 @@ impl Handle {
                         "on" => 1,
                         _ => 2,
                     };
-                    gdsroute_file_open_with_compat_mode(c_path.as_ptr(), c"r".as_ptr(), 0o644, raw, &mut file)
+                    gdsroute_file_open_with_compat_mode(
+                        c_path.as_ptr(),
+                        c"r".as_ptr(),
+                        0o644,
+                        raw,
+                        &mut file,
+                    )
                 }
             }
         };
@@ -216,7 +234,10 @@ impl Handle {
     fn size(&self) -> Result<u64, String> {
         let mut size = 0u64;
         // SAFETY: live handle, writable out-pointer.
-        check(unsafe { gdsroute_file_size(self.0, &mut size) }, "gdsroute_file_size")?;
+        check(
+            unsafe { gdsroute_file_size(self.0, &mut size) },
+            "gdsroute_file_size",
+        )?;
         Ok(size)
     }
 
@@ -224,7 +245,10 @@ impl Handle {
     fn pread(&self, dst: usize, size: usize, offset: u64) -> Result<usize, String> {
         let mut op: *mut Operation = std::ptr::null_mut();
         // SAFETY: dst is valid for size bytes (device or host) until the wait below returns.
-        check(unsafe { gdsroute_file_pread(self.0, dst as *mut c_void, size, offset, &mut op) }, "gdsroute_file_pread")?;
+        check(
+            unsafe { gdsroute_file_pread(self.0, dst as *mut c_void, size, offset, &mut op) },
+            "gdsroute_file_pread",
+        )?;
         let mut got = 0usize;
         // SAFETY: op is the live operation returned above.
         let status = unsafe { gdsroute_op_wait(op, &mut got) };
@@ -246,7 +270,10 @@ impl Drop for Handle {
 unsafe impl Sync for Handle {}
 
 fn stats() -> Counters {
-    let mut s = Counters { struct_size: Counters::SIZE, ..Counters::default() };
+    let mut s = Counters {
+        struct_size: Counters::SIZE,
+        ..Counters::default()
+    };
     // SAFETY: s is a full-size struct with struct_size set.
     let _ = unsafe { gdsroute_stats_get(&mut s) };
     s
@@ -273,7 +300,11 @@ fn current_settings() -> (String, usize, usize) {
 // Memory
 
 fn cu(result: sys::CUresult, what: &str) -> Result<(), String> {
-    if result == sys::CUresult::CUDA_SUCCESS { Ok(()) } else { Err(format!("{what} failed: {result:?}")) }
+    if result == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{what} failed: {result:?}"))
+    }
 }
 
 /// Makes device 0's primary context current on the calling thread.
@@ -285,7 +316,10 @@ fn cuda_context() -> Result<sys::CUcontext, String> {
     unsafe {
         cu(sys::cuInit(0), "cuInit")?;
         cu(sys::cuDeviceGet(&mut dev, 0), "cuDeviceGet")?;
-        cu(sys::cuDevicePrimaryCtxRetain(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+        cu(
+            sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+            "cuDevicePrimaryCtxRetain",
+        )?;
         cu(sys::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
     }
     Ok(ctx)
@@ -329,7 +363,9 @@ impl Buffer {
                 assert!(off + dst.len() <= *len);
                 // SAFETY: the range lies inside the allocation; dst is writable.
                 cu(
-                    unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), *ptr + off as u64, dst.len()) },
+                    unsafe {
+                        sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), *ptr + off as u64, dst.len())
+                    },
                     "cuMemcpyDtoH",
                 )?;
             }
@@ -344,7 +380,10 @@ impl Buffer {
             Buffer::Host(v) => v.fill(0xA5),
             Buffer::Device { ptr, len } => {
                 // SAFETY: the allocation is len bytes.
-                cu(unsafe { sys::cuMemsetD8_v2(*ptr, 0xA5, *len) }, "cuMemsetD8")?;
+                cu(
+                    unsafe { sys::cuMemsetD8_v2(*ptr, 0xA5, *len) },
+                    "cuMemsetD8",
+                )?;
                 // The memset may run asynchronously; finish it before the timed read starts.
                 // SAFETY: a context is current.
                 cu(unsafe { sys::cuCtxSynchronize() }, "cuCtxSynchronize")?;
@@ -384,7 +423,8 @@ fn drop_caches() -> Result<(), String> {
         return Err("not root".into());
     }
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| format!("/proc/sys/vm/drop_caches: {e}"))
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+        .map_err(|e| format!("/proc/sys/vm/drop_caches: {e}"))
 }
 
 /// splitmix64: the same offsets in scripts/bench-kvikio.py.
@@ -400,7 +440,9 @@ fn splitmix64(state: &mut u64) -> u64 {
 fn random_offsets(seed: u64, n: usize, size: usize, file_size: u64) -> Vec<u64> {
     let blocks = (file_size / size as u64).max(1);
     let mut state = seed;
-    (0..n).map(|_| (splitmix64(&mut state) % blocks) * size as u64).collect()
+    (0..n)
+        .map(|_| (splitmix64(&mut state) % blocks) * size as u64)
+        .collect()
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -425,7 +467,8 @@ impl Reference {
     /// The file's bytes, read with plain `std::fs::read` on first use (never inside a timed region).
     fn get(&mut self) -> Result<&[u8], String> {
         if self.data.is_none() {
-            self.data = Some(std::fs::read(&self.path).map_err(|e| format!("read {}: {e}", self.path))?);
+            self.data =
+                Some(std::fs::read(&self.path).map_err(|e| format!("read {}: {e}", self.path))?);
         }
         Ok(self.data.as_deref().unwrap())
     }
@@ -457,7 +500,13 @@ struct Bench {
 impl Bench {
     /// One workload pass: the whole file, or `rand_reads` random reads split over `callers`
     /// threads (each pread + wait in turn, into its own slot of the buffer). Returns bytes read.
-    fn pass(&self, handle: &Handle, buf: usize, kind: Kind, offsets: &[u64]) -> Result<u64, String> {
+    fn pass(
+        &self,
+        handle: &Handle,
+        buf: usize,
+        kind: Kind,
+        offsets: &[u64],
+    ) -> Result<u64, String> {
         match kind {
             Kind::Big => {
                 let got = handle.pread(buf, self.file_size as usize, 0)?;
@@ -478,14 +527,19 @@ impl Bench {
                             s.spawn(move || -> Result<u64, String> {
                                 if let Some(ctx) = ctx {
                                     // SAFETY: the primary context retained in cuda_context.
-                                    cu(unsafe { sys::cuCtxSetCurrent(ctx as sys::CUcontext) }, "cuCtxSetCurrent")?;
+                                    cu(
+                                        unsafe { sys::cuCtxSetCurrent(ctx as sys::CUcontext) },
+                                        "cuCtxSetCurrent",
+                                    )?;
                                 }
                                 let mut bytes = 0u64;
                                 for (i, &off) in chunk.iter().enumerate() {
                                     let slot = c * per + i;
                                     let got = handle.pread(buf + slot * size, size, off)?;
                                     if got != size {
-                                        return Err(format!("short read at {off}: {got} of {size}"));
+                                        return Err(format!(
+                                            "short read at {off}: {got} of {size}"
+                                        ));
                                     }
                                     bytes += got as u64;
                                 }
@@ -493,7 +547,10 @@ impl Bench {
                             })
                         })
                         .collect();
-                    workers.into_iter().map(|w| w.join().map_err(|_| "caller thread panicked".to_string())?).sum()
+                    workers
+                        .into_iter()
+                        .map(|w| w.join().map_err(|_| "caller thread panicked".to_string())?)
+                        .sum()
                 });
                 total
             }
@@ -510,7 +567,11 @@ impl Bench {
                     let n = chunk.len().min(reference.len() - off);
                     buffer.copy_out(off, &mut chunk[..n])?;
                     if chunk[..n] != reference[off..off + n] {
-                        let at = chunk[..n].iter().zip(&reference[off..off + n]).position(|(a, b)| a != b).unwrap_or(0);
+                        let at = chunk[..n]
+                            .iter()
+                            .zip(&reference[off..off + n])
+                            .position(|(a, b)| a != b)
+                            .unwrap_or(0);
                         return Err(format!("verification failed at file offset {}", off + at));
                     }
                     off += n;
@@ -522,7 +583,9 @@ impl Bench {
                 for (slot, &off) in offsets.iter().enumerate() {
                     let off = off as usize;
                     if all[slot * size..(slot + 1) * size] != reference[off..off + size] {
-                        return Err(format!("verification failed: read {slot} at file offset {off}"));
+                        return Err(format!(
+                            "verification failed: read {slot} at file offset {off}"
+                        ));
                     }
                 }
             }
@@ -542,10 +605,16 @@ impl Bench {
             return Ok(());
         }
         if let Some(t) = cfg.threads {
-            check(gdsroute_settings_set_num_threads(t), "gdsroute_settings_set_num_threads")?;
+            check(
+                gdsroute_settings_set_num_threads(t),
+                "gdsroute_settings_set_num_threads",
+            )?;
         }
         if let Some(t) = cfg.task {
-            check(gdsroute_settings_set_task_size(t), "gdsroute_settings_set_task_size")?;
+            check(
+                gdsroute_settings_set_task_size(t),
+                "gdsroute_settings_set_task_size",
+            )?;
         }
         let handle = Handle::open(&self.args.file, cfg.mode.as_deref())?;
         let (def_mode, threads, task) = current_settings();
@@ -626,18 +695,30 @@ impl Bench {
             cfg.cache,
             cfg.kind.name(),
             if first { "first" } else { "steady" },
-            if self.args.default_settings { "default" } else { "set" },
+            if self.args.default_settings {
+                "default"
+            } else {
+                "set"
+            },
             match cfg.kind {
                 Kind::Big => 1,
                 Kind::Rand(_) => self.args.callers.min(reads),
             },
             gbps.len(),
-            after.cufile_n_posix_reads.saturating_sub(before.cufile_n_posix_reads),
-            after.cufile_n_nvfs_reads.saturating_sub(before.cufile_n_nvfs_reads),
+            after
+                .cufile_n_posix_reads
+                .saturating_sub(before.cufile_n_posix_reads),
+            after
+                .cufile_n_nvfs_reads
+                .saturating_sub(before.cufile_n_nvfs_reads),
         );
         println!("{line}");
         let _ = std::io::stdout().flush();
-        self.results.push(Outcome { line, gbps: g, rps: r });
+        self.results.push(Outcome {
+            line,
+            gbps: g,
+            rps: r,
+        });
         Ok(())
     }
 
@@ -646,7 +727,20 @@ impl Bench {
             return;
         }
         println!();
-        println!("{:<7} {:<5} {:>7} {:>9} {:<5} {:<8} {:<6} {:>9} {:>10} {:>12} {:<6}", "mem", "mode", "threads", "task", "cache", "kind", "phase", "GB/s", "reads/s", "cpu s/GB", "route");
+        println!(
+            "{:<7} {:<5} {:>7} {:>9} {:<5} {:<8} {:<6} {:>9} {:>10} {:>12} {:<6}",
+            "mem",
+            "mode",
+            "threads",
+            "task",
+            "cache",
+            "kind",
+            "phase",
+            "GB/s",
+            "reads/s",
+            "cpu s/GB",
+            "route"
+        );
         for o in &self.results {
             let field = |k: &str| {
                 o.line
@@ -655,7 +749,11 @@ impl Bench {
                     .unwrap_or("")
                     .to_string()
             };
-            let rps = if field("rps") == "-" { "-".to_string() } else { format!("{:.0}", o.rps) };
+            let rps = if field("rps") == "-" {
+                "-".to_string()
+            } else {
+                format!("{:.0}", o.rps)
+            };
             println!(
                 "{:<7} {:<5} {:>7} {:>9} {:<5} {:<8} {:<6} {:>9.2} {:>10} {:>12} {:<6}",
                 field("mem"),
@@ -698,8 +796,17 @@ fn run() -> Result<(), String> {
     if file_size == 0 {
         return Err(format!("{} is empty", args.file));
     }
-    let reference = Reference { path: args.file.clone(), data: None };
-    let mut bench = Bench { args, file_size, reference, ctx, results: Vec::new() };
+    let reference = Reference {
+        path: args.file.clone(),
+        data: None,
+    };
+    let mut bench = Bench {
+        args,
+        file_size,
+        reference,
+        ctx,
+        results: Vec::new(),
+    };
     println!(
         "# gdsroute-bench {} file={} bytes={file_size} reps={} first_only={} default_settings={}",
         env!("CARGO_PKG_VERSION"),
@@ -715,7 +822,14 @@ fn run() -> Result<(), String> {
         for &kind in &a.kinds {
             for cache in &a.caches {
                 if a.default_settings {
-                    configs.push(Config { mem, mode: None, threads: None, task: None, cache: cache.clone(), kind });
+                    configs.push(Config {
+                        mem,
+                        mode: None,
+                        threads: None,
+                        task: None,
+                        cache: cache.clone(),
+                        kind,
+                    });
                     continue;
                 }
                 for mode in &a.modes {
