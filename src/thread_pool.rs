@@ -4,7 +4,6 @@
 //! another read (nested submission) cannot deadlock the pool.
 
 use crate::error::{Error, Result};
-use once_cell::sync::OnceCell;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -135,17 +134,39 @@ fn worker_loop(shared: Arc<Shared>) {
     }
 }
 
-static GLOBAL: OnceCell<ThreadPool> = OnceCell::new();
+/// The shared pool and the process that started it. A child created by `fork()` inherits the
+/// record but none of the threads, so it gets a fresh pool instead of queueing tasks that would
+/// never run (the parent's pool object is left untouched: its lock may have been held at fork).
+struct GlobalPool {
+    pid: u32,
+    pool: &'static ThreadPool,
+}
 
-/// The process-wide pool, sized from the settings on first use.
+static GLOBAL: Mutex<Option<GlobalPool>> = Mutex::new(None);
+
+fn current() -> MutexGuard<'static, Option<GlobalPool>> {
+    GLOBAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The process-wide pool, sized from the settings on first use (and again in a forked child).
 pub fn global() -> Result<&'static ThreadPool> {
-    GLOBAL.get_or_try_init(|| ThreadPool::new(crate::settings::global()?.num_threads()))
+    let pid = std::process::id();
+    let mut slot = current();
+    match &*slot {
+        Some(g) if g.pid == pid => Ok(g.pool),
+        _ => {
+            let pool: &'static ThreadPool = Box::leak(Box::new(ThreadPool::new(crate::settings::global()?.num_threads())?));
+            *slot = Some(GlobalPool { pid, pool });
+            Ok(pool)
+        }
+    }
 }
 
 /// Applies a new thread count to the settings and, if it is running, to the shared pool.
 pub fn set_global_num_threads(threads: usize) -> Result<()> {
     crate::settings::global()?.set_num_threads(threads)?;
-    if let Some(pool) = GLOBAL.get() {
+    let pool = current().as_ref().filter(|g| g.pid == std::process::id()).map(|g| g.pool);
+    if let Some(pool) = pool {
         pool.resize(threads)?;
     }
     Ok(())

@@ -213,3 +213,4 @@ impl FromBytesCompat for std::ffi::OsStr {
         std::ffi::OsStr::from_bytes(bytes)
     }
 }
+

@@ -1,0 +1,54 @@
+//! fork(): a child that uses the library after the parent started its pool gets a working fresh
+//! pool, never a hang. Alone in its test binary so that no other test thread holds a library
+//! lock at the moment of the fork.
+
+use gdsroute::File;
+use std::io::Write;
+
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 32) as u8
+        })
+        .collect()
+}
+
+fn file_with(data: &[u8]) -> (tempfile::NamedTempFile, File) {
+    let mut tmp = tempfile::NamedTempFile::new().unwrap();
+    tmp.write_all(data).unwrap();
+    let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
+    (tmp, file)
+}
+
+#[test]
+fn a_forked_child_reads_with_a_fresh_pool() {
+    let data = random_bytes(3 << 20, 9);
+    let (_tmp, file) = file_with(&data);
+    let mut buf = vec![0u8; data.len()];
+    assert_eq!(file.read_into(&mut buf, 0).unwrap(), data.len()); // the parent's pool is running
+    // SAFETY: the child only reads through the library and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut buf = vec![0u8; data.len()];
+        let ok = matches!(file.read_into(&mut buf, 0), Ok(n) if n == data.len()) && buf == data;
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the forked child hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+}
