@@ -598,8 +598,12 @@ impl Bench {
             && let Err(why) = drop_caches()
         {
             println!(
-                "NOTE cache=cold skipped (mem={:?} kind={}): cannot drop caches: {why}",
-                cfg.mem,
+                "NOTE cache=cold skipped (mem={} kind={}): cannot drop caches: {why}",
+                if cfg.mem == Mem::Device {
+                    "device"
+                } else {
+                    "host"
+                },
                 cfg.kind.name()
             );
             return Ok(());

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Runs gdsroute-bench and scripts/bench-kvikio.py side by side on the GPU machine, on the same
+# 1 GiB file, in one call (about 3-5 minutes on the H200; every step has a time limit). Needs
+# .device/ and .whl/ from scripts/bench-build.sh (carried). Method: notes/benchmarks.md.
+#
+#   scripts/bench-gpu.sh                 # the whole matrix; RESULT lines to $OUT/bench.txt if $OUT is set
+#   scripts/bench-gpu.sh --ratios FILE   # only the gdsroute/KvikIO ratio table of a file of RESULT lines
+#
+# Environment: BENCH_FILE (default /var/tmp/gdsroute-bench-1g.bin), BENCH_SIZE (1073741824), BENCH_REPS (3),
+# PYTHON (python3),
+# BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+ratios() {
+    python3 - "$1" <<'PY'
+import statistics, sys
+from collections import defaultdict
+
+KEY = ["mem", "mode", "threads", "task", "cache", "kind", "phase", "settings", "callers"]
+DEFAULT_KEY = ["mem", "cache", "kind", "phase", "settings", "callers"]  # settings differ by design
+rows = defaultdict(lambda: defaultdict(list))
+order = []
+for line in open(sys.argv[1]):
+    if not line.startswith("RESULT "):
+        continue
+    f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    key = tuple((k, f.get(k, "")) for k in (DEFAULT_KEY if f.get("settings") == "default" else KEY))
+    if key not in rows:
+        order.append(key)
+    rows[key][f.get("impl", "?")].append(f)
+
+def med(fs, name):
+    vals = []
+    for f in fs:
+        try:
+            vals.append(float(f[name]))
+        except (KeyError, ValueError):
+            pass
+    return statistics.median(vals) if vals else None
+
+def fmt(v, spec):
+    return "-".rjust(int(spec.split(".")[0])) if v is None else format(v, spec)
+
+print(f"{'gdsroute':>9} {'kvikio':>9} {'ratio':>6} {'cpu g/k':>8} {'n g/k':>6}  configuration")
+for key in order:
+    g, k = rows[key].get("gdsroute", []), rows[key].get("kvikio", [])
+    name = " ".join(f"{a}={b}" for a, b in key)
+    if dict(key).get("settings") == "default":
+        name += " (g:{}t k:{}t)".format(g[0]["threads"] if g else "?", k[0]["threads"] if k else "?")
+    gg, kg = med(g, "gbps"), med(k, "gbps")
+    gc, kc = med(g, "cpu_s_per_gb"), med(k, "cpu_s_per_gb")
+    ratio = gg / kg if gg is not None and kg else None
+    cpu = gc / kc if gc is not None and kc else None
+    print(f"{fmt(gg, '9.2f')} {fmt(kg, '9.2f')} {fmt(ratio, '6.2f')} {fmt(cpu, '8.2f')} {len(g):>3}/{len(k):<2}  {name}")
+print("GB/s: median over the lines of each side (fresh-process first reads: one line per process);")
+print("ratio = gdsroute/KvikIO GB/s (reads/s for rand kinds is the same ratio); cpu g/k = CPU s/GB ratio, lower is better for gdsroute")
+PY
+}
+
+if [ "${1:-}" = "--ratios" ]; then
+    ratios "$2"
+    exit
+fi
+
+FILE=${BENCH_FILE:-/var/tmp/gdsroute-bench-1g.bin}
+SIZE=${BENCH_SIZE:-1073741824}
+REPS=${BENCH_REPS:-3}
+PY=${PYTHON:-python3}
+BENCH=.device/gdsroute-bench
+RESULTS=${OUT:-/tmp}/bench.txt
+LOG=${OUT:-/tmp}/bench-log.txt
+: > "$RESULTS"
+: > "$LOG"
+START=$SECONDS
+
+# The KVIKIO_* variables are read by both libraries: none may leak into the runs.
+unset KVIKIO_COMPAT_MODE KVIKIO_NTHREADS KVIKIO_NUM_THREADS KVIKIO_TASK_SIZE KVIKIO_GDS_THRESHOLD \
+      KVIKIO_BOUNCE_BUFFER_SIZE GDSROUTE_CUFILE_STATS
+export CUFILE_LOGFILE_PATH=/dev/null   # no cufile.log in the working directory
+
+[ -x "$BENCH" ] || { echo "missing $BENCH: run scripts/bench-build.sh here and carry .device" >&2; exit 1; }
+ls .whl/*.whl >/dev/null 2>&1 || { echo "missing .whl: run scripts/bench-build.sh and carry .whl" >&2; exit 1; }
+$PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v "WARNING: Running pip as" || true
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+$PY -c "import kvikio, cupy; print('kvikio', kvikio.__version__, 'cupy', cupy.__version__)" || exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+if [ "${BENCH_UDEV:-0}" = 1 ] && [ -x scripts/udev-entry.sh ]; then
+    scripts/udev-entry.sh "$FILE" || true
+fi
+echo "/run/udev: $([ -d /run/udev ] && echo present || echo absent)"
+
+if [ ! -s "$FILE" ] || [ "$(stat -c %s "$FILE")" != "$SIZE" ]; then
+    mkdir -p "$(dirname "$FILE")"
+    head -c "$SIZE" /dev/urandom > "$FILE"
+fi
+cat "$FILE" > /dev/null   # warm the page cache
+$BENCH --help >/dev/null  # page in the binary
+
+# run NAME LIMIT CMD...: one invocation; RESULT/NOTE lines go to $RESULTS, everything to $LOG.
+run() {
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS rc
+    echo "--- $name: $*" >> "$LOG"
+    timeout "$limit" "$@" > /tmp/bench-step.txt 2>&1
+    rc=$?
+    cat /tmp/bench-step.txt >> "$LOG"
+    grep -E '^(RESULT|NOTE) ' /tmp/bench-step.txt | tee -a "$RESULTS"
+    [ "$rc" = 0 ] || { echo "!!! $name exited $rc (last lines follow)"; tail -3 /tmp/bench-step.txt; }
+    echo "    ($name: $((SECONDS - t0)) s, total $((SECONDS - START)) s)"
+}
+G() { run "gdsroute $1" "$2" "$BENCH" --file "$FILE" --no-table "${@:3}"; }
+K() { run "kvikio $1" "$2" "$PY" scripts/bench-kvikio.py --file "$FILE" --no-table "${@:3}"; }
+
+# Each step runs both implementations; the order alternates so that neither always runs second.
+step() {  # step N NAME LIMIT ARGS...
+    local n=$1 name=$2 limit=$3
+    shift 3
+    if [ $((n % 2)) = 0 ]; then G "$name" "$limit" "$@"; K "$name" "$limit" "$@"
+    else K "$name" "$limit" "$@"; G "$name" "$limit" "$@"; fi
+}
+
+echo "=== fresh-process first reads (device, big, warm): 16 threads auto, then default settings"
+for i in 1 2 3; do
+    step $i "first#$i" 60 --first-only --mem device --kinds big --cache warm --threads 16 --task-sizes 4194304 --modes auto
+done
+for i in 1 2 3; do
+    step $((i + 1)) "first-default#$i" 60 --first-only --default-settings --mem device --kinds big --cache warm
+done
+echo "=== device big warm: modes on,auto x threads 1,4,8,16"
+step 0 device-big-on 120 --mem device --kinds big --cache warm --modes on --threads 1,4,8,16 --reps "$REPS"
+step 1 device-big-auto 120 --mem device --kinds big --cache warm --modes auto --threads 1,4,8,16 --reps "$REPS"
+echo "=== host big warm: threads 4,8,16"
+step 0 host-big 120 --mem host --kinds big --cache warm --modes auto --threads 4,8,16 --reps "$REPS"
+echo "=== device random reads 4 KiB and 64 KiB, 16 threads, 4 callers"
+step 1 device-rand 120 --mem device --kinds rand4k,rand64k --cache warm --modes auto --threads 16 --reps "$REPS"
+echo "=== default settings (device big warm)"
+step 0 defaults 120 --default-settings --mem device --kinds big --cache warm --reps "$REPS"
+echo "=== cold: device big, 16 threads, 2 reps (caches dropped before each rep)"
+step 1 device-big-cold 120 --mem device --kinds big --cache cold --modes on,auto --threads 16 --reps 2
+cat "$FILE" > /dev/null
+
+echo
+echo "=== gdsroute / KvikIO ($(grep -c '^RESULT' "$RESULTS") RESULT lines in $RESULTS, log in $LOG; $((SECONDS - START)) s)"
+ratios "$RESULTS"
