@@ -1,0 +1,138 @@
+/* LD_PRELOAD fault injector for pread/pread64, used by test_faults (and tests/faults.rs).
+ *
+ * Environment variables, read at every call (so a test may change them between reads):
+ *   FAULT_EINTR_EVERY=N   every Nth intercepted call returns -1 with errno EINTR (nothing read)
+ *   FAULT_SHORT_EVERY=N   every Nth intercepted call reads only half of what was asked (>= 1 byte)
+ *   FAULT_EIO_AT=OFF      a call whose range [offset, offset + count) covers OFF returns -1/EIO
+ *   FAULT_DELAY_US=N      every intercepted call sleeps N microseconds first (widens races)
+ *   FAULT_PATH_CONTAINS=S only descriptors whose /proc/self/fd link contains S are faulted
+ *   FAULT_COUNT_FILE=P    at exit, append "pid=<pid> eintr=<n> short=<n> eio=<n> calls=<n>"
+ * Calls are forwarded to the next definition (libc) through dlsym(RTLD_NEXT, ...).
+ * fault_shim_counts() lets a test that finds it with dlsym(RTLD_DEFAULT, ...) read the totals.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
+
+static _Atomic unsigned long long calls;      /* intercepted calls on matching descriptors */
+static _Atomic unsigned long long eintr_count;
+static _Atomic unsigned long long short_count;
+static _Atomic unsigned long long eio_count;
+static _Atomic unsigned long long eintr_seq;  /* separate sequences so the faults interleave */
+static _Atomic unsigned long long short_seq;
+
+/* Totals so far: [0] EINTR, [1] short reads, [2] EIO, [3] intercepted calls. */
+void fault_shim_counts(unsigned long long out[4]) {
+    out[0] = eintr_count;
+    out[1] = short_count;
+    out[2] = eio_count;
+    out[3] = calls;
+}
+
+static unsigned long long env_u64(const char *name, int *present) {
+    const char *v = getenv(name);
+    *present = v != NULL && *v != '\0';
+    return *present ? strtoull(v, NULL, 10) : 0;
+}
+
+static int fd_matches(int fd) {
+    const char *want = getenv("FAULT_PATH_CONTAINS");
+    if (want == NULL || *want == '\0') {
+        return 1;
+    }
+    char link[64], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n < 0) {
+        return 0;
+    }
+    target[n] = '\0';
+    return strstr(target, want) != NULL;
+}
+
+static ssize_t faulty(pread_fn real, int fd, void *buf, size_t count, off_t offset) {
+    if (real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!fd_matches(fd)) {
+        return real(fd, buf, count, offset);
+    }
+    calls++;
+    int present;
+    unsigned long long delay = env_u64("FAULT_DELAY_US", &present);
+    if (present && delay > 0) {
+        struct timespec ts = {(time_t)(delay / 1000000), (long)(delay % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    unsigned long long eio_at = env_u64("FAULT_EIO_AT", &present);
+    if (present && count > 0 && (unsigned long long)offset <= eio_at &&
+        eio_at - (unsigned long long)offset < count) {
+        eio_count++;
+        errno = EIO;
+        return -1;
+    }
+    unsigned long long every = env_u64("FAULT_EINTR_EVERY", &present);
+    if (present && every > 0 && ++eintr_seq % every == 0) {
+        eintr_count++;
+        errno = EINTR;
+        return -1;
+    }
+    every = env_u64("FAULT_SHORT_EVERY", &present);
+    if (present && every > 0 && count > 1 && ++short_seq % every == 0) {
+        short_count++;
+        return real(fd, buf, count / 2, offset);
+    }
+    return real(fd, buf, count, offset);
+}
+
+static pread_fn next_symbol(const char *name) {
+    return (pread_fn)dlsym(RTLD_NEXT, name);
+}
+
+ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
+    static pread_fn real;
+    if (real == NULL) {
+        real = next_symbol("pread");
+    }
+    return faulty(real, fd, buf, count, offset);
+}
+
+ssize_t pread64(int fd, void *buf, size_t count, off_t offset) {
+    static pread_fn real;
+    if (real == NULL) {
+        real = next_symbol("pread64");
+    }
+    return faulty(real, fd, buf, count, offset);
+}
+
+__attribute__((destructor)) static void write_counts(void) {
+    const char *path = getenv("FAULT_COUNT_FILE");
+    if (path == NULL || *path == '\0' || calls == 0) { /* children such as system() stay quiet */
+        return;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return;
+    }
+    char line[256];
+    int n = snprintf(line, sizeof line, "pid=%ld eintr=%llu short=%llu eio=%llu calls=%llu\n",
+                     (long)getpid(), (unsigned long long)eintr_count,
+                     (unsigned long long)short_count, (unsigned long long)eio_count,
+                     (unsigned long long)calls);
+    if (n > 0) {
+        ssize_t w = write(fd, line, (size_t)n);
+        (void)w;
+    }
+    close(fd);
+}
