@@ -14,6 +14,7 @@ pub mod operation;
 pub mod posix;
 pub mod route;
 pub mod settings;
+pub mod startup;
 pub mod stats;
 pub mod status;
 pub mod task_split;

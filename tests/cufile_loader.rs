@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use gdsroute::cufile::{
-    CufileLibrary, LIBRARY_ENV_VAR, LoadError, LogRedirect, ReadFailure, StatsSupport,
+    CufileLibrary, LIBRARY_ENV_VAR, LoadError, ReadFailure, StatsSupport, log_configuration,
 };
 
 /// Every test that touches the environment or the fake's global state holds this.
@@ -468,41 +468,19 @@ fn stats_sum_gpus_and_clamp_the_count() {
 }
 
 #[test]
-fn log_redirect_respects_user_configuration() {
+fn log_configuration_respects_the_user() {
     let env = Env::new();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cufile.json");
-    std::fs::write(
-        &json,
-        "{ \"logging\": {\n // \"dir\": \"/home/x\",\n \"level\": \"ERROR\" } }",
-    )
-    .unwrap();
+    std::fs::write(&json, "{ \"logging\": {\n // \"dir\": \"/home/x\",\n \"level\": \"ERROR\" } }").unwrap();
     env.set("CUFILE_ENV_PATH_JSON", &json);
-    let (lib, hooks) = load(Variant::Full);
-    let log = dir.path().join("gdsroute-cufile.log");
-    assert_eq!(lib.redirect_log_if_unconfigured(&log), Ok(LogRedirect::Set));
-    assert_eq!(hooks.param_string(1), Some(log.display().to_string()));
-
-    hooks_reset(&hooks);
+    env.remove("CUFILE_LOGFILE_PATH");
+    assert_eq!(log_configuration(), None, "a commented-out dir is not a configuration");
     env.set("CUFILE_LOGFILE_PATH", "/tmp/mine.log");
-    assert!(matches!(
-        lib.redirect_log_if_unconfigured(&log),
-        Ok(LogRedirect::UserConfigured(_))
-    ));
+    assert_eq!(log_configuration(), Some("CUFILE_LOGFILE_PATH is set"));
     env.remove("CUFILE_LOGFILE_PATH");
     std::fs::write(&json, "{ \"logging\": { \"dir\": \"/var/log/cufile\" } }").unwrap();
-    assert!(matches!(
-        lib.redirect_log_if_unconfigured(&log),
-        Ok(LogRedirect::UserConfigured(_))
-    ));
-    assert_eq!(hooks.param_string(1), None);
-
-    std::fs::write(&json, "{}").unwrap();
-    lib.driver_open().unwrap();
-    assert_eq!(
-        lib.redirect_log_if_unconfigured(&log).unwrap_err().code,
-        5026
-    );
+    assert_eq!(log_configuration(), Some("cufile.json sets logging.dir"));
 }
 
 fn hooks_reset(h: &Hooks) {
@@ -568,8 +546,6 @@ fn real_library_smoke_without_driver_open() {
     let lib = CufileLibrary::load_candidates(&[PathBuf::from(path)]).expect("real libcufile loads");
     let v = lib.version().expect("cuFileGetVersion answers before open");
     assert!(v >= 1000, "{v}");
-    let log = dir.path().join("cufile.log");
-    assert_eq!(lib.redirect_log_if_unconfigured(&log), Ok(LogRedirect::Set));
     if v >= 1150 {
         assert_eq!(lib.stats_support(), StatsSupport::Available);
         let stats = lib.stats().unwrap();

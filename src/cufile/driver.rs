@@ -3,9 +3,8 @@
 //! caller decides when to open the driver (only after CUDA initialised: cuFile 1.16+ spins forever
 //! without libcuda); nothing here opens or closes it implicitly, in a Drop, or at exit.
 
-use std::ffi::{CString, c_int, c_void};
+use std::ffi::c_void;
 use std::os::fd::RawFd;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::codes::{CU_FILE_INVALID_VALUE, CufileFailure, ReadFailure};
@@ -13,8 +12,6 @@ use super::library::{
     CufileLibrary, HANDLE_TYPE_OPAQUE_FD, RawCufileDescr, RawCufileError, RawDescrHandle,
 };
 
-/// `CUFILE_PARAM_ENV_LOGFILE_PATH` in `CUFileStringConfigParameter_t` (1.15–1.20).
-const PARAM_ENV_LOGFILE_PATH: c_int = 1;
 /// The environment variable through which a user names cuFile's log file.
 const LOGFILE_ENV: &str = "CUFILE_LOGFILE_PATH";
 /// The environment variable naming an alternate cufile.json.
@@ -98,18 +95,6 @@ pub(crate) fn read_u32(b: &[u8], at: usize) -> u32 {
 
 pub(crate) fn read_u64(b: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-/// What [`CufileLibrary::redirect_log_if_unconfigured`] did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LogRedirect {
-    /// The log file was set to the given path.
-    Set,
-    /// Left alone: the user configured logging (the reason says where).
-    UserConfigured(&'static str),
-    /// This libcufile has no `cuFileSetParameterString` (before 1.15); nothing was done, and cuFile
-    /// may write `cufile.log` into the working directory.
-    Unsupported,
 }
 
 /// A registered cuFile file handle. Dropping it calls `cuFileHandleDeregister`; the file
@@ -220,42 +205,6 @@ impl CufileLibrary {
         Ok(DriverProperties::parse(head))
     }
 
-    /// Keeps cuFile from writing `cufile.log` into the working directory: unless the user set
-    /// `CUFILE_LOGFILE_PATH`, or a cufile.json (`$CUFILE_ENV_PATH_JSON` or /etc/cufile.json) with
-    /// an uncommented `"dir"` key, stages `log_file` through
-    /// `cuFileSetParameterString(CUFILE_PARAM_ENV_LOGFILE_PATH, …)`. The environment is only
-    /// read, never modified. Call before [`CufileLibrary::driver_open`]: staged parameters apply at
-    /// open. The cufile.json check is textual (cuFile's JSON allows comments) and errs toward
-    /// leaving the user's setting alone; an API setting would otherwise override it.
-    ///
-    /// Errors: 5026 if the driver is already open; 5022 for a path with a NUL byte.
-    pub fn redirect_log_if_unconfigured(
-        &self,
-        log_file: &Path,
-    ) -> Result<LogRedirect, CufileFailure> {
-        if std::env::var_os(LOGFILE_ENV).is_some_and(|v| !v.is_empty()) {
-            return Ok(LogRedirect::UserConfigured("CUFILE_LOGFILE_PATH is set"));
-        }
-        let json = std::env::var_os(JSON_ENV)
-            .filter(|v| !v.is_empty())
-            .unwrap_or(DEFAULT_JSON.into());
-        if std::fs::read_to_string(json).is_ok_and(|text| json_sets_log_dir(&text)) {
-            return Ok(LogRedirect::UserConfigured("cufile.json sets logging.dir"));
-        }
-        let Some(f) = self.sym.set_parameter_string else {
-            return Ok(LogRedirect::Unsupported);
-        };
-        use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(log_file.as_os_str().as_bytes()).map_err(|_| {
-            CufileFailure::code("cuFileSetParameterString", CU_FILE_INVALID_VALUE, 0)
-        })?;
-        // SAFETY: `c` is a NUL-terminated string alive for the call; cuFile copies it.
-        check("cuFileSetParameterString", unsafe {
-            f(PARAM_ENV_LOGFILE_PATH, c.as_ptr())
-        })?;
-        Ok(LogRedirect::Set)
-    }
-
     /// `cuFileHandleRegister` for `fd` (an `CU_FILE_HANDLE_TYPE_OPAQUE_FD` descriptor).
     ///
     /// Errors: the cuFile code; 5027 is common in containers/VMs without `/run/udev` even in compat
@@ -349,6 +298,25 @@ impl CufileLibrary {
 }
 
 /// True when a cufile.json text has a `"dir"` key on a line that is not a `//` comment.
+/// Whether the user told cuFile where to log: `CUFILE_LOGFILE_PATH` set, or a cufile.json
+/// (`$CUFILE_ENV_PATH_JSON`, else /etc/cufile.json) with an uncommented `"dir"` key (a textual
+/// check: cuFile's JSON allows comments; it errs toward "configured"). Returns where, if so.
+///
+/// cuFile has no working API for this: `cuFileSetParameterString` with
+/// `CUFILE_PARAM_ENV_LOGFILE_PATH` or `CUFILE_PARAM_LOG_DIR` returns success on 1.15 but the log
+/// still goes to the working directory, and the string must outlive the process (measured on the
+/// H200, notes/gpu-runs.md). Only the environment variable, read when the driver opens, works.
+pub fn log_configuration() -> Option<&'static str> {
+    if std::env::var_os(LOGFILE_ENV).is_some_and(|v| !v.is_empty()) {
+        return Some("CUFILE_LOGFILE_PATH is set");
+    }
+    let json = std::env::var_os(JSON_ENV).filter(|v| !v.is_empty()).unwrap_or(DEFAULT_JSON.into());
+    if std::fs::read_to_string(json).is_ok_and(|text| json_sets_log_dir(&text)) {
+        return Some("cufile.json sets logging.dir");
+    }
+    None
+}
+
 fn json_sets_log_dir(text: &str) -> bool {
     text.lines()
         .map(str::trim_start)

@@ -13,7 +13,7 @@ pub use codes::{
     CU_FILE_HANDLE_NOT_REGISTERED, CU_FILE_INVALID_VALUE, CU_FILE_SUCCESS, CufileFailure,
     ReadFailure, SYMBOL_MISSING, code_message,
 };
-pub use driver::{CufileHandle, DriverProperties, LogRedirect};
+pub use driver::{CufileHandle, DriverProperties, log_configuration};
 pub use library::{
     CufileLibrary, DEFAULT_CANDIDATES, LIBRARY_ENV_VAR, LoadAttempt, LoadError, RawCufileError,
 };
