@@ -81,7 +81,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
             let mut i = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 thread_pool::set_global_num_threads(counts[i % counts.len()]).unwrap();
-                settings::global().unwrap().set_task_size(if i % 2 == 0 { 256 << 10 } else { 1 << 20 }).unwrap();
+                settings::global().unwrap().set_task_size(if i.is_multiple_of(2) { 256 << 10 } else { 1 << 20 }).unwrap();
                 i += 1;
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -115,7 +115,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
                             // A private handle closed (or simply dropped) while its read runs.
                             let f = File::open(paths[fi].as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
                             let op = unsafe { f.pread_raw(raw[GUARD..].as_mut_ptr(), size, offset) }.unwrap();
-                            if rng.next() % 2 == 0 {
+                            if rng.next().is_multiple_of(2) {
                                 f.close();
                                 assert!(f.read_into(&mut [0u8; 1], 0).is_err(), "read after close must fail");
                             }
