@@ -2,7 +2,7 @@
 //! tests/fake_cufile/fake_cufile.c, compiled here with the system C compiler in three variants
 //! (full, no statistics symbols, no cuFileRead). No GPU needed: the fake reads into host memory.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::c_int;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -155,17 +155,6 @@ impl Hooks {
         }
     }
 
-    fn param_string(&self, param: c_int) -> Option<String> {
-        // SAFETY: `const char *(int)`; the string lives until the next reset/set, and is copied now.
-        unsafe {
-            let f = self
-                .lib
-                .get::<unsafe extern "C" fn(c_int) -> *const c_char>("fake_cufile_param_string")
-                .unwrap();
-            let p = f(param);
-            (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
-        }
-    }
 }
 
 fn load(variant: Variant) -> (CufileLibrary, Hooks) {
@@ -481,15 +470,6 @@ fn log_configuration_respects_the_user() {
     env.remove("CUFILE_LOGFILE_PATH");
     std::fs::write(&json, "{ \"logging\": { \"dir\": \"/var/log/cufile\" } }").unwrap();
     assert_eq!(log_configuration(), Some("cufile.json sets logging.dir"));
-}
-
-fn hooks_reset(h: &Hooks) {
-    // SAFETY: `fake_cufile_reset` is `void(void)`.
-    unsafe {
-        h.lib
-            .get::<unsafe extern "C" fn()>("fake_cufile_reset")
-            .unwrap()()
-    };
 }
 
 #[test]

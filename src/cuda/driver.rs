@@ -27,11 +27,14 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuPointerGetAttribute",
     "cuPointerGetAttributes",
     "cuMemGetAddressRange_v2",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
+    "cuMemHostRegister_v2",
+    "cuMemHostUnregister",
     "cuStreamCreate",
     "cuStreamSynchronize",
     "cuMemcpyHtoDAsync_v2",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventSynchronize",
 ];
 
 /// Proof that the CUDA driver is loaded and initialised in this process.
