@@ -7,6 +7,9 @@
 //! (writer present), /dev/zero, /dev/null, a file that grows after open and one truncated by
 //! another thread during a read.
 
+mod common;
+
+use common::{POISON, random_bytes};
 use gdsroute::{File, Status, settings, thread_pool};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,22 +21,9 @@ use std::time::Duration;
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
 
 const GUARD: usize = 64;
-const POISON: u8 = 0xA5;
 const MIB: usize = 1 << 20;
 const CHILD_ENV: &str = "GDSROUTE_FAULTS_CHILD";
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
 
 fn open(path: &Path) -> File {
     File::open(path.as_os_str().as_encoded_bytes(), "r", 0, None).unwrap()

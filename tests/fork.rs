@@ -2,25 +2,14 @@
 //! pool, never a hang. Alone in its test binary so that no other test thread holds a library
 //! lock at the moment of the fork.
 
-use gdsroute::File;
-use std::io::Write;
+mod common;
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 32) as u8
-        })
-        .collect()
-}
+use common::random_bytes;
+use gdsroute::File;
 
 fn file_with(data: &[u8]) -> (tempfile::NamedTempFile, File) {
-    let mut tmp = tempfile::NamedTempFile::new().unwrap();
-    tmp.write_all(data).unwrap();
-    let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
+    let tmp = common::temp_file_in(None, data);
+    let file = common::open(tmp.path(), None);
     (tmp, file)
 }
 

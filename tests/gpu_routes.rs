@@ -3,11 +3,13 @@
 //! unaligned device pointers inside a larger allocation with poisoned margins, pinned host and
 //! managed memory, and a worker thread with no CUDA context current.
 
+mod common;
+
+use common::random_bytes;
 use cudarc::driver::sys;
 use gdsroute::cuda::{self, ScopedContext};
 use gdsroute::settings::CompatMode;
 use gdsroute::{File, settings, thread_pool};
-use std::io::Write;
 use std::sync::Mutex;
 
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
@@ -23,28 +25,14 @@ fn ok(call: &str, r: sys::CUresult) {
     assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "{call}");
 }
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
-}
-
 fn file_with(data: &[u8]) -> tempfile::NamedTempFile {
     // On the root file system (ext4 on the VM's disk), where cuFile can register files.
-    let mut tmp = tempfile::NamedTempFile::new_in(std::env::var("GDSROUTE_TEST_DIR").unwrap_or("/var/tmp".into())).unwrap();
-    tmp.write_all(data).unwrap();
-    tmp.flush().unwrap();
-    tmp
+    let dir = std::env::var("GDSROUTE_TEST_DIR").unwrap_or("/var/tmp".into());
+    common::temp_file_in(Some(&dir), data)
 }
 
 fn open(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {
-    File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, Some(mode)).unwrap()
+    common::open(tmp.path(), Some(mode))
 }
 
 /// Reads into device memory at an unaligned offset inside a poisoned allocation, copies the

@@ -2,34 +2,21 @@
 //! boundaries, offsets (aligned, unaligned, near and past EOF), task sizes and thread counts,
 //! with poisoned guard bytes around the destination that must stay untouched.
 
+mod common;
+
+use common::{POISON, random_bytes};
 use gdsroute::{File, settings, stats, thread_pool};
-use std::io::Write;
 use std::sync::Mutex;
 
 /// Settings are process-wide; tests that change them run one at a time.
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
 
 const GUARD: usize = 64;
-const POISON: u8 = 0xA5;
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
 
 fn file_with(data: &[u8]) -> (tempfile::NamedTempFile, File) {
-    let mut tmp = tempfile::NamedTempFile::new().unwrap();
-    tmp.write_all(data).unwrap();
-    tmp.flush().unwrap();
-    let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0o644, None).unwrap();
+    let tmp = common::temp_file_in(None, data);
+    let file = common::open(tmp.path(), None);
     (tmp, file)
 }
 

@@ -8,6 +8,7 @@
  * "N passed, M failed". */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_data.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -30,25 +31,6 @@ static size_t content_len;
 static int bad_inputs; /* hostile files and injected-error scenarios tried */
 static int operations; /* reads completed (any status) */
 
-static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
-static uint64_t next_random(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static void write_all(int fd, const unsigned char *data, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n <= 0) {
-            perror("write");
-            exit(2);
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-}
 
 static void write_file(const char *path, const unsigned char *data, size_t len) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -5,6 +5,7 @@
  * counters of a 1 GiB sparse read. */
 #define _GNU_SOURCE
 #include "check.h"
+#include "test_data.h"
 
 #include <fcntl.h>
 #include <stdint.h>
@@ -21,25 +22,6 @@ static char dir[256];
 static unsigned char *content;
 static size_t content_len;
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t next_random(void) { /* xorshift64*: seeded, never all zeros */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static void write_all(int fd, const unsigned char *data, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n <= 0) {
-            perror("write");
-            exit(2);
-        }
-        data += n;
-        len -= (size_t)n;
-    }
-}
 
 static void make_random_file(const char *path, size_t len) {
     content = malloc(len);
