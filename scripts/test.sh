@@ -40,6 +40,12 @@ step "header is current (cargo test --test header)" cargo test --test header -j 
 step "cmake configure" cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 step "cmake build" cmake --build "$build_dir" -j "$jobs"
 step "ctest" bash -c 'cd "$1" && ctest --output-on-failure -j "$2"' ctest "$build_dir" "$jobs"
+# The C tests again under AddressSanitizer, UBSan and LeakSanitizer (GDSROUTE_SANITIZE, see
+# tests/c/CMakeLists.txt); the installed-package consumer and valgrind tests are not rebuilt there.
+san_dir=${build_dir}-sanitize
+step "cmake configure (sanitizers)" cmake -S "$root" -B "$san_dir" -DCMAKE_BUILD_TYPE=Release -DGDSROUTE_SANITIZE=ON
+step "cmake build (sanitizers)" cmake --build "$san_dir" -j "$jobs"
+step "ctest (sanitizers)" bash -c 'cd "$1" && ctest --output-on-failure -j "$2" -E consumer' ctest "$san_dir" "$jobs"
 
 printf '\n==> summary (%ds)\n' $((SECONDS - start))
 printf '  %s\n' "${summary[@]}"

@@ -133,3 +133,35 @@ fn managed_pinned_and_foreign_thread_destinations() {
     assert!(back == data);
     unsafe { sys::cuMemFree_v2(dev) };
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn pointer_of_a_non_current_non_primary_context() {
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _primary = on_device0();
+    let data = random_bytes((5 << 20) + 4097, 13);
+    let tmp = file_with(&data);
+    // A second, non-primary context owns the destination; it is not current on any thread
+    // while the library reads.
+    let mut other: sys::CUcontext = std::ptr::null_mut();
+    ok("cuCtxCreate", unsafe { sys::cuCtxCreate_v4(&mut other, std::ptr::null_mut(), 0, 0) });
+    let mut dev: sys::CUdeviceptr = 0;
+    ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, data.len()) });
+    let mut popped: sys::CUcontext = std::ptr::null_mut();
+    ok("cuCtxPopCurrent", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+    assert_eq!(popped, other);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open(&tmp, mode);
+        let n = unsafe { file.pread_raw(dev as usize as *mut u8, data.len(), 0) }.unwrap().wait(None).unwrap();
+        assert_eq!(n, data.len(), "{mode:?}");
+        ok("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(other) });
+        let mut back = vec![0u8; data.len()];
+        ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, back.len()) });
+        ok("cuCtxPopCurrent", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+        assert!(back == data, "{mode:?}: bytes differ");
+    }
+    ok("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(other) });
+    unsafe { sys::cuMemFree_v2(dev) };
+    ok("cuCtxPopCurrent", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+    unsafe { sys::cuCtxDestroy_v2(other) };
+}
