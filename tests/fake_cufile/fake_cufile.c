@@ -17,11 +17,16 @@
  *   FAKE_CUFILE_ROUTE            posix | nvfs | p2p: which counter a read bumps (default posix)
  *   FAKE_CUFILE_NUM_GPUS         num_gpus written to L3 (default 1; may exceed 16 to test clamping)
  *   FAKE_CUFILE_NVFS_MAJOR/MINOR nvidia-fs version in the driver properties (default 0.0)
- * Reads treat the buffer as host memory and pread() the registered fd into it.
+ *   FAKE_CUFILE_FAIL_AT          with mode errno/negative: only reads whose range covers this file
+ *                                offset fail; the others read normally
+ *   FAKE_CUFILE_DEVICE           1: the buffer is CUDA device memory: read into host memory,
+ *                                then cuMemcpyHtoD (libcuda.so.1, loaded on first use)
+ * Reads otherwise treat the buffer as host memory and pread() the registered fd into it.
  * Test hooks: fake_cufile_reset(), fake_cufile_open_count(), fake_cufile_deregister_count(),
  * fake_cufile_param_string(int param) (last staged string or NULL).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -207,20 +212,44 @@ static void count_read(off_t file_offset, size_t size, off_t buf_offset, ssize_t
     pthread_mutex_unlock(&lock);
 }
 
+/* Reads `want` bytes into the caller's buffer: directly, or through host memory and
+ * cuMemcpyHtoD when FAKE_CUFILE_DEVICE=1 (a GPU test). */
+static ssize_t read_into(int fd, char *dst, size_t want, off_t file_offset) {
+    if (env_int("FAKE_CUFILE_DEVICE", 0) != 1) return pread(fd, dst, want, file_offset);
+    typedef int (*htod_fn)(uint64_t, const void *, size_t);
+    static htod_fn htod;
+    if (!htod) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        htod = cuda ? (htod_fn)dlsym(cuda, "cuMemcpyHtoD_v2") : NULL;
+        if (!htod) { errno = ENOSYS; return -1; }
+    }
+    /* Real cuFile's compat path aligns O_DIRECT I/O itself; the fake just reads buffered. */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && (flags & O_DIRECT)) fcntl(fd, F_SETFL, flags & ~O_DIRECT);
+    char *tmp = malloc(want ? want : 1);
+    if (!tmp) { errno = ENOMEM; return -1; }
+    ssize_t n = pread(fd, tmp, want, file_offset);
+    if (n > 0 && htod((uint64_t)(uintptr_t)dst, tmp, (size_t)n) != 0) { errno = EFAULT; n = -1; }
+    free(tmp);
+    return n;
+}
+
 EXPORT ssize_t cuFileRead(void *fh, void *base, size_t size, off_t file_offset, off_t buf_offset) {
     struct fake_handle *h = fh;
     if (!h || h->magic != HANDLE_MAGIC) { errno = EBADF; return -1; }
     const char *mode = env_str("FAKE_CUFILE_READ_MODE", "ok");
+    long long fail_at = env_int("FAKE_CUFILE_FAIL_AT", -1);
+    int covered = fail_at < 0 || (fail_at >= file_offset && fail_at < file_offset + (off_t)size);
     ssize_t ret;
-    if (strcmp(mode, "errno") == 0) {
+    if (strcmp(mode, "errno") == 0 && covered) {
         count_read(file_offset, size, buf_offset, -1);
         errno = env_int("FAKE_CUFILE_READ_ERRNO", EIO);
         return -1;
-    } else if (strcmp(mode, "negative") == 0) {
+    } else if (strcmp(mode, "negative") == 0 && covered) {
         ret = -(ssize_t)env_int("FAKE_CUFILE_READ_CODE", 5011);
     } else {
-        size_t want = strcmp(mode, "short") == 0 ? size / 2 : size;
-        ret = pread(h->fd, (char *)base + buf_offset, want, file_offset);
+        size_t want = strcmp(mode, "short") == 0 && size > 1 ? size / 2 : size;
+        ret = read_into(h->fd, (char *)base + buf_offset, want, file_offset);
     }
     int saved = errno;
     count_read(file_offset, size, buf_offset, ret);
