@@ -20,8 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define GUARD 64
-#define POISON 0xA5
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
@@ -32,33 +30,10 @@ static int bad_inputs; /* hostile files and injected-error scenarios tried */
 static int operations; /* reads completed (any status) */
 
 
-static void write_file(const char *path, const unsigned char *data, size_t len) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        perror(path);
-        exit(2);
-    }
-    write_all(fd, data, len);
-    close(fd);
-}
-
-static unsigned char *guarded_alloc(size_t size) {
-    unsigned char *raw = malloc(size + 2 * GUARD);
-    if (raw == NULL) {
-        exit(2);
-    }
-    memset(raw, POISON, size + 2 * GUARD);
-    return raw + GUARD;
-}
-
-static void guarded_free(unsigned char *buf) { free(buf - GUARD); }
-
 /* Guards intact and, from `from` on, the buffer untouched (POISON) up to `size`. */
 static int untouched(const unsigned char *buf, size_t from, size_t size) {
-    for (size_t i = 0; i < GUARD; i++) {
-        if (buf[-(ptrdiff_t)GUARD + (ptrdiff_t)i] != POISON || buf[size + i] != POISON) {
-            return 0;
-        }
+    if (!guards_intact(buf, size)) {
+        return 0;
     }
     for (size_t i = from; i < size; i++) {
         if (buf[i] != POISON) {
@@ -256,7 +231,7 @@ static void test_truncate_during_read(void) {
     const off_t cuts[] = {0, 1, 4096, 3 * MiB + 5, 11 * MiB, 17 * MiB + 99};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         for (unsigned delay = 500; delay <= 4500; delay += 2000) {
-            write_file(path, content, content_len);
+            write_file_bytes(path, content, content_len);
             gdsroute_file *f = NULL;
             CHECK_STATUS(gdsroute_file_open(path, "r", 0, &f), GDSROUTE_STATUS_OK);
             unsigned char *buf = guarded_alloc(content_len);
@@ -306,7 +281,7 @@ static void test_truncate_during_read(void) {
 static void test_grow(void) {
     char path[300];
     snprintf(path, sizeof path, "%s/growing.bin", dir);
-    write_file(path, content, MiB);
+    write_file_bytes(path, content, MiB);
     gdsroute_file *f = NULL;
     CHECK_STATUS(gdsroute_file_open(path, "r", 0, &f), GDSROUTE_STATUS_OK);
     unsigned char *buf = guarded_alloc(4 * MiB);
@@ -477,7 +452,7 @@ int main(int argc, char **argv) {
     }
     char path[300];
     snprintf(path, sizeof path, "%s/data.bin", dir);
-    write_file(path, content, content_len);
+    write_file_bytes(path, content, content_len);
     CHECK_STATUS(gdsroute_settings_set_num_threads(4), GDSROUTE_STATUS_OK);
 
     test_eintr_and_short(path);

@@ -13,8 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define GUARD 64
-#define POISON 0xA5
 #define MiB ((size_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
 
@@ -33,13 +31,7 @@ static void make_random_file(const char *path, size_t len) {
         memcpy(content + i, &r, len - i < 8 ? len - i : 8);
     }
     content_len = len;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        perror(path);
-        exit(2);
-    }
-    write_all(fd, content, len);
-    close(fd);
+    write_file_bytes(path, content, len);
 }
 
 static size_t expected_bytes(size_t size, uint64_t offset) {
@@ -51,26 +43,6 @@ static size_t expected_bytes(size_t size, uint64_t offset) {
 }
 
 /* A buffer of `size` bytes between two poisoned guards. */
-static unsigned char *guarded_alloc(size_t size) {
-    unsigned char *raw = malloc(size + 2 * GUARD);
-    if (raw == NULL) {
-        exit(2);
-    }
-    memset(raw, POISON, size + 2 * GUARD);
-    return raw + GUARD;
-}
-
-static int guards_intact(const unsigned char *buf, size_t size) {
-    for (size_t i = 0; i < GUARD; i++) {
-        if (buf[-(ptrdiff_t)GUARD + (ptrdiff_t)i] != POISON || buf[size + i] != POISON) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static void guarded_free(unsigned char *buf) { free(buf - GUARD); }
-
 static int failures_reported;
 
 static void verify(const char *how, const unsigned char *buf, size_t size, uint64_t offset, size_t n,
