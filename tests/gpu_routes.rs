@@ -165,3 +165,38 @@ fn pointer_of_a_non_current_non_primary_context() {
     ok("cuCtxPopCurrent", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
     unsafe { sys::cuCtxDestroy_v2(other) };
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn pinned_memory_stays_bounded_over_a_thousand_reads() {
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let threads = 8;
+    thread_pool::set_global_num_threads(threads).unwrap();
+    settings::global().unwrap().set_task_size(1 << 20).unwrap();
+    let data = random_bytes(8 << 20, 17);
+    let tmp = file_with(&data);
+    let file = open(&tmp, CompatMode::On);
+    let mut dev: sys::CUdeviceptr = 0;
+    ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, data.len()) });
+    let bound = ((threads + 1) * (4 << 20)) as u64; // one 4 MiB buffer per worker, plus the caller
+    let mut last = (0, 0);
+    for i in 0..1000usize {
+        // Alternate whole-file parallel reads and small inline ones (below the GDS threshold).
+        let size = if i % 2 == 0 { data.len() } else { 8192 };
+        let n = unsafe { file.pread_raw(dev as usize as *mut u8, size, 0) }.unwrap().wait(None).unwrap();
+        assert_eq!(n, size);
+        let c = gdsroute::gds::process_counters();
+        assert!(c.pinned_bytes_peak <= bound, "read {i}: peak {} above {bound}", c.pinned_bytes_peak);
+        // Buffers are kept and reused, never freed and allocated again.
+        assert_eq!(c.pinned_bytes, c.pinned_bytes_peak, "read {i}");
+        last = (c.pinned_bytes, c.pinned_bytes_peak);
+    }
+    let (held, peak) = last;
+    eprintln!("pinned: held {held} B, peak {peak} B over 1000 reads with {threads} threads");
+    let mut back = vec![0u8; data.len()];
+    ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, back.len()) });
+    assert!(back == data);
+    unsafe { sys::cuMemFree_v2(dev) };
+    settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+}
