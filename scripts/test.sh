@@ -47,6 +47,19 @@ step "cmake configure (sanitizers)" cmake -S "$root" -B "$san_dir" -DCMAKE_BUILD
 step "cmake build (sanitizers)" cmake --build "$san_dir" -j "$jobs"
 step "ctest (sanitizers)" bash -c 'cd "$1" && ctest --output-on-failure -j "$2" -E consumer' ctest "$san_dir" "$jobs"
 
+# Concurrency tests under ThreadSanitizer: needs the nightly toolchain with rust-src (std is rebuilt
+# instrumented). The fork test is left out: TSan does not support fork in threaded processes.
+if cargo +nightly --version >/dev/null 2>&1 &&
+    { rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src' ||
+      rustup component add rust-src --toolchain nightly >/dev/null 2>&1; }; then
+    step "ThreadSanitizer (lib, posix_reads, faults, stress)" env RUSTFLAGS=-Zsanitizer=thread \
+        TSAN_OPTIONS=halt_on_error=1 CARGO_TARGET_DIR="$root/target/tsan" \
+        cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -j "$jobs" \
+        --lib --test posix_reads --test faults --test stress
+else
+    summary+=("skip           ThreadSanitizer (no nightly toolchain with rust-src)")
+fi
+
 printf '\n==> summary (%ds)\n' $((SECONDS - start))
 printf '  %s\n' "${summary[@]}"
 if [ ${#failed[@]} -gt 0 ]; then
