@@ -438,10 +438,11 @@ gdsroute_status gdsroute_diagnose(const char *path,
 /**
  * Stops cuFile's statistics and closes the cuFile driver reference gdsroute opened. Optional:
  * the library does this itself at process exit (before CUDA tears down). Call it before
- * unloading CUDA or forking if you want cuFile gone earlier. Afterwards device reads that would
- * use cuFile fall back to the POSIX backend (AUTO) or fail with
- * `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF). Does nothing (and returns OK) if cuFile was never
- * opened or a cuFile read is running. Blocking: may take tens of milliseconds.
+ * unloading CUDA if you want cuFile gone earlier. Afterwards cuFile is never called again: device
+ * reads use the POSIX backend (AUTO, reason `GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED`) or
+ * fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF). Does nothing (and returns OK) if cuFile
+ * was never opened, in a forked child, or while a cuFile call is running (it does not wait).
+ * Blocking: may take tens of milliseconds.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
 
@@ -634,7 +635,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_gds_threshold(size_t byt
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_bounce_buffer_size(size_t *bytes);
 
 /**
- * Sets the size of each pinned bounce buffer; must be positive.
+ * Sets the bounce buffer size; must be positive. The pinned buffers the library allocates are
+ * this size or 4 MiB, whichever is smaller (two 2 MiB pieces alternate; see README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
 

@@ -122,7 +122,7 @@ pub unsafe fn cufile_read(
     len: usize,
     offset: u64,
 ) -> Result<usize> {
-    let _in_flight = crate::gds::ReadGuard::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
+    let _call = crate::gds::CufileCall::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let mut done = 0usize;
     while done < len {

@@ -17,6 +17,7 @@ use crate::task_split::{self, Chunk};
 use crate::thread_pool;
 use once_cell::sync::OnceCell;
 use std::ffi::CString;
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, RwLock};
@@ -70,9 +71,21 @@ impl OpenFlags {
 /// A file registered with cuFile. Field order matters: the handle is deregistered before its
 /// `O_DIRECT` descriptor closes.
 struct CufileFile {
-    handle: CufileHandle<'static>,
+    handle: ManuallyDrop<CufileHandle<'static>>,
     gds: &'static Gds,
     _direct_fd: OwnedFd,
+}
+
+impl Drop for CufileFile {
+    fn drop(&mut self) {
+        // Deregister only while cuFile may be called; after shutdown (or in a forked child) the
+        // registration is left to the driver, which was closed.
+        let call = gds::CufileCall::enter();
+        if call.is_some() {
+            // SAFETY: dropped exactly once, here; the field is not used afterwards.
+            unsafe { ManuallyDrop::drop(&mut self.handle) };
+        }
+    }
 }
 
 /// The open state shared by the handle and its reads in flight.
@@ -115,13 +128,23 @@ impl OpenFile {
         }
         // SAFETY: raw was just returned by open.
         let direct_fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let _call = gds::CufileCall::enter()
+            .ok_or_else(|| Unusable::new(FallbackReason::DriverOpenFailed, "cuFile was shut down"))?;
         let handle = gds.library.register_handle(direct_fd.as_raw_fd()).map_err(|e| {
             Unusable::new(FallbackReason::RegisterFailed, format!("{e} for {:?}", self.path))
         })?;
-        Ok(CufileFile { handle, gds, _direct_fd: direct_fd })
+        Ok(CufileFile { handle: ManuallyDrop::new(handle), gds, _direct_fd: direct_fd })
     }
 
+    /// The per-file verdict; once cuFile was shut down, "unusable" whatever was decided before,
+    /// so AUTO falls back and OFF reports it.
     fn cufile(&self, compat_mode: CompatMode) -> std::result::Result<&CufileFile, Unusable> {
+        if gds::is_shut_down() {
+            return Err(Unusable::new(
+                FallbackReason::DriverOpenFailed,
+                "cuFile was shut down (gdsroute_shutdown, process exit, or this is a forked child)",
+            ));
+        }
         self.cufile.get_or_init(|| self.register_with_cufile(compat_mode)).as_ref().map_err(Clone::clone)
     }
 
@@ -324,8 +347,15 @@ impl File {
         check_range(size, offset)?;
         let snapshot = settings::global()?.snapshot();
         let file = self.open_file()?;
+        if size == 0 {
+            stats::record_call(&self.stats, 0, 0, false);
+            return Ok(0);
+        }
         let target = target_of(dst)?;
         let plan = self.plan(&file, &target, size, 0)?;
+        if plan.route == Route::Cufile {
+            sync_default_stream(&target)?;
+        }
         let chunk = Chunk { buf_offset: 0, file_offset: offset, len: size };
         // SAFETY: forwarded from the caller.
         let result = run_and_record(&file, &self.stats, plan, &target, chunk, snapshot.bounce_buffer_size, self.compat_mode);
@@ -346,6 +376,10 @@ impl File {
         let snapshot = settings::global()?.snapshot();
         let pool = thread_pool::global()?;
         let file = self.open_file()?;
+        if size == 0 {
+            // Nothing to read: no task, no cuFile probe, an operation that is already done.
+            return Ok(Operation::new(Vec::new(), 0, Arc::clone(&self.stats)).0);
+        }
         let target = target_of(dst)?;
         let plan = self.plan(&file, &target, size, snapshot.gds_threshold)?;
         if plan.route == Route::Cufile {

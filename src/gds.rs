@@ -8,8 +8,7 @@ use crate::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};
 use crate::stats::{Counters, CufileStatsState};
 use once_cell::sync::OnceCell;
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 /// Why cuFile is not used; stable numbers, reported through the C API.
 #[repr(u32)]
@@ -56,6 +55,8 @@ pub struct Gds {
     pub library: &'static CufileLibrary,
     stats_baseline: Mutex<Option<PerGpuTotals>>,
     stats_enabled: bool,
+    /// The process that opened the driver; a forked child must not call cuFile.
+    pid: u32,
 }
 
 static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
@@ -81,13 +82,12 @@ fn open_process() -> Result<Gds, Unusable> {
     let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu_totals().ok()));
     // SAFETY: registering a plain extern "C" function with no captured state.
     unsafe { libc::atexit(close_at_exit) };
-    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled })
+    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled, pid: std::process::id() })
 }
 
-/// Set once cuFile was shut down (explicitly or at exit); cuFile is not called afterwards.
-static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
-/// `cuFileRead` calls running now; shutdown leaves the driver open while any runs.
-static READS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// Every cuFile call after the driver opened holds this shared; shutdown takes it exclusively
+/// (without waiting) and sets it to true, after which cuFile is not called any more.
+static GATE: RwLock<bool> = RwLock::new(false);
 
 /// Measured on the H200 (cuFile 1.15, statistics level 3, notes/gpu-runs.md): a process that
 /// registered files and exits with the driver open crashes in a cuFile thread during exit
@@ -99,45 +99,54 @@ extern "C" fn close_at_exit() {
     let _ = std::panic::catch_unwind(shutdown);
 }
 
-/// Stops cuFile's statistics and closes the driver reference gdsroute opened, unless a read is
-/// running through cuFile. Afterwards device reads that would use cuFile fail (OFF) or fall back
-/// to POSIX (AUTO, reason DriverOpenFailed). Returns whether the driver was closed.
+/// Stops cuFile's statistics and closes the driver reference gdsroute opened, unless a cuFile
+/// call is running (then nothing happens). Afterwards cuFile is never called: AUTO handles use the
+/// POSIX backend, OFF reads fail with `CufileUnavailable`. Does nothing in a forked child.
+/// Returns whether the driver was closed.
 pub fn shutdown() -> bool {
     let Some(Ok(gds)) = PROCESS.get() else { return false };
-    if READS_IN_FLIGHT.load(Ordering::SeqCst) > 0 || SHUT_DOWN.swap(true, Ordering::SeqCst) {
+    if gds.pid != std::process::id() {
         return false;
     }
-    if let Some(stats) = gds.library.stats() {
+    let Ok(mut shut) = GATE.try_write() else { return false };
+    if *shut {
+        return false;
+    }
+    *shut = true;
+    if let Some(stats) = gds.library.stats().filter(|_| gds.stats_enabled) {
         let _ = stats.stop();
     }
     gds.library.driver_close().is_ok()
 }
 
-/// Guard for one `cuFileRead`: refuses after shutdown and keeps shutdown away while it runs.
-pub struct ReadGuard(());
-
-impl ReadGuard {
-    /// Registers a read in flight; `None` once cuFile has been shut down.
-    pub fn enter() -> Option<ReadGuard> {
-        READS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
-        if SHUT_DOWN.load(Ordering::SeqCst) {
-            READS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
-            return None;
-        }
-        Some(ReadGuard(()))
-    }
+/// True once cuFile was shut down, or in a process other than the one that opened it.
+pub fn is_shut_down() -> bool {
+    let forked = matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id());
+    forked || *GATE.read().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Drop for ReadGuard {
-    fn drop(&mut self) {
-        READS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+/// Permission to call cuFile: held for the duration of one call; shutdown cannot close the
+/// driver meanwhile.
+pub struct CufileCall(#[allow(dead_code)] RwLockReadGuard<'static, bool>);
+
+impl CufileCall {
+    /// `None` once cuFile has been shut down or in a forked child.
+    pub fn enter() -> Option<CufileCall> {
+        if matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id()) {
+            return None;
+        }
+        let guard = GATE.read().unwrap_or_else(|p| p.into_inner());
+        (!*guard).then_some(CufileCall(guard))
     }
 }
 
 /// cuFile for this process, probed and opened on first use; the verdict is cached.
 pub fn process() -> Result<&'static Gds, Unusable> {
-    if SHUT_DOWN.load(Ordering::SeqCst) {
-        return Err(Unusable::new(FallbackReason::DriverOpenFailed, "cuFile was shut down (gdsroute_shutdown or process exit)"));
+    if is_shut_down() {
+        return Err(Unusable::new(
+            FallbackReason::DriverOpenFailed,
+            "cuFile was shut down (gdsroute_shutdown, process exit, or this is a forked child)",
+        ));
     }
     PROCESS.get_or_init(open_process).as_ref().map_err(Clone::clone)
 }
@@ -166,6 +175,7 @@ pub fn auto_environment_check() -> Result<(), Unusable> {
 
 impl Gds {
     fn totals_now(&self) -> Option<PerGpuTotals> {
+        let _call = CufileCall::enter()?;
         self.library.stats().filter(|_| self.stats_enabled).and_then(|s| s.read_per_gpu_totals().ok())
     }
 

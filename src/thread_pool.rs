@@ -164,10 +164,11 @@ pub fn global() -> Result<&'static ThreadPool> {
 
 /// Applies a new thread count to the settings and, if it is running, to the shared pool.
 pub fn set_global_num_threads(threads: usize) -> Result<()> {
+    // Under the pool lock, so that concurrent setters leave setting and pool in agreement.
+    let slot = current();
     crate::settings::global()?.set_num_threads(threads)?;
-    let pool = current().as_ref().filter(|g| g.pid == std::process::id()).map(|g| g.pool);
-    if let Some(pool) = pool {
-        pool.resize(threads)?;
+    if let Some(g) = slot.as_ref().filter(|g| g.pid == std::process::id()) {
+        g.pool.resize(threads)?;
     }
     Ok(())
 }

@@ -123,6 +123,28 @@ fn run_scenario(name: &str) {
             let c = gdsroute::gds::process_counters();
             assert_eq!((c.cufile_tasks, c.cufile_stats_state), (3, CufileStatsState::ApiMissing as u64));
         }
+        "zero_size_needs_no_cufile" => {
+            // OFF with registration refused: a zero-byte read is still OK, 0 bytes, no probe.
+            let file = open(CompatMode::Off);
+            assert_eq!(read(&file, &dest, 0).unwrap(), 0);
+            assert_eq!(unsafe { file.read_raw(dest.ptr(), 0, 0) }.unwrap(), 0);
+            dest.check(&data, 0, 0);
+        }
+        "shutdown_then_fallback" => {
+            let auto = open(CompatMode::Auto);
+            assert_eq!(read(&auto, &dest, SIZE).unwrap(), SIZE);
+            assert_eq!(auto.stats().cufile_tasks, 3);
+            assert!(gdsroute::gds::shutdown(), "the driver closes when no cuFile call runs");
+            let why = auto.cufile_verdict().unwrap().unwrap_err();
+            assert_eq!(why.reason, FallbackReason::DriverOpenFailed, "{}", why.message);
+            let fresh = Dest::new();
+            assert_eq!(read(&auto, &fresh, SIZE).unwrap(), SIZE);
+            fresh.check(&data, SIZE, SIZE);
+            assert_eq!(auto.stats().posix_tasks_auto_fallback, 3);
+            let err = read(&open(CompatMode::Off), &fresh, SIZE).unwrap_err();
+            assert!(matches!(err, Error::CufileUnavailable(_)), "{err}");
+            drop(auto); // the handle is not deregistered against a closed driver
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -143,7 +165,7 @@ fn fake_cufile_faults_on_the_gpu() {
     let old = format!("{dir}/libfake_cufile_nostats.so");
     let fail_at = ((5 << 20) + 123).to_string();
     type Scenario<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-    let scenarios: [Scenario; 7] = [
+    let scenarios: [Scenario; 9] = [
         ("register_refused_auto", &full, &[("FAKE_CUFILE_REGISTER_RESULT", "5027")]),
         ("register_refused_off", &full, &[("FAKE_CUFILE_REGISTER_RESULT", "5027")]),
         ("eio_mid_file", &full, &[("FAKE_CUFILE_READ_MODE", "errno"), ("FAKE_CUFILE_FAIL_AT", &fail_at)]),
@@ -151,6 +173,8 @@ fn fake_cufile_faults_on_the_gpu() {
         ("short_reads", &full, &[("FAKE_CUFILE_READ_MODE", "short")]),
         ("nvfs_counters", &full, &[("FAKE_CUFILE_ROUTE", "nvfs")]),
         ("old_library", &old, &[]),
+        ("zero_size_needs_no_cufile", &full, &[("FAKE_CUFILE_REGISTER_RESULT", "5027")]),
+        ("shutdown_then_fallback", &full, &[]),
     ];
     for (name, library, env) in scenarios {
         let out = Command::new(std::env::current_exe().unwrap())

@@ -60,3 +60,19 @@ fn diagnostic_names_what_is_missing() {
         assert!(report.contains("CUDA driver: unavailable"), "{report}");
     }
 }
+
+#[test]
+fn shutdown_without_cufile_is_a_no_op() {
+    if have_gpu() {
+        return;
+    }
+    assert!(!gdsroute::gds::shutdown());
+    assert!(!gdsroute::gds::is_shut_down());
+    assert_eq!(gdsroute::ffi::diagnose::gdsroute_shutdown(), gdsroute::Status::Ok);
+    // Host reads keep working, zero-byte ones included.
+    let tmp = sample();
+    let file = open(&tmp, CompatMode::Off);
+    let mut buf = vec![0u8; 10];
+    assert_eq!(unsafe { file.read_raw(buf.as_mut_ptr(), 0, 0) }.unwrap(), 0);
+    assert_eq!(file.read_into(&mut buf, 5).unwrap(), 10);
+}

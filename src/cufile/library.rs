@@ -172,11 +172,15 @@ impl CufileLibrary {
         let mut failed = Vec::new();
         for cand in candidates {
             let cand = cand.as_ref();
+            // RTLD_NODELETE (as KvikIO): a CufileLibrary that is dropped (the diagnostic's, a
+            // failed probe's) never unmaps libcufile or runs its destructors while the driver
+            // may be open through another handle.
+            let flags = libloading::os::unix::RTLD_LAZY | libloading::os::unix::RTLD_LOCAL | libc::RTLD_NODELETE;
             // SAFETY: loading libcufile runs its ELF constructors; libcufile's only set up
             // logging/config state and do not call back into us. A non-cuFile library at a
             // user-given path is the user's choice, and is rejected below if it lacks the symbols.
-            match unsafe { Library::new(cand) } {
-                Ok(lib) => return Self::from_library(lib, cand.display().to_string(), failed),
+            match unsafe { libloading::os::unix::Library::open(Some(cand), flags) } {
+                Ok(lib) => return Self::from_library(lib.into(), cand.display().to_string(), failed),
                 Err(e) => failed.push(LoadAttempt {
                     candidate: cand.display().to_string(),
                     error: dl_error_text(&e),

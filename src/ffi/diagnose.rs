@@ -31,10 +31,11 @@ pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char
 
 /// Stops cuFile's statistics and closes the cuFile driver reference gdsroute opened. Optional:
 /// the library does this itself at process exit (before CUDA tears down). Call it before
-/// unloading CUDA or forking if you want cuFile gone earlier. Afterwards device reads that would
-/// use cuFile fall back to the POSIX backend (AUTO) or fail with
-/// `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF). Does nothing (and returns OK) if cuFile was never
-/// opened or a cuFile read is running. Blocking: may take tens of milliseconds.
+/// unloading CUDA if you want cuFile gone earlier. Afterwards cuFile is never called again: device
+/// reads use the POSIX backend (AUTO, reason `GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED`) or
+/// fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF). Does nothing (and returns OK) if cuFile
+/// was never opened, in a forked child, or while a cuFile call is running (it does not wait).
+/// Blocking: may take tens of milliseconds.
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_shutdown() -> Status {

@@ -99,7 +99,8 @@ pub unsafe extern "C" fn gdsroute_settings_get_bounce_buffer_size(bytes: *mut us
     unsafe { read_setting(bytes, "bytes", |s| s.bounce_buffer_size() as usize) }
 }
 
-/// Sets the size of each pinned bounce buffer; must be positive.
+/// Sets the bounce buffer size; must be positive. The pinned buffers the library allocates are
+/// this size or 4 MiB, whichever is smaller (two 2 MiB pieces alternate; see README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_bounce_buffer_size(bytes: usize) -> Status {
