@@ -6,7 +6,7 @@ use std::ffi::c_int;
 
 use super::codes::CufileFailure;
 use super::driver::{read_u32, read_u64};
-use super::library::{CufileLibrary, RawCufileError};
+use super::library::{CufileLibrary, FnVoid, RawCufileError};
 
 /// First cuFile version with the statistics API.
 pub const STATS_MIN_VERSION: i32 = 1150;
@@ -101,6 +101,13 @@ pub struct CufileStats<'lib> {
     version: i32,
 }
 
+/// Calls an argument-less cuFile function, or reports it missing.
+fn call_void(f: Option<FnVoid>, name: &'static str) -> Result<(), CufileFailure> {
+    let f = f.ok_or(CufileFailure::missing(name))?;
+    // SAFETY: a symbol resolved from libcufile with this signature; it takes no arguments.
+    check(name, unsafe { f() })
+}
+
 fn check(context: &'static str, r: RawCufileError) -> Result<(), CufileFailure> {
     if r.err == 0 {
         Ok(())
@@ -176,36 +183,18 @@ impl CufileStats<'_> {
 
     /// `cuFileStatsStart`. Errors: 5001 before the driver is open.
     pub fn start(&self) -> Result<(), CufileFailure> {
-        let f = self
-            .lib
-            .sym
-            .stats_start
-            .ok_or(CufileFailure::missing("cuFileStatsStart"))?;
-        // SAFETY: no arguments.
-        check("cuFileStatsStart", unsafe { f() })
+        call_void(self.lib.sym.stats_start, "cuFileStatsStart")
     }
 
     /// `cuFileStatsStop`.
     pub fn stop(&self) -> Result<(), CufileFailure> {
-        let f = self
-            .lib
-            .sym
-            .stats_stop
-            .ok_or(CufileFailure::missing("cuFileStatsStop"))?;
-        // SAFETY: no arguments.
-        check("cuFileStatsStop", unsafe { f() })
+        call_void(self.lib.sym.stats_stop, "cuFileStatsStop")
     }
 
     /// `cuFileStatsReset` (process-wide: it also resets counters other cuFile users see).
     /// Errors: 5001 before the driver is open.
     pub fn reset(&self) -> Result<(), CufileFailure> {
-        let f = self
-            .lib
-            .sym
-            .stats_reset
-            .ok_or(CufileFailure::missing("cuFileStatsReset"))?;
-        // SAFETY: no arguments.
-        check("cuFileStatsReset", unsafe { f() })
+        call_void(self.lib.sym.stats_reset, "cuFileStatsReset")
     }
 
     /// `cuFileGetStatsL3`, summed over GPUs. Host-memory reads never appear here.
