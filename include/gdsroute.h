@@ -409,6 +409,28 @@ typedef struct {
    * Most pinned host memory the library has held at once (process-wide; 0 per handle).
    */
   uint64_t pinned_bytes_peak;
+  /**
+   * Of `posix_bytes`: bytes of device reads that the copy engine took straight from the
+   * registered page cache (no bounce buffer); see the `page_cache_pin_max` setting.
+   */
+  uint64_t posix_mapped_bytes;
+  /**
+   * Page-cache bytes pinned now by the registered page cache (process-wide; 0 per handle).
+   */
+  uint64_t page_cache_pinned_bytes;
+  /**
+   * Most page-cache bytes pinned at once (process-wide; 0 per handle).
+   */
+  uint64_t page_cache_pinned_bytes_peak;
+  /**
+   * File windows registered so far (process-wide; 0 per handle).
+   */
+  uint64_t page_cache_registrations;
+  /**
+   * Window registrations the CUDA driver refused; those ranges stay on the bounce route
+   * (process-wide; 0 per handle).
+   */
+  uint64_t page_cache_refusals;
 } gdsroute_stats;
 
 
@@ -652,6 +674,21 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_stats(bool *enabl
  * cuFile 1.15's crash at process exit with statistics on (see README, "Known issues").
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_stats(bool enabled);
+
+/**
+ * Reads the most page-cache bytes the registered page cache may pin
+ * (`GDSROUTE_PAGE_CACHE_PIN_MAX`; default an eighth of physical memory, at most 16 GiB) into
+ * `*bytes`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_page_cache_pin_max(uint64_t *bytes);
+
+/**
+ * Sets the most page-cache bytes the library may pin so that the GPU copies file ranges read
+ * before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
+ * on; windows already registered stay until their file changes or its handle closes. See
+ * README, "Registered page cache".
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_page_cache_pin_max(uint64_t bytes);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

@@ -26,9 +26,15 @@ for line in open(sys.argv[1]):
         continue
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     key = tuple((k, f.get(k, "")) for k in (DEFAULT_KEY if f.get("settings") == "default" else KEY))
+    # gdsroute with its registered page cache off is compared with the same KvikIO lines.
+    if f.get("impl") == "gdsroute" and f.get("page_cache_pin_max") == "0":
+        key = key + (("page_cache", "off"),)
     if key not in rows:
         order.append(key)
     rows[key][f.get("impl", "?")].append(f)
+for key in order:
+    if key[-1] == ("page_cache", "off") and "kvikio" not in rows[key]:
+        rows[key]["kvikio"] = rows.get(key[:-1], {}).get("kvikio", [])
 
 def med(fs, name):
     vals = []
@@ -53,6 +59,11 @@ for key in order:
     ratio = gg / kg if gg is not None and kg else None
     cpu = gc / kc if gc is not None and kc else None
     print(f"{fmt(gg, '9.2f')} {fmt(kg, '9.2f')} {fmt(ratio, '6.2f')} {fmt(cpu, '8.2f')} {len(g):>3}/{len(k):<2}  {name}")
+dd = [float(f["gbps"]) for k in order for f in rows[k].get("dd", [])]
+cold = [float(f["gbps"]) for k in order if dict(k).get("cache") == "cold" for f in rows[k].get("gdsroute", [])]
+if dd and cold:
+    print(f"cold: gdsroute median {statistics.median(cold):.2f} GB/s, dd iflag=direct median {statistics.median(dd):.2f} GB/s"
+          f" ({len(dd)} passes): ratio {statistics.median(cold) / statistics.median(dd):.2f}")
 print("GB/s: median over the lines of each side (fresh-process first reads: one line per process);")
 print("ratio = gdsroute/KvikIO GB/s (reads/s for rand kinds is the same ratio); cpu g/k = CPU s/GB ratio, lower is better for gdsroute")
 PY
@@ -76,7 +87,7 @@ START=$SECONDS
 
 # The KVIKIO_* variables are read by both libraries: none may leak into the runs.
 unset KVIKIO_COMPAT_MODE KVIKIO_NTHREADS KVIKIO_NUM_THREADS KVIKIO_TASK_SIZE KVIKIO_GDS_THRESHOLD \
-      KVIKIO_BOUNCE_BUFFER_SIZE GDSROUTE_CUFILE_STATS
+      KVIKIO_BOUNCE_BUFFER_SIZE GDSROUTE_CUFILE_STATS GDSROUTE_PAGE_CACHE_PIN_MAX
 export CUFILE_LOGFILE_PATH=/dev/null   # no cufile.log in the working directory
 
 [ -x "$BENCH" ] || { echo "missing $BENCH: run scripts/bench-build.sh here and carry .device" >&2; exit 1; }
@@ -128,17 +139,34 @@ done
 for i in 1 2 3; do
     step $((i + 1)) "first-default#$i" 60 --first-only --default-settings --mem device --kinds big --cache warm
 done
-echo "=== device big warm: modes on,auto x threads 1,4,8,16"
-step 0 device-big-on 120 --mem device --kinds big --cache warm --modes on --threads 1,4,8,16 --reps "$REPS"
-step 1 device-big-auto 120 --mem device --kinds big --cache warm --modes auto --threads 1,4,8,16 --reps "$REPS"
+echo "=== device big warm: modes on,auto x threads ${BENCH_THREADS:=1,4,8,16}"
+step 0 device-big-on 120 --mem device --kinds big --cache warm --modes on --threads "$BENCH_THREADS" --reps "$REPS"
+step 1 device-big-auto 120 --mem device --kinds big --cache warm --modes auto --threads "$BENCH_THREADS" --reps "$REPS"
+echo "=== the same, gdsroute with its registered page cache off (bounce buffers only)"
+GDSROUTE_PAGE_CACHE_PIN_MAX=0 G device-big-on-nocache 120 --mem device --kinds big --cache warm --modes on --threads "$BENCH_THREADS" --reps "$REPS"
 echo "=== host big warm: threads 4,8,16"
 step 0 host-big 120 --mem host --kinds big --cache warm --modes auto --threads 4,8,16 --reps "$REPS"
 echo "=== device random reads 4 KiB and 64 KiB, 16 threads, 4 callers"
 step 1 device-rand 120 --mem device --kinds rand4k,rand64k --cache warm --modes auto --threads 16 --reps "$REPS"
 echo "=== default settings (device big warm)"
 step 0 defaults 120 --default-settings --mem device --kinds big --cache warm --reps "$REPS"
-echo "=== cold: device big, 16 threads, 2 reps (caches dropped before each rep)"
-step 1 device-big-cold 120 --mem device --kinds big --cache cold --modes on,auto --threads 16 --reps 2
+# dd_direct: one `dd iflag=direct` of the whole file after dropping caches, as a RESULT line.
+dd_direct() {
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    local line bytes secs
+    line=$(dd if="$FILE" of=/dev/null bs=4M iflag=direct 2>&1 | tail -1)
+    echo "--- dd: $line" >> "$LOG"
+    bytes=${line%% bytes*}
+    secs=$(echo "$line" | sed -E 's/.*copied, ([0-9.]+) s.*/\1/')
+    awk -v b="$bytes" -v s="$secs" 'BEGIN { printf "RESULT impl=dd mem=device mode=on threads=16 task=4194304 cache=cold kind=big phase=steady settings=set callers=1 gbps=%.3f\n", b / s / 1e9 }' | tee -a "$RESULTS"
+}
+echo "=== cold: dd iflag=direct, then device big 16 threads (2 reps, caches dropped before each), 3 passes"
+# The registered page cache is off here: pinned pages survive drop_caches, so with it on the
+# repetitions after the second would not be cold.
+for p in 1 2 3; do
+    dd_direct
+    GDSROUTE_PAGE_CACHE_PIN_MAX=0 step "$p" "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
+done
 cat "$FILE" > /dev/null
 
 echo

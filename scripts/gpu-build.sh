@@ -12,10 +12,10 @@ cc -O2 -Wall -Wextra -Werror -std=c11 -Iinclude examples-c/gpu_read.c -o .device
 for variant in full:"" nostats:-DFAKE_CUFILE_NO_STATS; do
   cc -shared -fPIC -O1 -Wall -Wextra -Werror -pthread ${variant#*:} -o ".device/libfake_cufile_${variant%%:*}.so" tests/fake_cufile/fake_cufile.c
 done
-for t in gpu_routes gpu_cuda_layer gpu_faults; do
+for t in gpu_routes gpu_cuda_layer gpu_faults gpu_page_cache; do
   bin=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null \
         | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/$t-" | head -1)
   cp "$bin" ".device/$t"
 done
-strip .device/gpu_routes .device/gpu_cuda_layer .device/gpu_faults .device/gdsroute-diagnose .device/libgdsroute.so.0
+strip .device/gpu_routes .device/gpu_cuda_layer .device/gpu_faults .device/gpu_page_cache .device/gdsroute-diagnose .device/libgdsroute.so.0
 du -sh .device

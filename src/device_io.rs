@@ -1,5 +1,6 @@
 //! Moving file bytes into device memory: through our POSIX backend (pread into a pinned bounce
-//! buffer, copy to the GPU, repeat) or through one `cuFileRead`. Both run on the thread that
+//! buffer, copy to the GPU, repeat; or one copy from the registered page cache) or through one
+//! `cuFileRead`. Both run on the thread that
 //! calls them, with the destination's CUDA context made current there.
 
 use crate::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
@@ -104,6 +105,21 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
     }
     cuda::synchronize(stream).map_err(cuda_error)?;
     Ok(done)
+}
+
+/// Copies `len` bytes from a registered page-cache mapping at `src` to device memory at `dst`
+/// on the calling thread's stream, and waits for the copy (the mapping must outlive it).
+///
+/// # Safety
+/// `src .. src + len` lies in a live `RegisteredMapping`; `dst .. dst + len` is device memory of
+/// `kind` that the caller may overwrite.
+pub unsafe fn copy_from_registered(kind: &MemoryKind, dst: u64, src: *const u8, len: usize) -> Result<()> {
+    let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
+    let stream = cuda::thread_stream().map_err(cuda_error)?;
+    let _drain = DrainOnDrop(stream);
+    // SAFETY: forwarded from the caller; registered memory is pinned, so the copy is a DMA read.
+    unsafe { cuda::copy_host_to_device(dst, src, len, stream) }.map_err(cuda_error)?;
+    cuda::synchronize(stream).map_err(cuda_error)
 }
 
 /// Reads `len` bytes at `offset` with `cuFileRead` into `base + base_offset`, looping over short

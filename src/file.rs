@@ -9,9 +9,10 @@ use crate::device_io;
 use crate::error::{Error, Result};
 use crate::gds::{self, FallbackReason, Gds, Unusable};
 use crate::operation::Operation;
+use crate::page_cache::{self, PageCache, Segment};
 use crate::posix;
 use crate::route::{self, Plan};
-use crate::settings::{self, CompatMode};
+use crate::settings::{self, CompatMode, Snapshot};
 use crate::stats::{self, Counters, Route, StatsCell};
 use crate::task_split::{self, Chunk};
 use crate::thread_pool;
@@ -96,6 +97,8 @@ struct OpenFile {
     flags: OpenFlags,
     /// The per-file half of the AUTO probe, decided at the first device read that needs it.
     cufile: OnceCell<std::result::Result<CufileFile, Unusable>>,
+    /// Windows of this file registered for direct copies (device POSIX reads).
+    page_cache: Arc<PageCache>,
 }
 
 impl OpenFile {
@@ -148,16 +151,17 @@ impl OpenFile {
         self.cufile.get_or_init(|| self.register_with_cufile(compat_mode)).as_ref().map_err(Clone::clone)
     }
 
-    /// One task: `chunk` of the call into `target`, by the planned route.
+    /// One task: `chunk` of the call into `target`, by the planned route. Returns the bytes
+    /// delivered and, of those, the bytes copied from the registered page cache.
     ///
     /// # Safety
     /// The target range of the chunk is writable memory of the caller.
-    unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, bounce_size: u64, compat_mode: CompatMode) -> Result<usize> {
+    unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<(usize, usize)> {
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
-            (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) },
-            (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
-                device_io::bounce_read(self.fd.as_raw_fd(), &self.path, kind, address + chunk.buf_offset as u64, chunk.len, chunk.file_offset, bounce_size)
+            (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) }.map(|n| (n, 0)),
+            (Route::Posix(_), Target::Device { kind, address, call, .. }) => unsafe {
+                self.read_device_posix(kind, address + chunk.buf_offset as u64, chunk, *call, snapshot)
             },
             (Route::Cufile, Target::Device { kind, base, base_offset, .. }) => {
                 let registered = self.cufile(compat_mode).map_err(|u| Error::CufileUnavailable(u.message))?;
@@ -173,8 +177,45 @@ impl OpenFile {
                         chunk.file_offset,
                     )
                 }
+                .map(|n| (n, 0))
             }
         }
+    }
+
+    /// A device task on our POSIX backend: windows of the file that are registered are copied
+    /// straight from the page cache, the rest goes through bounce buffers (`page_cache`).
+    ///
+    /// # Safety
+    /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
+    unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, call: u64, snapshot: &Snapshot) -> Result<(usize, usize)> {
+        let fd = self.fd.as_raw_fd();
+        let bounce = |dst: u64, len: usize, offset: u64| {
+            // SAFETY: forwarded from the caller; each segment lies inside the chunk.
+            unsafe { device_io::bounce_read(fd, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
+        };
+        let (Some(ordinal), budget @ 1..) = (kind.device_ordinal(), snapshot.page_cache_pin_max) else {
+            return bounce(dst, chunk.len, chunk.file_offset).map(|n| (n, 0));
+        };
+        let (mut done, mut mapped) = (0usize, 0usize);
+        for segment in self.page_cache.plan(fd, call, chunk.file_offset, chunk.len, ordinal, budget) {
+            let at = dst + done as u64;
+            match segment {
+                Segment::Registered { mapping, file_offset, len } => {
+                    // SAFETY: the segment lies in the mapping (page_cache::plan) and in the chunk.
+                    unsafe { device_io::copy_from_registered(kind, at, mapping.address_of(file_offset), len) }?;
+                    done += len;
+                    mapped += len;
+                }
+                Segment::Bounce { file_offset, len } => {
+                    let n = bounce(at, len, file_offset)?;
+                    done += n;
+                    if n < len {
+                        break; // end of file
+                    }
+                }
+            }
+        }
+        Ok((done, mapped))
     }
 
     /// One POSIX read of a chunk, as a task body.
@@ -216,6 +257,8 @@ enum Target {
         base: u64,
         /// `address - base`.
         base_offset: u64,
+        /// The call's id (`page_cache::next_call_id`): the tasks of one call count as one read.
+        call: u64,
     },
 }
 
@@ -226,7 +269,7 @@ fn target_of(dst: *mut u8) -> Result<Target> {
     }
     let (base, _) = cuda::allocation_range(dst.cast())?;
     let address = dst as u64;
-    Ok(Target::Device { kind, address, base, base_offset: address - base })
+    Ok(Target::Device { kind, address, base, base_offset: address - base, call: page_cache::next_call_id() })
 }
 
 /// An open file.
@@ -269,8 +312,16 @@ impl File {
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        crate::warm_up::prepare_in_background(settings.bounce_buffer_size());
         Ok(File {
-            open: RwLock::new(Some(Arc::new(OpenFile { fd, c_path, path: display, flags, cufile: OnceCell::new() }))),
+            open: RwLock::new(Some(Arc::new(OpenFile {
+                fd,
+                c_path,
+                path: display,
+                flags,
+                cufile: OnceCell::new(),
+                page_cache: PageCache::new(),
+            }))),
             compat_mode: compat_mode.unwrap_or_else(|| settings.compat_mode()),
             stats: Arc::new(StatsCell::default()),
         })
@@ -358,7 +409,7 @@ impl File {
         }
         let chunk = Chunk { buf_offset: 0, file_offset: offset, len: size };
         // SAFETY: forwarded from the caller.
-        let result = run_and_record(&file, &self.stats, plan, &target, chunk, snapshot.bounce_buffer_size, self.compat_mode);
+        let result = run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode);
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
         stats::record_call(&self.stats, size as u64, delivered, result.is_err());
         result
@@ -393,14 +444,14 @@ impl File {
         let (operation, slots) = Operation::new(chunks.iter().map(|c| c.len).collect(), size as u64, Arc::clone(&self.stats));
         for (chunk, slot) in chunks.into_iter().zip(slots) {
             if plan.inline {
-                slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, snapshot.bounce_buffer_size, self.compat_mode));
+                slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode));
                 continue;
             }
             let file = Arc::clone(&file);
             let stats = Arc::clone(&self.stats);
             let compat_mode = self.compat_mode;
             pool.submit(move || {
-                slot.finish(run_and_record(&file, &stats, plan, &target, chunk, snapshot.bounce_buffer_size, compat_mode));
+                slot.finish(run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode));
             });
         }
         Ok(operation)
@@ -432,17 +483,18 @@ fn run_and_record(
     plan: Plan,
     target: &Target,
     chunk: Chunk,
-    bounce_size: u64,
+    snapshot: &Snapshot,
     compat_mode: CompatMode,
 ) -> Result<usize> {
     if chunk.len == 0 {
         return Ok(0);
     }
     // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
-    let task = AssertUnwindSafe(|| unsafe { file.run_task(plan, target, chunk, bounce_size, compat_mode) });
+    let task = AssertUnwindSafe(|| unsafe { file.run_task(plan, target, chunk, snapshot, compat_mode) });
     let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(panic_message(&p))));
-    stats::record_task(stats, plan.route, *result.as_ref().unwrap_or(&0) as u64, result.is_err());
-    result
+    let (bytes, mapped) = *result.as_ref().unwrap_or(&(0, 0));
+    stats::record_task(stats, plan.route, bytes as u64, mapped as u64, result.is_err());
+    result.map(|(bytes, _)| bytes)
 }
 
 /// Text of a caught panic payload.

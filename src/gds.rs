@@ -218,6 +218,11 @@ impl Gds {
 pub fn process_counters() -> Counters {
     let mut counters = crate::stats::global().snapshot();
     (counters.pinned_bytes, counters.pinned_bytes_peak) = crate::device_io::pinned_usage();
+    let page_cache = crate::page_cache::usage();
+    counters.page_cache_pinned_bytes = page_cache.pinned_bytes;
+    counters.page_cache_pinned_bytes_peak = page_cache.pinned_bytes_peak;
+    counters.page_cache_registrations = page_cache.registrations;
+    counters.page_cache_refusals = page_cache.refusals;
     if let Some(Ok(gds)) = PROCESS.get() {
         gds.fill_counters(&mut counters);
     }

@@ -11,6 +11,7 @@ pub mod ffi;
 pub mod gds;
 pub mod file;
 pub mod operation;
+pub mod page_cache;
 pub mod posix;
 pub mod route;
 pub mod settings;
@@ -19,6 +20,7 @@ pub mod stats;
 pub mod status;
 pub mod task_split;
 pub mod thread_pool;
+pub mod warm_up;
 
 pub use error::{Error, Result};
 pub use file::File;

@@ -102,6 +102,18 @@ pub struct Counters {
     pub pinned_bytes: u64,
     /// Most pinned host memory the library has held at once (process-wide; 0 per handle).
     pub pinned_bytes_peak: u64,
+    /// Of `posix_bytes`: bytes of device reads that the copy engine took straight from the
+    /// registered page cache (no bounce buffer); see the `page_cache_pin_max` setting.
+    pub posix_mapped_bytes: u64,
+    /// Page-cache bytes pinned now by the registered page cache (process-wide; 0 per handle).
+    pub page_cache_pinned_bytes: u64,
+    /// Most page-cache bytes pinned at once (process-wide; 0 per handle).
+    pub page_cache_pinned_bytes_peak: u64,
+    /// File windows registered so far (process-wide; 0 per handle).
+    pub page_cache_registrations: u64,
+    /// Window registrations the CUDA driver refused; those ranges stay on the bounce route
+    /// (process-wide; 0 per handle).
+    pub page_cache_refusals: u64,
 }
 
 impl Counters {
@@ -110,7 +122,7 @@ impl Counters {
 
     /// Every field with its name, in layout order. The text and JSON renderers and the tests
     /// walk this one list.
-    pub fn entries(&self) -> [(&'static str, u64); 27] {
+    pub fn entries(&self) -> [(&'static str, u64); 32] {
         [
             ("struct_size", self.struct_size),
             ("calls", self.calls),
@@ -139,6 +151,11 @@ impl Counters {
             ("cufile_read_bytes", self.cufile_read_bytes),
             ("pinned_bytes", self.pinned_bytes),
             ("pinned_bytes_peak", self.pinned_bytes_peak),
+            ("posix_mapped_bytes", self.posix_mapped_bytes),
+            ("page_cache_pinned_bytes", self.page_cache_pinned_bytes),
+            ("page_cache_pinned_bytes_peak", self.page_cache_pinned_bytes_peak),
+            ("page_cache_registrations", self.page_cache_registrations),
+            ("page_cache_refusals", self.page_cache_refusals),
         ]
     }
 
@@ -168,8 +185,9 @@ impl Counters {
         format!("{{{}}}", body.join(","))
     }
 
-    fn add_task(&mut self, route: Route, bytes: u64, failed: bool) {
+    fn add_task(&mut self, route: Route, bytes: u64, mapped_bytes: u64, failed: bool) {
         self.tasks += 1;
+        self.posix_mapped_bytes += mapped_bytes;
         self.tasks_failed += failed as u64;
         self.task_bytes += bytes;
         match route {
@@ -228,10 +246,11 @@ pub fn global() -> &'static StatsCell {
     &GLOBAL
 }
 
-/// Records one finished task in the process-wide counters and in the handle's.
-pub fn record_task(handle: &StatsCell, route: Route, bytes: u64, failed: bool) {
+/// Records one finished task in the process-wide counters and in the handle's; `mapped_bytes`
+/// of its `bytes` came from the registered page cache.
+pub fn record_task(handle: &StatsCell, route: Route, bytes: u64, mapped_bytes: u64, failed: bool) {
     for cell in [global(), handle] {
-        cell.lock().add_task(route, bytes, failed);
+        cell.lock().add_task(route, bytes, mapped_bytes, failed);
     }
 }
 
@@ -261,14 +280,15 @@ mod tests {
         let cell = StatsCell::default();
         let mut c = cell.snapshot();
         assert_eq!(c.struct_size, Counters::SIZE);
-        c.add_task(Route::Posix(PosixReason::HostMemory), 10, false);
-        c.add_task(Route::Posix(PosixReason::AutoFallback), 5, false);
-        c.add_task(Route::Cufile, 7, false);
-        c.add_task(Route::Posix(PosixReason::BelowThreshold), 0, true);
+        c.add_task(Route::Posix(PosixReason::HostMemory), 10, 0, false);
+        c.add_task(Route::Posix(PosixReason::AutoFallback), 5, 3, false);
+        c.add_task(Route::Cufile, 7, 0, false);
+        c.add_task(Route::Posix(PosixReason::BelowThreshold), 0, 0, true);
         c.add_call(30, 22, false);
         assert_eq!((c.tasks, c.task_bytes, c.tasks_failed), (4, 22, 1));
         assert_eq!((c.posix_tasks, c.posix_bytes, c.cufile_tasks, c.cufile_bytes), (3, 15, 1, 7));
         assert_eq!(c.posix_tasks_host_memory + c.posix_tasks_auto_fallback + c.posix_tasks_below_threshold, 3);
+        assert_eq!(c.posix_mapped_bytes, 3);
         assert_eq!((c.calls, c.calls_short, c.bytes_read), (1, 1, 22));
         let json = c.to_json();
         assert!(json.starts_with("{\"struct_size\":") && json.contains("\"posix_tasks\":3"), "{json}");

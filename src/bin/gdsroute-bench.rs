@@ -620,7 +620,9 @@ impl Bench {
                 "gdsroute_settings_set_task_size",
             )?;
         }
+        let opened = Instant::now();
         let handle = Handle::open(&self.args.file, cfg.mode.as_deref())?;
+        let open_s = opened.elapsed().as_secs_f64();
         let (def_mode, threads, task) = current_settings();
         let mode = cfg.mode.clone().unwrap_or(def_mode);
         let first = self.args.first_only;
@@ -676,13 +678,23 @@ impl Bench {
             (true, true) => "mixed",
             _ => "none",
         };
-        // A pinned-memory field, if the library has one (none in 0.1.0): any counter named *pinned*.
-        let pinned: String = after
+        // Pinned memory and the registered page cache: every counter named *pinned* or *page_cache*
+        // (process-wide, after the measurement), and the bytes copied from the registered page
+        // cache during the timed repetitions.
+        let mut pinned: String = after
             .entries()
             .iter()
-            .filter(|(name, _)| name.contains("pinned"))
+            .filter(|(name, _)| name.contains("pinned") || name.contains("page_cache"))
             .map(|(name, v)| format!(" {name}={v}"))
             .collect();
+        pinned.push_str(&format!(" mapped_bytes={}", after.posix_mapped_bytes - before.posix_mapped_bytes));
+        let mut pin_max = 0u64;
+        // SAFETY: valid out-pointer.
+        let _ = unsafe { gdsroute::ffi::settings::gdsroute_settings_get_page_cache_pin_max(&mut pin_max) };
+        pinned.push_str(&format!(" page_cache_pin_max={pin_max}"));
+        // The open call itself (it starts the background preparation of the device route).
+        pinned.push_str(&format!(" open_s={open_s:.6}"));
+        pinned.push_str(&format!(" gbps_reps={}", gbps.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(",")));
         let (g, r, c) = (median(&gbps), median(&rps), median(&cpu));
         let gmin = gbps.iter().cloned().fold(f64::INFINITY, f64::min);
         let gmax = gbps.iter().cloned().fold(0.0, f64::max);

@@ -148,6 +148,18 @@ impl ScopedContext {
     }
 }
 
+/// Makes some context current if the thread has none (host registration needs one; PORTABLE
+/// registrations are then usable from every context). `None` when one was already current.
+///
+/// Errors: `Unavailable`/`Forked`; those of `primary_context(0)` and `push`.
+pub fn any_context() -> Result<Option<ScopedContext>, CudaFailure> {
+    cuda()?;
+    match current_context()? {
+        Some(_) => Ok(None),
+        None => ScopedContext::push(primary_context(0)?).map(Some),
+    }
+}
+
 impl Drop for ScopedContext {
     fn drop(&mut self) {
         // A forked child inherits the value but not the CUDA state: leave the driver alone.

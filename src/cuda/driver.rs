@@ -90,6 +90,12 @@ pub fn cuda() -> Result<&'static CudaDriver, CudaFailure> {
     }
 }
 
+/// True when CUDA was initialised successfully in this process (by an earlier `cuda()` call);
+/// never initialises it.
+pub fn is_initialised() -> bool {
+    matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id())
+}
+
 /// One line for diagnostics: "available: driver 13000, 1 device(s)" or the reason CUDA is not.
 /// Initialises CUDA if nothing has yet.
 pub fn describe() -> String {

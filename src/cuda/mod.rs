@@ -1,6 +1,7 @@
 //! The CUDA driver layer: loading/initialising libcuda (`driver`), classifying pointers
 //! (`pointer`), scoped contexts for worker threads (`context`), a pool of pinned bounce buffers
-//! (`pinned`) and host-to-device copies on per-thread streams (`copy`). Nothing here calls cudarc
+//! (`pinned`), file ranges the copy engine reads straight from the page cache (`registered`) and
+//! host-to-device copies on per-thread streams (`copy`). Nothing here calls cudarc
 //! before `driver::cuda()` has confirmed that libcuda and every symbol used are present.
 
 mod context;
@@ -10,11 +11,13 @@ mod error;
 mod event;
 mod pinned;
 mod pointer;
+mod registered;
 
-pub use context::{ContextHandle, ScopedContext, context_for, current_context, primary_context};
+pub use context::{ContextHandle, ScopedContext, any_context, context_for, current_context, primary_context};
 pub use copy::{Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
-pub use driver::{CudaDriver, cuda, describe};
+pub use driver::{CudaDriver, cuda, describe, is_initialised};
 pub use error::CudaFailure;
 pub use event::{Event, thread_events};
 pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
 pub use pointer::{MemoryKind, allocation_range, classify};
+pub use registered::RegisteredMapping;

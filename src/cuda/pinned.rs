@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use cudarc::driver::sys;
 
-use super::context::{ScopedContext, current_context, primary_context};
+use super::context::any_context;
 use super::driver::cuda;
 use super::error::{CudaFailure, check};
 
@@ -256,16 +256,6 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let idle = std::mem::take(&mut self.lock().idle);
         idle.into_iter().for_each(|raw| self.free(raw));
-    }
-}
-
-/// Makes some context current if the thread has none (pinned allocation needs one; PORTABLE
-/// memory is then usable from every context). `None` when one was already current.
-fn any_context() -> Result<Option<ScopedContext>, CudaFailure> {
-    cuda()?;
-    match current_context()? {
-        Some(_) => Ok(None),
-        None => ScopedContext::push(primary_context(0)?).map(Some),
     }
 }
 

@@ -39,6 +39,14 @@ impl MemoryKind {
     pub fn is_device(&self) -> bool {
         matches!(self, MemoryKind::Device { .. } | MemoryKind::Managed { .. })
     }
+
+    /// The device ordinal of device and managed memory; `None` for host memory.
+    pub fn device_ordinal(&self) -> Option<i32> {
+        match *self {
+            MemoryKind::Device { ordinal, .. } | MemoryKind::Managed { ordinal, .. } => Some(ordinal),
+            MemoryKind::Host | MemoryKind::PinnedHost => None,
+        }
+    }
 }
 
 /// Classifies `ptr`. Never dereferences it.

@@ -127,3 +127,26 @@ pub extern "C" fn gdsroute_settings_set_cufile_stats(enabled: bool) -> Status {
         Ok(())
     })
 }
+
+/// Reads the most page-cache bytes the registered page cache may pin
+/// (`GDSROUTE_PAGE_CACHE_PIN_MAX`; default an eighth of physical memory, at most 16 GiB) into
+/// `*bytes`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_page_cache_pin_max(bytes: *mut u64) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(bytes, "bytes", |s| s.page_cache_pin_max()) }
+}
+
+/// Sets the most page-cache bytes the library may pin so that the GPU copies file ranges read
+/// before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
+/// on; windows already registered stay until their file changes or its handle closes. See
+/// README, "Registered page cache".
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_page_cache_pin_max(bytes: u64) -> Status {
+    guard(|| {
+        settings::global()?.set_page_cache_pin_max(bytes);
+        Ok(())
+    })
+}

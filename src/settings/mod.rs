@@ -28,6 +28,8 @@ pub mod vars {
     pub const BOUNCE_BUFFER_SIZE: &str = "KVIKIO_BOUNCE_BUFFER_SIZE";
     /// gdsroute's own: collect cuFile's statistics (default on).
     pub const CUFILE_STATS: &str = "GDSROUTE_CUFILE_STATS";
+    /// gdsroute's own: most page-cache bytes the registered page cache may pin (0 = off).
+    pub const PAGE_CACHE_PIN_MAX: &str = "GDSROUTE_PAGE_CACHE_PIN_MAX";
 }
 
 /// KvikIO's default task size: 4 MiB.
@@ -91,6 +93,8 @@ pub struct Snapshot {
     pub gds_threshold: u64,
     /// Bytes per pinned bounce buffer.
     pub bounce_buffer_size: u64,
+    /// Most page-cache bytes the registered page cache may pin; 0 turns it off.
+    pub page_cache_pin_max: u64,
 }
 
 /// The live settings.
@@ -102,6 +106,7 @@ pub struct Settings {
     gds_threshold: AtomicU64,
     bounce_buffer_size: AtomicU64,
     cufile_stats: AtomicBool,
+    page_cache_pin_max: AtomicU64,
 }
 
 fn positive(name: &str, value: u64) -> Result<u64> {
@@ -136,6 +141,7 @@ impl Settings {
             .map(|v| positive(vars::BOUNCE_BUFFER_SIZE, v))
             .transpose()?;
         let cufile_stats = env::read_bool(env, vars::CUFILE_STATS)?;
+        let pin_max = env::read_unsigned(env, vars::PAGE_CACHE_PIN_MAX, true)?;
         let source = if compat.is_some() { Source::Environment } else { Source::Default };
         Ok(Settings {
             compat_mode: AtomicU8::new(compat.unwrap_or(CompatMode::Auto) as u8),
@@ -145,6 +151,7 @@ impl Settings {
             gds_threshold: AtomicU64::new(threshold.unwrap_or(DEFAULT_GDS_THRESHOLD)),
             bounce_buffer_size: AtomicU64::new(bounce.unwrap_or(DEFAULT_BOUNCE_BUFFER_SIZE)),
             cufile_stats: AtomicBool::new(cufile_stats.unwrap_or(true)),
+            page_cache_pin_max: AtomicU64::new(pin_max.unwrap_or_else(crate::page_cache::default_pin_max)),
         })
     }
 
@@ -155,6 +162,7 @@ impl Settings {
             task_size: self.task_size.load(Ordering::Relaxed),
             gds_threshold: self.gds_threshold.load(Ordering::Relaxed),
             bounce_buffer_size: self.bounce_buffer_size.load(Ordering::Relaxed),
+            page_cache_pin_max: self.page_cache_pin_max.load(Ordering::Relaxed),
         }
     }
 
@@ -230,6 +238,17 @@ impl Settings {
     pub fn set_cufile_stats(&self, on: bool) {
         self.cufile_stats.store(on, Ordering::Relaxed);
     }
+
+    /// Most page-cache bytes the registered page cache may pin (0: off).
+    pub fn page_cache_pin_max(&self) -> u64 {
+        self.page_cache_pin_max.load(Ordering::Relaxed)
+    }
+
+    /// Sets the pin limit for registrations from now on (0 turns the registered page cache off
+    /// for new reads). Windows already registered stay until their file changes or closes.
+    pub fn set_page_cache_pin_max(&self, bytes: u64) {
+        self.page_cache_pin_max.store(bytes, Ordering::Relaxed);
+    }
 }
 
 static GLOBAL: OnceCell<std::result::Result<Settings, String>> = OnceCell::new();
@@ -256,6 +275,8 @@ mod tests {
         assert_eq!(snap.task_size, 4 << 20);
         assert_eq!(snap.gds_threshold, 16 << 10);
         assert_eq!(snap.bounce_buffer_size, 16 << 20);
+        assert_eq!(snap.page_cache_pin_max, crate::page_cache::default_pin_max());
+        assert!(snap.page_cache_pin_max <= 16 << 30);
         assert!((4..=16).contains(&s.num_threads()));
         assert_eq!(s.compat_mode_source(), Source::Default);
     }
@@ -268,6 +289,7 @@ mod tests {
             ("KVIKIO_TASK_SIZE", "3221225472"),
             ("KVIKIO_GDS_THRESHOLD", "0"),
             ("KVIKIO_BOUNCE_BUFFER_SIZE", "65536"),
+            ("GDSROUTE_PAGE_CACHE_PIN_MAX", "0"),
         ]);
         let s = Settings::from_env(&env).unwrap();
         assert_eq!(s.compat_mode(), CompatMode::On);
@@ -276,6 +298,7 @@ mod tests {
         assert_eq!(s.task_size(), 3 << 30);
         assert_eq!(s.gds_threshold(), 0);
         assert_eq!(s.bounce_buffer_size(), 65536);
+        assert_eq!(s.page_cache_pin_max(), 0);
     }
 
     #[test]
@@ -289,6 +312,8 @@ mod tests {
             ("KVIKIO_GDS_THRESHOLD", ""),
             ("KVIKIO_COMPAT_MODE", "sometimes"),
             ("GDSROUTE_CUFILE_STATS", "maybe"),
+            ("GDSROUTE_PAGE_CACHE_PIN_MAX", "1GiB"),
+            ("GDSROUTE_PAGE_CACHE_PIN_MAX", "-5"),
         ] {
             let err = Settings::from_env(&MapEnv::of(&[(k, v)])).err().unwrap_or_else(|| panic!("{k}={v}"));
             assert!(matches!(err, Error::InvalidSetting(_)));

@@ -4,6 +4,8 @@
 
 use std::io::Write;
 
+pub mod gpu;
+
 /// Guard margin bytes around destination buffers; they must survive every read untouched.
 pub const POISON: u8 = 0xA5;
 
