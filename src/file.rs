@@ -8,7 +8,7 @@ use crate::cufile::CufileHandle;
 use crate::device_io;
 use crate::error::{Error, Result};
 use crate::gds::{self, FallbackReason, Gds, Unusable};
-use crate::operation::Operation;
+use crate::operation::{Claimable, Operation};
 use crate::page_cache::{self, PageCache, Segment};
 use crate::posix;
 use crate::route::{self, Plan};
@@ -442,16 +442,26 @@ impl File {
             task_split::split(size, offset, snapshot.task_size)
         };
         let (operation, slots) = Operation::new(chunks.iter().map(|c| c.len).collect(), size as u64, Arc::clone(&self.stats));
-        for (chunk, slot) in chunks.into_iter().zip(slots) {
-            if plan.inline {
+        if plan.inline {
+            for (chunk, slot) in chunks.into_iter().zip(slots) {
                 slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode));
-                continue;
             }
-            let file = Arc::clone(&file);
-            let stats = Arc::clone(&self.stats);
-            let compat_mode = self.compat_mode;
+            return Ok(operation);
+        }
+        let bodies: Vec<Arc<Claimable>> = chunks
+            .into_iter()
+            .zip(slots)
+            .map(|(chunk, slot)| {
+                let file = Arc::clone(&file);
+                let stats = Arc::clone(&self.stats);
+                let compat_mode = self.compat_mode;
+                Claimable::new(move || slot.finish(run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode)))
+            })
+            .collect();
+        operation.set_claimable(bodies.clone());
+        for body in bodies {
             pool.submit(move || {
-                slot.finish(run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode));
+                body.run();
             });
         }
         Ok(operation)

@@ -2,6 +2,11 @@
 //! of its tasks has stopped, so when a caller sees the result (success or error) nothing will
 //! write into its buffer any more. The result is the first error in task order, or the number of
 //! bytes delivered contiguously from the requested offset.
+//!
+//! A thread that waits runs tasks of its own operation that no worker has started yet (from the
+//! end, while workers take them from the front), instead of sleeping: the caller's thread is
+//! blocked anyway, and with it a read of N pool threads runs on N + 1 threads. KvikIO's waiter
+//! only sleeps.
 
 use crate::error::{Error, Result};
 use crate::stats::{self, StatsCell};
@@ -21,6 +26,27 @@ struct Inner {
     finished: Condvar,
     requested: u64,
     stats: Arc<StatsCell>,
+    /// Task bodies queued on the pool, which a waiter may claim and run itself.
+    claimable: Mutex<Vec<Arc<Claimable>>>,
+}
+
+type TaskBody = Box<dyn FnOnce() + Send + 'static>;
+
+/// A task body that runs exactly once, on whichever thread claims it first: the pool worker that
+/// dequeues it or a thread waiting for its operation.
+pub struct Claimable(Mutex<Option<TaskBody>>);
+
+impl Claimable {
+    /// Wraps a task body.
+    pub fn new(body: impl FnOnce() + Send + 'static) -> Arc<Claimable> {
+        Arc::new(Claimable(Mutex::new(Some(Box::new(body)))))
+    }
+
+    /// Runs the body unless another thread has claimed it; true if it ran here.
+    pub fn run(&self) -> bool {
+        let body = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        body.map(|f| f()).is_some()
+    }
 }
 
 /// Completion handle for one task; exactly one of these exists per task and it must be
@@ -105,6 +131,7 @@ impl Operation {
             finished: Condvar::new(),
             requested,
             stats,
+            claimable: Mutex::new(Vec::new()),
         });
         if n == 0 {
             stats::record_call(&inner.stats, requested, 0, false);
@@ -114,14 +141,34 @@ impl Operation {
         (Operation { inner }, slots)
     }
 
+    /// Lets waiters run these task bodies (each also queued on the pool) themselves.
+    pub fn set_claimable(&self, bodies: Vec<Arc<Claimable>>) {
+        *self.inner.claimable.lock().unwrap_or_else(|p| p.into_inner()) = bodies;
+    }
+
+    /// Runs one unclaimed task of this operation on the calling thread, the last one first.
+    /// False when none is left.
+    fn help(&self) -> bool {
+        loop {
+            let next = self.inner.claimable.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            match next {
+                Some(body) if body.run() => return true,
+                Some(_) => continue, // a worker had it already
+                None => return false,
+            }
+        }
+    }
+
     /// True once every task has stopped.
     pub fn is_done(&self) -> bool {
         self.inner.lock().outcome.is_some()
     }
 
     /// Blocks until every task has stopped and returns the result. May be called repeatedly.
-    /// On a pool thread it runs queued tasks while it waits (nested reads cannot deadlock).
+    /// Meanwhile it runs this operation's tasks that no worker has started; on a pool thread it
+    /// also runs other queued tasks (so nested reads cannot deadlock).
     pub fn wait(&self, pool: Option<&ThreadPool>) -> Result<usize> {
+        while !self.is_done() && self.help() {}
         let helper = pool.filter(|_| ThreadPool::on_pool_thread());
         let mut state = self.inner.lock();
         loop {
@@ -187,6 +234,31 @@ mod tests {
         let err = o.wait(None).unwrap_err();
         assert!(matches!(err, Error::Internal(_)), "{err}");
         assert_eq!(stats.snapshot().calls_failed, 1);
+    }
+
+    #[test]
+    fn a_waiter_runs_unclaimed_tasks_once() {
+        let (o, slots, _) = op(vec![1, 2, 3]);
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let bodies: Vec<Arc<Claimable>> = slots
+            .into_iter()
+            .map(|slot| {
+                let runs = Arc::clone(&runs);
+                Claimable::new(move || {
+                    runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let n = slot.index + 1;
+                    slot.finish(Ok(n));
+                })
+            })
+            .collect();
+        // A "worker" already ran the first task; the waiter must run the other two and not the
+        // first again.
+        assert!(bodies[0].run());
+        assert!(!bodies[0].run());
+        o.set_claimable(bodies.clone());
+        assert_eq!(o.wait(None).unwrap(), 6);
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert!(bodies.iter().all(|b| !b.run()));
     }
 
     #[test]

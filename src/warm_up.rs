@@ -1,7 +1,7 @@
 //! Preparing the device route before the first device read. When a file is opened on a thread
 //! that has a CUDA context current (so the application already uses CUDA), every pool worker
 //! creates its stream and events for that context and the pinned bounce pool is filled to one
-//! buffer per worker, in the background. The first read then runs at the steady-state rate
+//! buffer per worker plus one for the waiting caller, in the background. The first read then runs at the steady-state rate
 //! instead of paying for this setup (measured in notes/benchmarks.md), and the open itself does
 //! not wait. CUDA is never initialised here, so host-only users pay nothing.
 
@@ -27,17 +27,23 @@ pub fn prepare_in_background(bounce_buffer_size: u64) {
     }
     let Ok(Some(ctx)) = cuda::current_context() else { return };
     let Ok(pool) = crate::thread_pool::global() else { return };
-    prepare_on(pool, ctx, bounce_buffer_size);
+    if prepare_on(pool, ctx, bounce_buffer_size) {
+        // The opening thread usually waits for its reads, and a waiter runs tasks too
+        // (operation.rs): its stream and events are made here, a buffer for it below.
+        let _ = cuda::thread_stream();
+        let _ = cuda::thread_events();
+    }
 }
 
-fn prepare_on(pool: &ThreadPool, ctx: ContextHandle, bounce_buffer_size: u64) {
+/// Queues the preparation unless already done; true if queued.
+fn prepare_on(pool: &ThreadPool, ctx: ContextHandle, bounce_buffer_size: u64) -> bool {
     let workers = pool.num_threads();
     {
         let mut prepared = PREPARED.lock().unwrap_or_else(|p| p.into_inner());
         let map = prepared.get_or_insert_with(HashMap::new);
         let key = ctx.as_raw() as usize;
         if map.get(&key).is_some_and(|&n| n >= workers) {
-            return;
+            return false;
         }
         map.insert(key, workers);
     }
@@ -46,6 +52,7 @@ fn prepare_on(pool: &ThreadPool, ctx: ContextHandle, bounce_buffer_size: u64) {
         let arrivals = Arc::clone(&arrivals);
         pool.submit(move || prepare_worker(ctx, bounce_buffer_size, workers, &arrivals));
     }
+    true
 }
 
 fn prepare_worker(ctx: ContextHandle, bounce_buffer_size: u64, workers: usize, arrivals: &(Mutex<usize>, Condvar)) {
@@ -57,6 +64,8 @@ fn prepare_worker(ctx: ContextHandle, bounce_buffer_size: u64, workers: usize, a
     let (count, all_arrived) = arrivals;
     let mut arrived = count.lock().unwrap_or_else(|p| p.into_inner());
     *arrived += 1;
+    // The first to arrive also makes the buffer of the thread that waits for the reads.
+    let for_the_waiter = (*arrived == 1).then(|| pool.try_acquire());
     all_arrived.notify_all();
     let deadline = Instant::now() + RENDEZVOUS;
     while *arrived < workers {
@@ -67,7 +76,7 @@ fn prepare_worker(ctx: ContextHandle, bounce_buffer_size: u64, workers: usize, a
         arrived = all_arrived.wait_timeout(arrived, left).unwrap_or_else(|p| p.into_inner()).0;
     }
     drop(arrived);
-    drop(buffer); // back to the pool, ready for the first read
+    drop((buffer, for_the_waiter)); // back to the pool, ready for the first read
 }
 
 #[cfg(test)]
