@@ -17,15 +17,15 @@ ratios() {
 import statistics, sys
 from collections import defaultdict
 
-KEY = ["mem", "mode", "threads", "task", "cache", "kind", "phase", "settings", "callers"]
-DEFAULT_KEY = ["mem", "cache", "kind", "phase", "settings", "callers"]  # settings differ by design
+KEY = ["mem", "mode", "threads", "task", "cache", "kind", "phase", "settings", "callers", "primed"]
+DEFAULT_KEY = ["mem", "cache", "kind", "phase", "settings", "callers", "primed"]  # settings differ by design
 rows = defaultdict(lambda: defaultdict(list))
 order = []
 for line in open(sys.argv[1]):
     if not line.startswith("RESULT "):
         continue
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-    key = tuple((k, f.get(k, "")) for k in (DEFAULT_KEY if f.get("settings") == "default" else KEY))
+    key = tuple((k, f[k]) for k in (DEFAULT_KEY if f.get("settings") == "default" else KEY) if k in f)
     # gdsroute with its registered page cache off is compared with the same KvikIO lines.
     if f.get("impl") == "gdsroute" and f.get("page_cache_pin_max") == "0":
         key = key + (("page_cache", "off"),)
@@ -138,6 +138,10 @@ for i in 1 2 3; do
 done
 for i in 1 2 3; do
     step $((i + 1)) "first-default#$i" 60 --first-only --default-settings --mem device --kinds big --cache warm
+done
+echo "=== fresh-process first reads after priming the GPU (256 MiB copied without either library first)"
+for i in 1 2 3; do
+    step $i "first-primed#$i" 60 --first-only --prime-gpu --mem device --kinds big --cache warm --threads 16 --task-sizes 4194304 --modes auto
 done
 echo "=== device big warm: modes on,auto x threads ${BENCH_THREADS:=1,4,8,16}"
 step 0 device-big-on 120 --mem device --kinds big --cache warm --modes on --threads "$BENCH_THREADS" --reps "$REPS"

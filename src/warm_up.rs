@@ -1,7 +1,7 @@
 //! Preparing the device route before the first device read. When a file is opened on a thread
 //! that has a CUDA context current (so the application already uses CUDA), every pool worker
 //! creates its stream and events for that context and the pinned bounce pool is filled to one
-//! buffer per worker plus one for the waiting caller, in the background. The first read then runs at the steady-state rate
+//! buffer per worker, in the background. The first read then runs at the steady-state rate
 //! instead of paying for this setup (measured in notes/benchmarks.md), and the open itself does
 //! not wait. CUDA is never initialised here, so host-only users pay nothing.
 
@@ -29,7 +29,9 @@ pub fn prepare_in_background(bounce_buffer_size: u64) {
     let Ok(pool) = crate::thread_pool::global() else { return };
     if prepare_on(pool, ctx, bounce_buffer_size) {
         // The opening thread usually waits for its reads, and a waiter runs tasks too
-        // (operation.rs): its stream and events are made here, a buffer for it below.
+        // (operation.rs): its stream and events are made here. No buffer is made for it: the
+        // pool's bound (one buffer per worker plus one per waiting caller) must hold while
+        // this preparation and a first read overlap.
         let _ = cuda::thread_stream();
         let _ = cuda::thread_events();
     }
@@ -64,8 +66,6 @@ fn prepare_worker(ctx: ContextHandle, bounce_buffer_size: u64, workers: usize, a
     let (count, all_arrived) = arrivals;
     let mut arrived = count.lock().unwrap_or_else(|p| p.into_inner());
     *arrived += 1;
-    // The first to arrive also makes the buffer of the thread that waits for the reads.
-    let for_the_waiter = (*arrived == 1).then(|| pool.try_acquire());
     all_arrived.notify_all();
     let deadline = Instant::now() + RENDEZVOUS;
     while *arrived < workers {
@@ -76,7 +76,7 @@ fn prepare_worker(ctx: ContextHandle, bounce_buffer_size: u64, workers: usize, a
         arrived = all_arrived.wait_timeout(arrived, left).unwrap_or_else(|p| p.into_inner()).0;
     }
     drop(arrived);
-    drop((buffer, for_the_waiter)); // back to the pool, ready for the first read
+    drop(buffer); // back to the pool, ready for the first read
 }
 
 #[cfg(test)]

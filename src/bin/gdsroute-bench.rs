@@ -35,6 +35,8 @@ usage: gdsroute-bench --file PATH [options]
   --callers N           caller threads issuing the random reads (default 4)
   --first-only          one timed read in this (fresh) process, then exit; one value per list
   --default-settings    touch no setting (threads, task size, compat mode: the library's defaults)
+  --prime-gpu           before the timed reads, copy 256 MiB host->device without the library
+                        (separates the GPU's and the link's own warm-up from the library's)
   --no-table            skip the table at the end";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -71,6 +73,7 @@ struct Args {
     callers: usize,
     first_only: bool,
     default_settings: bool,
+    prime_gpu: bool,
     table: bool,
 }
 
@@ -106,6 +109,7 @@ fn parse_args() -> Result<Args, String> {
         callers: 4,
         first_only: false,
         default_settings: false,
+        prime_gpu: false,
         table: true,
     };
     let mut it = std::env::args().skip(1);
@@ -147,6 +151,7 @@ fn parse_args() -> Result<Args, String> {
             "--callers" => a.callers = number(&value()?)?.max(1),
             "--first-only" => a.first_only = true,
             "--default-settings" => a.default_settings = true,
+            "--prime-gpu" => a.prime_gpu = true,
             "--no-table" => a.table = false,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -353,6 +358,18 @@ impl Buffer {
             Buffer::Device { ptr, .. } => *ptr as usize,
             Buffer::Host(v) => v.as_mut_ptr() as usize,
         }
+    }
+
+    /// Copies 256 MiB (or the buffer's size) from pageable host memory into a device buffer
+    /// with plain CUDA, nothing of the library involved.
+    fn prime(&mut self) -> Result<(), String> {
+        if let Buffer::Device { ptr, len } = self {
+            let n = (*len).min(256 << 20);
+            let src = vec![0x3Cu8; n];
+            // SAFETY: n bytes fit the allocation and the source vector.
+            cu(unsafe { sys::cuMemcpyHtoD_v2(*ptr, src.as_ptr().cast(), n) }, "cuMemcpyHtoD")?;
+        }
+        Ok(())
     }
 
     /// Bytes [off, off + dst.len()) of the buffer into `dst`.
@@ -635,6 +652,9 @@ impl Bench {
             Kind::Rand(size) => reads * size,
         };
         let mut buffer = Buffer::new(cfg.mem, len)?;
+        if self.args.prime_gpu {
+            buffer.prime()?;
+        }
         let addr = buffer.addr();
 
         // Steady state: one untimed pass first (pool threads, pinned buffers, cuFile verdict).
@@ -694,6 +714,9 @@ impl Bench {
         pinned.push_str(&format!(" page_cache_pin_max={pin_max}"));
         // The open call itself (it starts the background preparation of the device route).
         pinned.push_str(&format!(" open_s={open_s:.6}"));
+        if self.args.prime_gpu {
+            pinned.push_str(" primed=1");
+        }
         pinned.push_str(&format!(" gbps_reps={}", gbps.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(",")));
         let (g, r, c) = (median(&gbps), median(&rps), median(&cpu));
         let gmin = gbps.iter().cloned().fold(f64::INFINITY, f64::min);
