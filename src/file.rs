@@ -157,6 +157,7 @@ impl OpenFile {
     /// # Safety
     /// The target range of the chunk is writable memory of the caller.
     unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<(usize, usize)> {
+        let _in_flight = matches!(target, Target::Device { .. }).then(page_cache::DeviceReadInFlight::enter);
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
             (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) }.map(|n| (n, 0)),
