@@ -8,7 +8,8 @@
 #
 # Environment: BENCH_FILE (default /var/tmp/gdsroute-bench-1g.bin), BENCH_SIZE (1073741824), BENCH_REPS (3),
 # PYTHON (python3),
-# BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile).
+# BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile),
+# BENCH_CUFILE_ROUTE=0 to skip the closing cuFile-route steps (udev record written, then removed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,24 +18,30 @@ ratios() {
 import statistics, sys
 from collections import defaultdict
 
-KEY = ["mem", "mode", "threads", "task", "cache", "kind", "phase", "settings", "callers", "primed"]
-DEFAULT_KEY = ["mem", "cache", "kind", "phase", "settings", "callers", "primed"]  # settings differ by design
+KEY = ["mem", "mode", "threads", "task", "cache", "kind", "phase", "settings", "callers", "primed", "tag"]
+DEFAULT_KEY = ["mem", "cache", "kind", "phase", "settings", "callers", "primed", "tag"]  # settings differ by design
 rows = defaultdict(lambda: defaultdict(list))
 order = []
+bases = {}
 for line in open(sys.argv[1]):
     if not line.startswith("RESULT "):
         continue
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-    key = tuple((k, f[k]) for k in (DEFAULT_KEY if f.get("settings") == "default" else KEY) if k in f)
-    # gdsroute with its registered page cache off is compared with the same KvikIO lines.
+    base = tuple((k, f[k]) for k in (DEFAULT_KEY if f.get("settings") == "default" else KEY) if k in f)
+    # gdsroute variants (page cache off, BENCH_VARIANT) are compared with the same KvikIO lines.
+    variant = ()
     if f.get("impl") == "gdsroute" and f.get("page_cache_pin_max") == "0":
-        key = key + (("page_cache", "off"),)
+        variant += (("page_cache", "off"),)
+    if f.get("variant"):
+        variant += (("variant", f["variant"]),)
+    key = base + variant
     if key not in rows:
         order.append(key)
+        bases[key] = base
     rows[key][f.get("impl", "?")].append(f)
 for key in order:
-    if key[-1] == ("page_cache", "off") and "kvikio" not in rows[key]:
-        rows[key]["kvikio"] = rows.get(key[:-1], {}).get("kvikio", [])
+    if bases[key] != key and "kvikio" not in rows[key]:
+        rows[key]["kvikio"] = rows.get(bases[key], {}).get("kvikio", [])
 
 def med(fs, name):
     vals = []
@@ -87,7 +94,8 @@ START=$SECONDS
 
 # The KVIKIO_* variables are read by both libraries: none may leak into the runs.
 unset KVIKIO_COMPAT_MODE KVIKIO_NTHREADS KVIKIO_NUM_THREADS KVIKIO_TASK_SIZE KVIKIO_GDS_THRESHOLD \
-      KVIKIO_BOUNCE_BUFFER_SIZE GDSROUTE_CUFILE_STATS GDSROUTE_PAGE_CACHE_PIN_MAX
+      KVIKIO_BOUNCE_BUFFER_SIZE GDSROUTE_CUFILE_STATS GDSROUTE_PAGE_CACHE_PIN_MAX GDSROUTE_CUFILE_FD \
+      BENCH_TAG BENCH_VARIANT
 export CUFILE_LOGFILE_PATH=/dev/null   # no cufile.log in the working directory
 
 [ -x "$BENCH" ] || { echo "missing $BENCH: run scripts/bench-build.sh here and carry .device" >&2; exit 1; }
@@ -172,6 +180,16 @@ for p in 1 2 3; do
     GDSROUTE_PAGE_CACHE_PIN_MAX=0 step "$p" "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
 done
 cat "$FILE" > /dev/null
+
+if [ "${BENCH_CUFILE_ROUTE:-1}" = 1 ] && [ "${BENCH_UDEV:-0}" != 1 ]; then
+    echo "=== cuFile route: udev record written, AUTO, device big warm (both libraries call cuFile)"
+    scripts/udev-entry.sh "$FILE" > /dev/null || true
+    BENCH_TAG=cufile-route step 0 cufile-route 180 --mem device --kinds big --cache warm --modes auto --threads 4,16 --reps 3
+    # gdsroute handing cuFile an O_DIRECT descriptor as KvikIO does (GDSROUTE_CUFILE_FD=direct).
+    BENCH_TAG=cufile-route BENCH_VARIANT=direct-fd GDSROUTE_CUFILE_FD=direct \
+        G cufile-route-direct 180 --mem device --kinds big --cache warm --modes auto --threads 4,16 --reps 3
+    rm -rf /run/udev   # as the machine came
+fi
 
 echo
 echo "=== gdsroute / KvikIO ($(grep -c '^RESULT' "$RESULTS") RESULT lines in $RESULTS, log in $LOG; $((SECONDS - START)) s)"

@@ -248,6 +248,7 @@ class Bench:
             f"gbps={g:.3f} rps={rps_field} cpu_s_per_gb={c:.4f} reps={len(gbps)} "
             f"gbps_min={min(gbps):.3f} gbps_max={max(gbps):.3f} reads={reads} route=na"
             + (" primed=1" if a.prime_gpu else "")
+            + (f" tag={'_'.join(os.environ['BENCH_TAG'].split())}" if os.environ.get("BENCH_TAG", "").strip() else "")
         )
         print(line, flush=True)
         self.results.append(line)

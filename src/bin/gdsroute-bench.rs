@@ -717,6 +717,14 @@ impl Bench {
         if self.args.prime_gpu {
             pinned.push_str(" primed=1");
         }
+        // Labels from the calling script: BENCH_TAG (a setup both libraries share) and
+        // BENCH_VARIANT (a gdsroute setting compared with the same KvikIO lines).
+        for (var, field) in [("BENCH_TAG", "tag"), ("BENCH_VARIANT", "variant")] {
+            let value = std::env::var(var).map(|v| v.split_whitespace().collect::<Vec<_>>().join("_"));
+            if let Some(v) = value.ok().filter(|v| !v.is_empty()) {
+                pinned.push_str(&format!(" {field}={v}"));
+            }
+        }
         pinned.push_str(&format!(" gbps_reps={}", gbps.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(",")));
         let (g, r, c) = (median(&gbps), median(&rps), median(&cpu));
         let gmin = gbps.iter().cloned().fold(f64::INFINITY, f64::min);
