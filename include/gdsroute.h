@@ -197,6 +197,36 @@ typedef uint32_t gdsroute_compat_mode;
 #endif // __cplusplus
 
 /**
+ * The descriptor handed to `cuFileHandleRegister`.
+ */
+enum gdsroute_cufile_fd
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The buffered descriptor when cuFile's driver reports no nvidia-fs (version 0.0), else
+   * `O_DIRECT`.
+   */
+  GDSROUTE_CUFILE_FD_AUTO = 0,
+  /**
+   * Always a second descriptor opened with `O_DIRECT` (KvikIO's behaviour).
+   */
+  GDSROUTE_CUFILE_FD_DIRECT = 1,
+  /**
+   * Always the handle's own buffered descriptor.
+   */
+  GDSROUTE_CUFILE_FD_BUFFERED = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_cufile_fd gdsroute_cufile_fd;
+#else
+typedef uint32_t gdsroute_cufile_fd;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
  */
 enum gdsroute_cufile_stats_state
@@ -512,7 +542,8 @@ gdsroute_status gdsroute_file_compat_mode(const gdsroute_file *file,
  * may be NULL when `buf_len` is 0). Decides it now if no device read has yet, which may load
  * libcufile and open its driver (0.2 to 0.7 s once per process). Under compat mode OFF a reason
  * other than NONE means device reads of this file fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE`;
- * under AUTO they use the POSIX backend.
+ * under AUTO they use the POSIX backend. With NONE the text also says which descriptor cuFile
+ * registered (`O_DIRECT` or buffered, see `gdsroute_settings_set_cufile_fd`).
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_cufile_verdict(const gdsroute_file *file,
@@ -689,6 +720,21 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_page_cache_pin_max(uint6
  * README, "Registered page cache".
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_page_cache_pin_max(uint64_t bytes);
+
+/**
+ * Reads which descriptor cuFile is given (a `gdsroute_cufile_fd` value; `GDSROUTE_CUFILE_FD`,
+ * default auto) into `*fd`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_fd(uint32_t *fd);
+
+/**
+ * Chooses the descriptor registered with cuFile for files registered from now on (a handle
+ * registers at its first device read that considers cuFile): `GDSROUTE_CUFILE_FD_DIRECT` (a
+ * second descriptor opened with `O_DIRECT`, as KvikIO), `_BUFFERED` (the handle's own, so
+ * cuFile's compat path reads the page cache) or `_AUTO` (buffered when cuFile reports no
+ * nvidia-fs, else `O_DIRECT`). Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_fd(uint32_t fd);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

@@ -26,6 +26,7 @@ pub fn report(path: Option<&[u8]>) -> String {
                 snap.bounce_buffer_size
             );
             let _ = writeln!(out, "cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" });
+            let _ = writeln!(out, "cuFile descriptor (GDSROUTE_CUFILE_FD): {}", s.cufile_fd().name());
         }
         Err(e) => {
             let _ = writeln!(out, "settings: ERROR {e}");
@@ -78,11 +79,14 @@ pub fn report(path: Option<&[u8]>) -> String {
     }
     if let Some(path) = path {
         let shown = String::from_utf8_lossy(path);
-        match File::open(path, "r", 0, None).and_then(|f| f.cufile_verdict().map(|v| (f.compat_mode(), v))) {
-            Ok((mode, Ok(()))) => {
+        match File::open(path, "r", 0, None).and_then(|f| f.cufile_verdict().map(|v| (f.compat_mode(), v, f.cufile_descriptor()))) {
+            Ok((mode, Ok(()), choice)) => {
                 let _ = writeln!(out, "file {shown:?}: device reads >= threshold use cuFile (compat mode {})", mode.name());
+                if let Some(choice) = choice {
+                    let _ = writeln!(out, "  {choice}");
+                }
             }
-            Ok((mode, Err(u))) => {
+            Ok((mode, Err(u), _)) => {
                 let verb = if mode == settings::CompatMode::Off { "fail" } else { "use the POSIX backend" };
                 let _ = writeln!(out, "file {shown:?}: device reads {verb} (reason {:?}: {})", u.reason, u.message);
             }

@@ -4,21 +4,20 @@
 //! task read from a recycled descriptor.
 
 use crate::cuda::{self, MemoryKind};
-use crate::cufile::CufileHandle;
+use crate::cufile_file::CufileFile;
 use crate::device_io;
 use crate::error::{Error, Result};
-use crate::gds::{self, FallbackReason, Gds, Unusable};
+use crate::gds::{self, FallbackReason, Unusable};
 use crate::operation::{Claimable, Operation};
 use crate::page_cache::{self, PageCache, Segment};
 use crate::posix;
 use crate::route::{self, Plan};
-use crate::settings::{self, CompatMode, Snapshot};
+use crate::settings::{self, CompatMode, FdChoice, Snapshot};
 use crate::stats::{self, Counters, Route, StatsCell};
 use crate::task_split::{self, Chunk};
 use crate::thread_pool;
 use once_cell::sync::OnceCell;
 use std::ffi::CString;
-use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, RwLock};
@@ -69,29 +68,10 @@ impl OpenFlags {
     }
 }
 
-/// A file registered with cuFile. Field order matters: the handle is deregistered before its
-/// `O_DIRECT` descriptor closes.
-struct CufileFile {
-    handle: ManuallyDrop<CufileHandle<'static>>,
-    gds: &'static Gds,
-    _direct_fd: OwnedFd,
-}
-
-impl Drop for CufileFile {
-    fn drop(&mut self) {
-        // Deregister only while cuFile may be called; after shutdown (or in a forked child) the
-        // registration is left to the driver, which was closed.
-        let call = gds::CufileCall::enter();
-        if call.is_some() {
-            // SAFETY: dropped exactly once, here; the field is not used afterwards.
-            unsafe { ManuallyDrop::drop(&mut self.handle) };
-        }
-    }
-}
-
 /// The open state shared by the handle and its reads in flight.
 struct OpenFile {
-    fd: OwnedFd,
+    /// Shared with the cuFile registration when that registered this descriptor.
+    fd: Arc<OwnedFd>,
     c_path: CString,
     path: String,
     flags: OpenFlags,
@@ -112,31 +92,15 @@ impl OpenFile {
         Error::Io { op, path: self.path.clone(), offset, source }
     }
 
-    /// Opens the `O_DIRECT` descriptor and registers it with cuFile (the per-file probe).
+    /// Registers the file with cuFile (the per-file probe), on the descriptor the
+    /// `GDSROUTE_CUFILE_FD` setting chooses now.
     fn register_with_cufile(&self, compat_mode: CompatMode) -> std::result::Result<CufileFile, Unusable> {
         if compat_mode == CompatMode::Auto {
             gds::auto_environment_check()?;
         }
         let gds = gds::process()?;
-        let access = match self.flags {
-            OpenFlags::Read => libc::O_RDONLY,
-            OpenFlags::Write => libc::O_WRONLY,
-            OpenFlags::ReadWrite | OpenFlags::WriteRead => libc::O_RDWR,
-        };
-        // SAFETY: c_path is NUL-terminated; no O_CREAT, so no mode argument.
-        let raw = unsafe { libc::open(self.c_path.as_ptr(), access | libc::O_DIRECT | libc::O_CLOEXEC) };
-        if raw < 0 {
-            let err = std::io::Error::last_os_error();
-            return Err(Unusable::new(FallbackReason::DirectOpenFailed, format!("O_DIRECT open of {:?} failed: {err}", self.path)));
-        }
-        // SAFETY: raw was just returned by open.
-        let direct_fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let _call = gds::CufileCall::enter()
-            .ok_or_else(|| Unusable::new(FallbackReason::DriverOpenFailed, "cuFile was shut down"))?;
-        let handle = gds.library.register_handle(direct_fd.as_raw_fd()).map_err(|e| {
-            Unusable::new(FallbackReason::RegisterFailed, format!("{e} for {:?}", self.path))
-        })?;
-        Ok(CufileFile { handle: ManuallyDrop::new(handle), gds, _direct_fd: direct_fd })
+        let setting = settings::global().map(|s| s.cufile_fd()).unwrap_or_default();
+        CufileFile::register(gds.library, setting, &self.c_path, &self.path, &self.fd)
     }
 
     /// The per-file verdict; once cuFile was shut down, "unusable" whatever was decided before,
@@ -168,8 +132,8 @@ impl OpenFile {
                 let registered = self.cufile(compat_mode).map_err(|u| Error::CufileUnavailable(u.message))?;
                 unsafe {
                     device_io::cufile_read(
-                        registered.gds.library,
-                        &registered.handle,
+                        registered.library(),
+                        registered.handle(),
                         &self.path,
                         kind,
                         *base,
@@ -312,7 +276,7 @@ impl File {
             return Err(Error::Open { path: display, flags: flags.as_str().into(), source: std::io::Error::last_os_error() });
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         crate::warm_up::prepare_in_background(settings.bounce_buffer_size());
         Ok(File {
             open: RwLock::new(Some(Arc::new(OpenFile {
@@ -379,6 +343,13 @@ impl File {
             return Ok(Err(Unusable::new(FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")));
         }
         Ok(file.cufile(self.compat_mode).map(|_| ()))
+    }
+
+    /// Which descriptor cuFile registered for this file, and why; `None` before a device read or
+    /// `cufile_verdict` registered it, when it could not be, or after `close`.
+    pub fn cufile_descriptor(&self) -> Option<FdChoice> {
+        let file = self.open_file().ok()?;
+        file.cufile.get()?.as_ref().ok().map(CufileFile::choice)
     }
 
     fn plan(&self, file: &OpenFile, target: &Target, size: usize, gds_threshold: u64) -> Result<Plan> {

@@ -1,7 +1,7 @@
 //! cuFile in this process: whether it can be used at all (the process-level half of KvikIO's AUTO
 //! probe), opening its driver once and only after CUDA initialised (cuFile 1.16+ spins forever
 //! without libcuda), and its own statistics as deltas since our start or reset. The per-file half
-//! of the probe lives in `file_verdict`.
+//! of the probe lives in `cufile_file`.
 
 use crate::cuda;
 use crate::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};

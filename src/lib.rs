@@ -4,6 +4,7 @@
 
 pub mod cuda;
 pub mod cufile;
+pub mod cufile_file;
 pub mod device_io;
 pub mod diagnose;
 pub mod error;

@@ -12,6 +12,12 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use gdsroute::cufile::{
     CufileLibrary, LIBRARY_ENV_VAR, LoadError, ReadFailure, StatsSupport, log_configuration,
 };
+use gdsroute::cufile_file::CufileFile;
+use gdsroute::gds::FallbackReason;
+use gdsroute::settings::{CufileFd, Descriptor};
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// Every test that touches the environment or the fake's global state holds this.
 static ENV_LOCK: Mutex<()> = Mutex::new(());
@@ -326,6 +332,119 @@ fn handle_deregisters_on_drop_and_fd_reaches_the_library() {
     assert_eq!(h.fd(), fd);
     drop(h);
     assert_eq!(hooks.int("fake_cufile_deregister_count"), 1);
+}
+
+/// What the fake library was given by one `CufileFile::register`, as a handle does it: the
+/// handle's own (buffered) descriptor passed in, `setting` deciding.
+struct Registration {
+    file: CufileFile,
+    /// The handle's descriptor, as `OpenFile` holds it.
+    buffered: Arc<OwnedFd>,
+    hooks: Hooks,
+    _tmp: tempfile::NamedTempFile,
+    data: Vec<u8>,
+}
+
+impl Registration {
+    fn new(setting: CufileFd, write: bool) -> Result<Registration, gdsroute::gds::Unusable> {
+        let (lib, hooks) = load(Variant::Full);
+        let (tmp, data) = data_file(8192);
+        let handle_file = std::fs::OpenOptions::new().read(true).write(write).open(tmp.path()).unwrap();
+        let buffered = Arc::new(OwnedFd::from(handle_file));
+        let path = CString::new(tmp.path().as_os_str().as_encoded_bytes()).unwrap();
+        let file = CufileFile::register(lib.leak(), setting, &path, "test file", &buffered)?;
+        Ok(Registration { file, buffered, hooks, _tmp: tmp, data })
+    }
+
+    /// Whether the registered descriptor is the handle's own one.
+    fn own_fd(&self) -> bool {
+        self.hooks.int("fake_cufile_registered_fd") == self.buffered.as_raw_fd()
+    }
+
+    /// The registered descriptor's status flags at registration.
+    fn flags(&self) -> c_int {
+        let flags = self.hooks.int("fake_cufile_registered_flags");
+        assert!(flags >= 0, "nothing registered");
+        flags
+    }
+}
+
+#[test]
+fn auto_registers_the_buffered_descriptor_without_nvidia_fs() {
+    let _env = Env::new(); // nvidia-fs 0.0
+    let r = Registration::new(CufileFd::Auto, false).unwrap();
+    assert_eq!(r.file.choice().descriptor, Descriptor::Buffered);
+    assert!(r.own_fd(), "the handle's descriptor was not the one registered");
+    assert_eq!(r.flags() & libc::O_DIRECT, 0);
+    assert_eq!(
+        r.file.choice().to_string(),
+        "cuFile registered the buffered descriptor (no nvidia-fs: cuFile's compat path reads the page cache)"
+    );
+}
+
+#[test]
+fn auto_registers_an_o_direct_descriptor_with_nvidia_fs() {
+    let env = Env::new();
+    env.set("FAKE_CUFILE_NVFS_MAJOR", "2");
+    env.set("FAKE_CUFILE_NVFS_MINOR", "17");
+    let r = Registration::new(CufileFd::Auto, false).unwrap();
+    assert_eq!(r.file.choice().descriptor, Descriptor::Direct);
+    assert!(!r.own_fd(), "a second descriptor should have been opened");
+    assert_ne!(r.flags() & libc::O_DIRECT, 0);
+    assert_eq!(r.flags() & libc::O_ACCMODE, libc::O_RDONLY);
+    assert!(r.file.choice().to_string().contains("O_DIRECT descriptor (nvidia-fs is loaded"));
+}
+
+#[test]
+fn forced_descriptors_ignore_nvidia_fs() {
+    let env = Env::new();
+    // direct without nvidia-fs: KvikIO's behaviour; the access mode follows the handle's.
+    let r = Registration::new(CufileFd::Direct, true).unwrap();
+    assert_eq!(r.file.choice().descriptor, Descriptor::Direct);
+    assert!(!r.own_fd());
+    assert_ne!(r.flags() & libc::O_DIRECT, 0);
+    assert_eq!(r.flags() & libc::O_ACCMODE, libc::O_RDWR);
+    drop(r);
+    env.set("FAKE_CUFILE_NVFS_MAJOR", "2");
+    let r = Registration::new(CufileFd::Buffered, false).unwrap();
+    assert_eq!(r.file.choice().descriptor, Descriptor::Buffered);
+    assert!(r.own_fd());
+    assert_eq!(r.flags() & libc::O_DIRECT, 0);
+    assert!(r.file.choice().to_string().contains("GDSROUTE_CUFILE_FD=buffered"));
+}
+
+#[test]
+fn a_registered_buffered_descriptor_stays_open_until_deregistration() {
+    let _env = Env::new();
+    for setting in [CufileFd::Buffered, CufileFd::Direct] {
+        let r = Registration::new(setting, false).unwrap();
+        let Registration { file, buffered, hooks, _tmp, data } = r;
+        // The handle's owner lets go of its descriptor first (its fields may drop in any order).
+        drop(buffered);
+        if setting == CufileFd::Buffered {
+            let mut buf = vec![0u8; data.len()];
+            // SAFETY: `buf` is host memory of the requested size, alive for the call.
+            let n = unsafe { file.library().read(file.handle(), buf.as_mut_ptr().cast(), buf.len(), 0, 0) };
+            assert_eq!((n, &buf), (Ok(data.len()), &data), "read through the registered descriptor");
+        }
+        drop(file);
+        assert_eq!(hooks.int("fake_cufile_deregister_count"), 1, "{setting:?}");
+        assert_eq!(hooks.int("fake_cufile_deregistered_closed_count"), 0, "{setting:?}: descriptor closed before deregistration");
+    }
+}
+
+#[test]
+fn failed_registration_of_the_buffered_descriptor_is_a_reason_and_keeps_no_share() {
+    let env = Env::new();
+    env.set("FAKE_CUFILE_REGISTER_RESULT", "5027");
+    let (lib, _hooks) = load(Variant::Full);
+    let (tmp, _) = data_file(16);
+    let buffered = Arc::new(OwnedFd::from(std::fs::File::open(tmp.path()).unwrap()));
+    let path = CString::new(tmp.path().as_os_str().as_encoded_bytes()).unwrap();
+    let why = CufileFile::register(lib.leak(), CufileFd::Auto, &path, "f", &buffered).err().unwrap();
+    assert_eq!(why.reason, FallbackReason::RegisterFailed);
+    assert!(why.message.contains("5027"), "{}", why.message);
+    assert_eq!(Arc::strong_count(&buffered), 1);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Faults from below on the GPU route: the fake libcufile (tests/fake_cufile) stands in for cuFile
 //! on a real GPU and fails on purpose: registration refused, EIO in the middle of a file, a
-//! negative cuFile code, short reads, an old library without statistics. Each scenario runs in a
+//! negative cuFile code, short reads, an old library without statistics; and which descriptor the
+//! whole path registers (GDSROUTE_CUFILE_FD, nvidia-fs version). Each scenario runs in a
 //! fresh process (cuFile is probed once per process). Needs a GPU, run with `--ignored`;
 //! GDSROUTE_TEST_FAKE_CUFILE_DIR names the folder with the fake libraries (scripts/gpu-build.sh).
 
@@ -145,6 +146,17 @@ fn run_scenario(name: &str) {
             assert!(matches!(err, Error::CufileUnavailable(_)), "{err}");
             drop(auto); // the handle is not deregistered against a closed driver
         }
+        "descriptor" => {
+            // The descriptor the whole path registers (settings, driver properties, register).
+            let expected = std::env::var("GDSROUTE_TEST_EXPECT_FD").unwrap();
+            let file = open(CompatMode::Auto);
+            assert_eq!(read(&file, &dest, SIZE).unwrap(), SIZE);
+            dest.check(&data, SIZE, SIZE);
+            assert_eq!(file.stats().cufile_tasks, 3);
+            let choice = file.cufile_descriptor().expect("registered");
+            assert_eq!(format!("{:?}", choice.descriptor), expected, "{choice}");
+            println!("{choice}");
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -165,7 +177,7 @@ fn fake_cufile_faults_on_the_gpu() {
     let old = format!("{dir}/libfake_cufile_nostats.so");
     let fail_at = ((5 << 20) + 123).to_string();
     type Scenario<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-    let scenarios: [Scenario; 9] = [
+    let scenarios: [Scenario; 12] = [
         ("register_refused_auto", &full, &[("FAKE_CUFILE_REGISTER_RESULT", "5027")]),
         ("register_refused_off", &full, &[("FAKE_CUFILE_REGISTER_RESULT", "5027")]),
         ("eio_mid_file", &full, &[("FAKE_CUFILE_READ_MODE", "errno"), ("FAKE_CUFILE_FAIL_AT", &fail_at)]),
@@ -175,6 +187,9 @@ fn fake_cufile_faults_on_the_gpu() {
         ("old_library", &old, &[]),
         ("zero_size_needs_no_cufile", &full, &[("FAKE_CUFILE_REGISTER_RESULT", "5027")]),
         ("shutdown_then_fallback", &full, &[]),
+        ("descriptor", &full, &[("GDSROUTE_TEST_EXPECT_FD", "Buffered")]),
+        ("descriptor", &full, &[("FAKE_CUFILE_NVFS_MAJOR", "2"), ("GDSROUTE_TEST_EXPECT_FD", "Direct")]),
+        ("descriptor", &full, &[("FAKE_CUFILE_NVFS_MAJOR", "2"), ("GDSROUTE_CUFILE_FD", "buffered"), ("GDSROUTE_TEST_EXPECT_FD", "Buffered")]),
     ];
     for (name, library, env) in scenarios {
         let out = Command::new(std::env::current_exe().unwrap())
@@ -182,6 +197,7 @@ fn fake_cufile_faults_on_the_gpu() {
             .env(SCENARIO, name)
             .env("GDSROUTE_CUFILE_LIBRARY", library)
             .env("FAKE_CUFILE_DEVICE", "1")
+            .env_remove("GDSROUTE_CUFILE_FD")
             .envs(env.iter().copied())
             .output()
             .unwrap();

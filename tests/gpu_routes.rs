@@ -8,7 +8,9 @@ mod common;
 use common::gpu::{check_device_read, file_with, ok, on_device0, open};
 use common::random_bytes;
 use cudarc::driver::sys;
-use gdsroute::settings::CompatMode;
+use gdsroute::gds::{self, FallbackReason};
+use gdsroute::settings::{CompatMode, CufileFd, Descriptor};
+use gdsroute::stats::CufileStatsState;
 use gdsroute::{File, settings, thread_pool};
 use std::sync::Mutex;
 
@@ -147,4 +149,55 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     assert!(back == data);
     unsafe { sys::cuMemFree_v2(dev) };
     settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+}
+
+/// The descriptor registered with the real cuFile: under AUTO the handle's buffered one when the
+/// driver reports no nvidia-fs (the H200 machine), else `O_DIRECT`; `direct` forces `O_DIRECT`.
+/// Needs the udev record (scripts/udev-entry.sh); without it cuFile cannot register the file, and
+/// the test says so and returns.
+#[test]
+#[ignore = "needs a GPU"]
+fn cufile_descriptor_follows_the_setting() {
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let data = random_bytes(64 << 20, 19);
+    let tmp = file_with(&data);
+    let s = settings::global().unwrap();
+    let nvfs = gds::process().ok().and_then(|g| g.library.properties().ok()).map(|p| p.is_gds_available());
+    let auto = if nvfs == Some(true) { Descriptor::Direct } else { Descriptor::Buffered };
+    for (setting, expected) in [(CufileFd::Auto, auto), (CufileFd::Direct, Descriptor::Direct)] {
+        s.set_cufile_fd(setting);
+        let file = open(&tmp, CompatMode::Auto);
+        if let Err(why) = file.cufile_verdict().unwrap() {
+            s.set_cufile_fd(CufileFd::Auto);
+            let no_udev = why.reason == FallbackReason::NoUdev
+                || (why.reason == FallbackReason::RegisterFailed && why.message.contains("5027"));
+            assert!(no_udev, "cuFile cannot serve the file: {why:?}");
+            eprintln!("note: no udev record, cuFile cannot register files ({}); run scripts/udev-entry.sh first", why.message);
+            return;
+        }
+        let before = gds::process_counters();
+        check_device_read(&file, &data, 64 << 20, 0, false);
+        let after = gds::process_counters();
+        let c = file.stats();
+        assert!(c.cufile_tasks > 0 && c.posix_tasks == 0, "{setting:?}: {}", c.to_json());
+        let choice = file.cufile_descriptor().expect("the file is registered");
+        assert_eq!(choice.descriptor, expected, "{setting:?}, nvidia-fs {nvfs:?}: {choice}");
+        if after.cufile_stats_state == CufileStatsState::Active as u64 {
+            assert!(after.cufile_n_total_reads > before.cufile_n_total_reads, "cuFile's per-GPU counters did not move");
+        }
+        // The handle's descriptor, possibly shared with cuFile, still reads unaligned ranges
+        // (cuFile did not turn O_DIRECT on for it).
+        let mut host = vec![0u8; 4097];
+        assert_eq!(file.read_into(&mut host, 3).unwrap(), host.len());
+        assert!(host == data[3..3 + host.len()], "{setting:?}: host read after cuFile");
+        eprintln!(
+            "{setting:?}: {choice}; cuFile n={} nvfs={} posix={} ({} cuFile tasks)",
+            after.cufile_n_total_reads - before.cufile_n_total_reads,
+            after.cufile_n_nvfs_reads - before.cufile_n_nvfs_reads,
+            after.cufile_n_posix_reads - before.cufile_n_posix_reads,
+            c.cufile_tasks
+        );
+    }
+    s.set_cufile_fd(CufileFd::Auto);
 }

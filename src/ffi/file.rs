@@ -96,7 +96,8 @@ pub unsafe extern "C" fn gdsroute_file_compat_mode(file: *const File, compat_mod
 /// may be NULL when `buf_len` is 0). Decides it now if no device read has yet, which may load
 /// libcufile and open its driver (0.2 to 0.7 s once per process). Under compat mode OFF a reason
 /// other than NONE means device reads of this file fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE`;
-/// under AUTO they use the POSIX backend.
+/// under AUTO they use the POSIX backend. With NONE the text also says which descriptor cuFile
+/// registered (`O_DIRECT` or buffered, see `gdsroute_settings_set_cufile_fd`).
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
@@ -115,7 +116,10 @@ pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
             return Err(Error::NullArgument("buf"));
         }
         let (code, text) = match file.cufile_verdict()? {
-            Ok(()) => (FallbackReason::None, "cuFile serves this file".to_string()),
+            Ok(()) => {
+                let descriptor = file.cufile_descriptor().map(|c| format!("; {c}")).unwrap_or_default();
+                (FallbackReason::None, format!("cuFile serves this file{descriptor}"))
+            }
             Err(u) => (u.reason, u.message),
         };
         // SAFETY: checked above; buf is writable for buf_len bytes.

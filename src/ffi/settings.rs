@@ -4,7 +4,7 @@
 //! message naming the variable and its value.
 
 use super::{guard, out, write_out};
-use crate::settings::{self, CompatMode};
+use crate::settings::{self, CompatMode, CufileFd};
 use crate::status::Status;
 use crate::thread_pool;
 
@@ -147,6 +147,30 @@ pub unsafe extern "C" fn gdsroute_settings_get_page_cache_pin_max(bytes: *mut u6
 pub extern "C" fn gdsroute_settings_set_page_cache_pin_max(bytes: u64) -> Status {
     guard(|| {
         settings::global()?.set_page_cache_pin_max(bytes);
+        Ok(())
+    })
+}
+
+/// Reads which descriptor cuFile is given (a `gdsroute_cufile_fd` value; `GDSROUTE_CUFILE_FD`,
+/// default auto) into `*fd`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_cufile_fd(fd: *mut u32) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(fd, "fd", |s| s.cufile_fd() as u32) }
+}
+
+/// Chooses the descriptor registered with cuFile for files registered from now on (a handle
+/// registers at its first device read that considers cuFile): `GDSROUTE_CUFILE_FD_DIRECT` (a
+/// second descriptor opened with `O_DIRECT`, as KvikIO), `_BUFFERED` (the handle's own, so
+/// cuFile's compat path reads the page cache) or `_AUTO` (buffered when cuFile reports no
+/// nvidia-fs, else `O_DIRECT`). Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_cufile_fd(fd: u32) -> Status {
+    guard(|| {
+        let fd = CufileFd::from_raw(fd)?;
+        settings::global()?.set_cufile_fd(fd);
         Ok(())
     })
 }

@@ -83,14 +83,16 @@ pub fn read_bool(env: &dyn EnvSource, name: &str) -> Result<Option<bool>> {
     }
 }
 
+/// Reads a variable whose value is one of a few words, recognised by `parse`; `expected` lists
+/// them for the error message.
+pub fn read_word<T>(env: &dyn EnvSource, name: &str, parse: impl Fn(&str) -> Option<T>, expected: &str) -> Result<Option<T>> {
+    let Some(raw) = read_value(env, name)? else { return Ok(None) };
+    parse(&raw).map(Some).ok_or_else(|| Error::InvalidSetting(format!("{name}={raw:?}: expected {expected}")))
+}
+
 /// Reads KVIKIO_COMPAT_MODE.
 pub fn read_compat_mode(env: &dyn EnvSource, name: &str) -> Result<Option<CompatMode>> {
-    let Some(raw) = read_value(env, name)? else { return Ok(None) };
-    CompatMode::parse(&raw).map(Some).ok_or_else(|| {
-        Error::InvalidSetting(format!(
-            "{name}={raw:?}: expected one of on/true/yes/1, off/false/no/0, auto (any case)"
-        ))
-    })
+    read_word(env, name, CompatMode::parse, "one of on/true/yes/1, off/false/no/0, auto (any case)")
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! environment value never aborts: every call that needs settings returns it as an error.
 
 mod compat_mode;
+mod cufile_fd;
 pub mod env;
 
 pub use compat_mode::CompatMode;
+pub use cufile_fd::{CufileFd, Descriptor, FdChoice};
 
 use crate::error::{Error, Result};
 use env::EnvSource;
@@ -30,6 +32,8 @@ pub mod vars {
     pub const CUFILE_STATS: &str = "GDSROUTE_CUFILE_STATS";
     /// gdsroute's own: most page-cache bytes the registered page cache may pin (0 = off).
     pub const PAGE_CACHE_PIN_MAX: &str = "GDSROUTE_PAGE_CACHE_PIN_MAX";
+    /// gdsroute's own: which descriptor cuFile is given: auto/direct/buffered.
+    pub const CUFILE_FD: &str = "GDSROUTE_CUFILE_FD";
 }
 
 /// KvikIO's default task size: 4 MiB.
@@ -107,6 +111,7 @@ pub struct Settings {
     bounce_buffer_size: AtomicU64,
     cufile_stats: AtomicBool,
     page_cache_pin_max: AtomicU64,
+    cufile_fd: AtomicU8,
 }
 
 fn positive(name: &str, value: u64) -> Result<u64> {
@@ -142,6 +147,7 @@ impl Settings {
             .transpose()?;
         let cufile_stats = env::read_bool(env, vars::CUFILE_STATS)?;
         let pin_max = env::read_unsigned(env, vars::PAGE_CACHE_PIN_MAX, true)?;
+        let cufile_fd = env::read_word(env, vars::CUFILE_FD, CufileFd::parse, "auto, direct or buffered (any case)")?;
         let source = if compat.is_some() { Source::Environment } else { Source::Default };
         Ok(Settings {
             compat_mode: AtomicU8::new(compat.unwrap_or(CompatMode::Auto) as u8),
@@ -152,6 +158,7 @@ impl Settings {
             bounce_buffer_size: AtomicU64::new(bounce.unwrap_or(DEFAULT_BOUNCE_BUFFER_SIZE)),
             cufile_stats: AtomicBool::new(cufile_stats.unwrap_or(true)),
             page_cache_pin_max: AtomicU64::new(pin_max.unwrap_or_else(crate::page_cache::default_pin_max)),
+            cufile_fd: AtomicU8::new(cufile_fd.unwrap_or_default() as u8),
         })
     }
 
@@ -249,6 +256,17 @@ impl Settings {
     pub fn set_page_cache_pin_max(&self, bytes: u64) {
         self.page_cache_pin_max.store(bytes, Ordering::Relaxed);
     }
+
+    /// Which descriptor cuFile is given when a file is registered.
+    pub fn cufile_fd(&self) -> CufileFd {
+        CufileFd::from_raw(self.cufile_fd.load(Ordering::Relaxed) as u32).unwrap_or_default()
+    }
+
+    /// Chooses the descriptor for files registered from now on (a handle registers at its first
+    /// device read that considers cuFile); files already registered keep theirs.
+    pub fn set_cufile_fd(&self, fd: CufileFd) {
+        self.cufile_fd.store(fd as u8, Ordering::Relaxed);
+    }
 }
 
 static GLOBAL: OnceCell<std::result::Result<Settings, String>> = OnceCell::new();
@@ -279,6 +297,7 @@ mod tests {
         assert!(snap.page_cache_pin_max <= 16 << 30);
         assert!((4..=16).contains(&s.num_threads()));
         assert_eq!(s.compat_mode_source(), Source::Default);
+        assert_eq!(s.cufile_fd(), CufileFd::Auto);
     }
 
     #[test]
@@ -290,6 +309,7 @@ mod tests {
             ("KVIKIO_GDS_THRESHOLD", "0"),
             ("KVIKIO_BOUNCE_BUFFER_SIZE", "65536"),
             ("GDSROUTE_PAGE_CACHE_PIN_MAX", "0"),
+            ("GDSROUTE_CUFILE_FD", " Buffered "),
         ]);
         let s = Settings::from_env(&env).unwrap();
         assert_eq!(s.compat_mode(), CompatMode::On);
@@ -299,6 +319,7 @@ mod tests {
         assert_eq!(s.gds_threshold(), 0);
         assert_eq!(s.bounce_buffer_size(), 65536);
         assert_eq!(s.page_cache_pin_max(), 0);
+        assert_eq!(s.cufile_fd(), CufileFd::Buffered);
     }
 
     #[test]
@@ -314,6 +335,9 @@ mod tests {
             ("GDSROUTE_CUFILE_STATS", "maybe"),
             ("GDSROUTE_PAGE_CACHE_PIN_MAX", "1GiB"),
             ("GDSROUTE_PAGE_CACHE_PIN_MAX", "-5"),
+            ("GDSROUTE_CUFILE_FD", "o_direct"),
+            ("GDSROUTE_CUFILE_FD", ""),
+            ("GDSROUTE_CUFILE_FD", "1"),
         ] {
             let err = Settings::from_env(&MapEnv::of(&[(k, v)])).err().unwrap_or_else(|| panic!("{k}={v}"));
             assert!(matches!(err, Error::InvalidSetting(_)));
@@ -332,5 +356,7 @@ mod tests {
         assert_eq!(s.task_size(), 5 << 30);
         s.set_compat_mode(CompatMode::Off);
         assert_eq!(s.compat_mode_source(), Source::Api);
+        s.set_cufile_fd(CufileFd::Direct);
+        assert_eq!(s.cufile_fd(), CufileFd::Direct);
     }
 }

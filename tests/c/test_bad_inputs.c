@@ -340,6 +340,14 @@ static void test_settings(void) {
     CHECK_MESSAGE("4294967295");
     CHECK_STATUS(gdsroute_settings_get_compat_mode(&mode_after), GDSROUTE_STATUS_OK);
     CHECK(mode == mode_after);
+
+    CHECK_STATUS(gdsroute_settings_get_cufile_fd(&mode), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_settings_set_cufile_fd(GDSROUTE_CUFILE_FD_BUFFERED + 1), GDSROUTE_STATUS_INVALID_ENUM);
+    CHECK_MESSAGE("3");
+    CHECK_STATUS(gdsroute_settings_set_cufile_fd(GDSROUTE_CUFILE_FD_DIRECT), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_settings_get_cufile_fd(&mode_after), GDSROUTE_STATUS_OK);
+    CHECK(mode_after == GDSROUTE_CUFILE_FD_DIRECT);
+    CHECK_STATUS(gdsroute_settings_set_cufile_fd(mode), GDSROUTE_STATUS_OK);
 }
 
 static void test_stats_errors(void) {

@@ -4,6 +4,7 @@
  *                                        and a message naming VAR
  *   test_env_settings task_size N        the task size reads back N and a read works
  *   test_env_settings compat_mode N      the compat mode reads back N, and new handles take it
+ *   test_env_settings cufile_fd N        the cuFile descriptor setting reads back N
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -37,6 +38,8 @@ static void check_invalid(const char *var) {
     CHECK_MESSAGE(var);
     CHECK_STATUS(gdsroute_settings_get_bounce_buffer_size(&value), GDSROUTE_STATUS_INVALID_SETTING);
     CHECK_MESSAGE(var);
+    CHECK_STATUS(gdsroute_settings_get_cufile_fd(&mode), GDSROUTE_STATUS_INVALID_SETTING);
+    CHECK_MESSAGE(var);
     CHECK(mode == 77 && value == 77);
     /* The error is sticky: the same answer on a second try. */
     CHECK_STATUS(gdsroute_settings_get_task_size(&value), GDSROUTE_STATUS_INVALID_SETTING);
@@ -49,7 +52,7 @@ static void check_invalid(const char *var) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s invalid VAR | task_size N | compat_mode N\n", argv[0]);
+        fprintf(stderr, "usage: %s invalid VAR | task_size N | compat_mode N | cufile_fd N\n", argv[0]);
         return 2;
     }
     const char *what = argv[1];
@@ -80,6 +83,10 @@ int main(int argc, char **argv) {
         CHECK_STATUS(gdsroute_file_compat_mode(f, &mode), GDSROUTE_STATUS_OK);
         CHECK(mode == expected);
         gdsroute_file_free(f);
+    } else if (strcmp(what, "cufile_fd") == 0) {
+        uint32_t fd = 99;
+        CHECK_STATUS(gdsroute_settings_get_cufile_fd(&fd), GDSROUTE_STATUS_OK);
+        CHECK(fd == expected);
     } else {
         fprintf(stderr, "unknown check %s\n", what);
         return 2;

@@ -23,7 +23,11 @@
  *                                then cuMemcpyHtoD (libcuda.so.1, loaded on first use)
  * Reads otherwise treat the buffer as host memory and pread() the registered fd into it.
  * Test hooks: fake_cufile_reset(), fake_cufile_open_count(), fake_cufile_deregister_count(),
- * fake_cufile_param_string(int param) (last staged string or NULL).
+ * fake_cufile_param_string(int param) (last staged string or NULL),
+ * fake_cufile_registered_fd() and fake_cufile_registered_flags() (the fd of the last successful
+ * cuFileHandleRegister and its fcntl F_GETFL flags then, -1 before any),
+ * fake_cufile_deregistered_closed_count() (deregistrations whose fd no longer referred to the
+ * registered file: closed, or its number reused).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -34,6 +38,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -65,11 +70,12 @@ _Static_assert(sizeof(struct fake_descr) == 24, "CUfileDescr_t is 24 bytes");
 #define PER_GPU_SIZE 248
 struct counters { uint64_t read_bytes, total, p2p, nvfs, posix, unaligned, err; };
 
-struct fake_handle { uint32_t magic; int fd; };
+struct fake_handle { uint32_t magic; int fd; dev_t dev; ino_t ino; };
 #define HANDLE_MAGIC 0xC0F1E5u
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int open_count, stats_level, stats_started, deregister_count;
+static int registered_fd = -1, registered_flags = -1, deregistered_closed_count;
 static struct counters gpu[FAKE_MAX_GPUS];
 static char *param_string[8];
 
@@ -87,13 +93,17 @@ static __attribute__((unused)) const char *env_str(const char *name, const char 
 
 EXPORT void fake_cufile_reset(void) {
     pthread_mutex_lock(&lock);
-    open_count = stats_level = stats_started = deregister_count = 0;
+    open_count = stats_level = stats_started = deregister_count = deregistered_closed_count = 0;
+    registered_fd = registered_flags = -1;
     memset(gpu, 0, sizeof gpu);
     for (int i = 0; i < 8; i++) { free(param_string[i]); param_string[i] = NULL; }
     pthread_mutex_unlock(&lock);
 }
 EXPORT int fake_cufile_open_count(void) { return open_count; }
 EXPORT int fake_cufile_deregister_count(void) { return deregister_count; }
+EXPORT int fake_cufile_registered_fd(void) { return registered_fd; }
+EXPORT int fake_cufile_registered_flags(void) { return registered_flags; }
+EXPORT int fake_cufile_deregistered_closed_count(void) { return deregistered_closed_count; }
 EXPORT const char *fake_cufile_param_string(int param) {
     return (param >= 0 && param < 8) ? param_string[param] : NULL;
 }
@@ -168,21 +178,32 @@ EXPORT fake_status cuFileHandleRegister(void **fh, struct fake_descr *descr) {
     if (fcntl(descr->handle.fd, F_GETFD) < 0) return status(5022);
     int r = env_int("FAKE_CUFILE_REGISTER_RESULT", 0);
     if (r != 0) return status(r);
+    struct stat st;
+    if (fstat(descr->handle.fd, &st) != 0) return status(5022);
     struct fake_handle *h = malloc(sizeof *h);
     if (!h) return status(5043);
     h->magic = HANDLE_MAGIC;
     h->fd = descr->handle.fd;
+    h->dev = st.st_dev;
+    h->ino = st.st_ino;
     *fh = h;
+    pthread_mutex_lock(&lock);
+    registered_fd = h->fd;
+    registered_flags = fcntl(h->fd, F_GETFL);
+    pthread_mutex_unlock(&lock);
     return status(0);
 }
 
 EXPORT void cuFileHandleDeregister(void *fh) {
     struct fake_handle *h = fh;
     if (!h || h->magic != HANDLE_MAGIC) return;
+    struct stat st;
+    int closed = fstat(h->fd, &st) != 0 || st.st_dev != h->dev || st.st_ino != h->ino;
     h->magic = 0;
     free(h);
     pthread_mutex_lock(&lock);
     deregister_count++;
+    deregistered_closed_count += closed;
     pthread_mutex_unlock(&lock);
 }
 
