@@ -1,7 +1,7 @@
 //! Preparing the device route before the first device read. When a file is opened on a thread
 //! that has a CUDA context current (so the application already uses CUDA), every pool worker
 //! creates its stream and events for that context and the pinned bounce pool is filled to one
-//! buffer per worker, in the background. The first read then runs at the steady-state rate
+//! buffer per worker, which each worker copies once to a scratch allocation, in the background. The first read then runs at the steady-state rate
 //! instead of paying for this setup (measured in notes/benchmarks.md), and the open itself does
 //! not wait. CUDA is never initialised here, so host-only users pay nothing.
 
@@ -50,19 +50,36 @@ fn prepare_on(pool: &ThreadPool, ctx: ContextHandle, bounce_buffer_size: u64) ->
         map.insert(key, workers);
     }
     let arrivals = Arc::new((Mutex::new(0usize), Condvar::new()));
+    // Where each worker copies its buffer once: the first copies on a stream cost more than the
+    // steady ones, so they are made here rather than in the first read.
+    let scratch = Arc::new(cuda::DeviceScratch::new(crate::device_io::bounce_buffer_bytes(bounce_buffer_size) as usize).ok());
     for _ in 0..workers {
         let arrivals = Arc::clone(&arrivals);
-        pool.submit(move || prepare_worker(ctx, bounce_buffer_size, workers, &arrivals));
+        let scratch = Arc::clone(&scratch);
+        pool.submit(move || prepare_worker(ctx, bounce_buffer_size, workers, &arrivals, &scratch));
     }
     true
 }
 
-fn prepare_worker(ctx: ContextHandle, bounce_buffer_size: u64, workers: usize, arrivals: &(Mutex<usize>, Condvar)) {
+fn prepare_worker(
+    ctx: ContextHandle,
+    bounce_buffer_size: u64,
+    workers: usize,
+    arrivals: &(Mutex<usize>, Condvar),
+    scratch: &Option<cuda::DeviceScratch>,
+) {
     let Ok(_scope) = ScopedContext::push(ctx) else { return };
-    let _ = cuda::thread_stream();
+    let stream = cuda::thread_stream();
     let _ = cuda::thread_events();
     let pool = crate::device_io::bounce_pool(crate::device_io::bounce_buffer_bytes(bounce_buffer_size));
     let buffer = pool.try_acquire();
+    if let (Ok(stream), Ok(Some(buffer)), Some(scratch)) = (stream, &buffer, scratch) {
+        // SAFETY: the scratch allocation holds a whole buffer and lives until every worker has
+        // dropped its share; the copy is synchronised before the buffer goes back.
+        if unsafe { cuda::copy_host_to_device(scratch.address(), buffer.as_ptr(), buffer.len(), stream) }.is_ok() {
+            let _ = cuda::synchronize(stream);
+        }
+    }
     let (count, all_arrived) = arrivals;
     let mut arrived = count.lock().unwrap_or_else(|p| p.into_inner());
     *arrived += 1;

@@ -129,7 +129,11 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     let file = open(&tmp, CompatMode::On);
     let mut dev: sys::CUdeviceptr = 0;
     ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, data.len()) });
-    let bound = ((threads + 1) * (4 << 20)) as u64; // one 4 MiB buffer per worker, plus the caller
+    // One 4 MiB buffer per worker, plus the caller; buffers made earlier in this process (other
+    // tests, or the preparation at open with the default thread count) are kept and reused.
+    let held_before = gdsroute::gds::process_counters().pinned_bytes;
+    let bound = (((threads + 1) * (4 << 20)) as u64).max(held_before);
+    let mut after_first = None;
     let mut last = (0, 0);
     for i in 0..1000usize {
         // Alternate whole-file parallel reads and small inline ones (below the GDS threshold).
@@ -137,9 +141,10 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
         let n = unsafe { file.pread_raw(dev as usize as *mut u8, size, 0) }.unwrap().wait(None).unwrap();
         assert_eq!(n, size);
         let c = gdsroute::gds::process_counters();
-        assert!(c.pinned_bytes_peak <= bound, "read {i}: peak {} above {bound}", c.pinned_bytes_peak);
-        // Buffers are kept and reused, never freed and allocated again.
-        assert_eq!(c.pinned_bytes, c.pinned_bytes_peak, "read {i}");
+        assert!(c.pinned_bytes <= bound, "read {i}: {} pinned, above {bound}", c.pinned_bytes);
+        // Buffers are kept and reused, never freed and allocated again: no growth after the
+        // first read.
+        assert_eq!(c.pinned_bytes, *after_first.get_or_insert(c.pinned_bytes), "read {i}");
         last = (c.pinned_bytes, c.pinned_bytes_peak);
     }
     let (held, peak) = last;

@@ -29,6 +29,8 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemGetAddressRange_v2",
     "cuMemHostRegister_v2",
     "cuMemHostUnregister",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
     "cuStreamCreate",
     "cuStreamSynchronize",
     "cuMemcpyHtoDAsync_v2",
