@@ -360,14 +360,19 @@ impl Buffer {
         }
     }
 
-    /// Copies 256 MiB (or the buffer's size) from pageable host memory into a device buffer
-    /// with plain CUDA, nothing of the library involved.
+    /// Copies 256 MiB (or the buffer's size, or BENCH_PRIME_BYTES) from pageable host memory
+    /// into a device buffer with plain CUDA, nothing of the library involved; BENCH_PRIME_SLEEP_MS
+    /// then waits before the timed read (to see how long the effect lasts).
     fn prime(&mut self) -> Result<(), String> {
         if let Buffer::Device { ptr, len } = self {
-            let n = (*len).min(256 << 20);
+            let want = std::env::var("BENCH_PRIME_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(256usize << 20);
+            let n = (*len).min(want).max(1);
             let src = vec![0x3Cu8; n];
             // SAFETY: n bytes fit the allocation and the source vector.
             cu(unsafe { sys::cuMemcpyHtoD_v2(*ptr, src.as_ptr().cast(), n) }, "cuMemcpyHtoD")?;
+            if let Some(ms) = std::env::var("BENCH_PRIME_SLEEP_MS").ok().and_then(|v| v.parse().ok()) {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
         }
         Ok(())
     }
