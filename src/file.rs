@@ -277,6 +277,7 @@ impl File {
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        crate::warm_up::prepare_in_background(settings.bounce_buffer_size());
         Ok(File {
             open: RwLock::new(Some(Arc::new(OpenFile {
                 fd,

@@ -159,3 +159,25 @@ fn the_pin_limit_holds_and_closing_unpins() {
     assert_eq!(page_cache::usage().pinned_bytes, pinned);
     s.set_page_cache_pin_max(1 << 30);
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn opening_a_file_prepares_the_device_route_in_the_background() {
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    // More workers than any other test of this binary uses, so this open has work to do.
+    let workers = 24;
+    thread_pool::set_global_num_threads(workers).unwrap();
+    let data = random_bytes((8 << 20) + 5, 36);
+    let tmp = file_with(&data);
+    let file = open(&tmp, CompatMode::On);
+    let want = workers as u64 * (4 << 20); // one 4 MiB bounce buffer per worker
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gds::process_counters().pinned_bytes < want {
+        assert!(Instant::now() < deadline, "pinned {} < {want} 5 s after open", gds::process_counters().pinned_bytes);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(file.stats().calls, 0, "prepared before any read");
+    check_device_read(&file, &data, data.len(), 0, false);
+    thread_pool::set_global_num_threads(8).unwrap();
+}

@@ -29,6 +29,8 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemGetAddressRange_v2",
     "cuMemHostRegister_v2",
     "cuMemHostUnregister",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
     "cuStreamCreate",
     "cuStreamSynchronize",
     "cuMemcpyHtoDAsync_v2",
@@ -88,6 +90,12 @@ pub fn cuda() -> Result<&'static CudaDriver, CudaFailure> {
         }
         Err(reason) => Err(CudaFailure::Unavailable(reason.clone())),
     }
+}
+
+/// True when CUDA was initialised successfully in this process (by an earlier `cuda()` call);
+/// never initialises it.
+pub fn is_initialised() -> bool {
+    matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id())
 }
 
 /// One line for diagnostics: "available: driver 13000, 1 device(s)" or the reason CUDA is not.

@@ -14,8 +14,8 @@ mod pointer;
 mod registered;
 
 pub use context::{ContextHandle, ScopedContext, any_context, context_for, current_context, primary_context};
-pub use copy::{Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
-pub use driver::{CudaDriver, cuda, describe};
+pub use copy::{DeviceScratch, Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
+pub use driver::{CudaDriver, cuda, describe, is_initialised};
 pub use error::CudaFailure;
 pub use event::{Event, thread_events};
 pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
