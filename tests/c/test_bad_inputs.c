@@ -132,6 +132,8 @@ static void test_null_arguments(const char *path) {
     CHECK_MESSAGE("bytes");
     CHECK_STATUS(gdsroute_settings_get_bounce_buffer_size(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("bytes");
+    CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("bytes");
 
     CHECK_STATUS(gdsroute_stats_get(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("stats");
@@ -348,6 +350,18 @@ static void test_settings(void) {
     CHECK_STATUS(gdsroute_settings_get_cufile_fd(&mode_after), GDSROUTE_STATUS_OK);
     CHECK(mode_after == GDSROUTE_CUFILE_FD_DIRECT);
     CHECK_STATUS(gdsroute_settings_set_cufile_fd(mode), GDSROUTE_STATUS_OK);
+
+    /* The page-cache pin limit takes any byte count, 0 (off) and UINT64_MAX included. */
+    uint64_t pin = 0, pin_after = 1;
+    CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(&pin), GDSROUTE_STATUS_OK);
+    CHECK(pin > 0);
+    CHECK_STATUS(gdsroute_settings_set_page_cache_pin_max(0), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(&pin_after), GDSROUTE_STATUS_OK);
+    CHECK(pin_after == 0);
+    CHECK_STATUS(gdsroute_settings_set_page_cache_pin_max(UINT64_MAX), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(&pin_after), GDSROUTE_STATUS_OK);
+    CHECK(pin_after == UINT64_MAX);
+    CHECK_STATUS(gdsroute_settings_set_page_cache_pin_max(pin), GDSROUTE_STATUS_OK);
 }
 
 static void test_stats_errors(void) {

@@ -5,6 +5,7 @@
  *   test_env_settings task_size N        the task size reads back N and a read works
  *   test_env_settings compat_mode N      the compat mode reads back N, and new handles take it
  *   test_env_settings cufile_fd N        the cuFile descriptor setting reads back N
+ *   test_env_settings pin_max N          the page-cache pin limit reads back N
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -40,7 +41,10 @@ static void check_invalid(const char *var) {
     CHECK_MESSAGE(var);
     CHECK_STATUS(gdsroute_settings_get_cufile_fd(&mode), GDSROUTE_STATUS_INVALID_SETTING);
     CHECK_MESSAGE(var);
-    CHECK(mode == 77 && value == 77);
+    uint64_t pin = 77;
+    CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(&pin), GDSROUTE_STATUS_INVALID_SETTING);
+    CHECK_MESSAGE(var);
+    CHECK(mode == 77 && value == 77 && pin == 77);
     /* The error is sticky: the same answer on a second try. */
     CHECK_STATUS(gdsroute_settings_get_task_size(&value), GDSROUTE_STATUS_INVALID_SETTING);
     CHECK_MESSAGE(var);
@@ -52,7 +56,7 @@ static void check_invalid(const char *var) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s invalid VAR | task_size N | compat_mode N | cufile_fd N\n", argv[0]);
+        fprintf(stderr, "usage: %s invalid VAR | task_size N | compat_mode N | cufile_fd N | pin_max N\n", argv[0]);
         return 2;
     }
     const char *what = argv[1];
@@ -87,6 +91,10 @@ int main(int argc, char **argv) {
         uint32_t fd = 99;
         CHECK_STATUS(gdsroute_settings_get_cufile_fd(&fd), GDSROUTE_STATUS_OK);
         CHECK(fd == expected);
+    } else if (strcmp(what, "pin_max") == 0) {
+        uint64_t pin = 99;
+        CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(&pin), GDSROUTE_STATUS_OK);
+        CHECK(pin == expected);
     } else {
         fprintf(stderr, "unknown check %s\n", what);
         return 2;
