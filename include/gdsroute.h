@@ -708,16 +708,16 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_stats(bool enable
 
 /**
  * Reads the most page-cache bytes the registered page cache may pin
- * (`GDSROUTE_PAGE_CACHE_PIN_MAX`; default an eighth of physical memory, at most 16 GiB) into
- * `*bytes`.
+ * (`GDSROUTE_PAGE_CACHE_PIN_MAX`; default an eighth of physical memory or of the cgroup's
+ * memory limit, at most 16 GiB) into `*bytes`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_page_cache_pin_max(uint64_t *bytes);
 
 /**
  * Sets the most page-cache bytes the library may pin so that the GPU copies file ranges read
  * before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
- * on; windows already registered stay until their file changes or its handle closes. See
- * README, "Registered page cache".
+ * on: they use bounce buffers, and windows already registered stay pinned, unused, until their
+ * file changes or its handle closes. See README, "Registered page cache".
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_page_cache_pin_max(uint64_t bytes);
 

@@ -1,7 +1,7 @@
 //! Moving file bytes into device memory: through our POSIX backend (pread into a pinned bounce
 //! buffer, copy to the GPU, repeat; or one copy from the registered page cache) or through one
-//! `cuFileRead`. Both run on the thread that
-//! calls them, with the destination's CUDA context made current there.
+//! `cuFileRead`. Each runs on the thread that calls it, with the destination's CUDA context made
+//! current there.
 
 use crate::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
 use crate::cufile::{CufileHandle, CufileLibrary, ReadFailure, code_message};
@@ -45,9 +45,12 @@ fn cuda_error(e: cuda::CudaFailure) -> Error {
 /// pieces cost per-step overhead; 2 MiB keeps 98% of the steady rate.
 pub(crate) const PIPELINE_PIECE: u64 = 2 << 20;
 
+/// The largest pinned bounce buffer: two pieces.
+pub const PINNED_BUFFER_MAX: u64 = 2 * PIPELINE_PIECE;
+
 /// Size of the pinned buffers: two pieces, or the configured bounce buffer size if smaller.
 pub fn bounce_buffer_bytes(configured: u64) -> u64 {
-    configured.min(2 * PIPELINE_PIECE)
+    configured.min(PINNED_BUFFER_MAX)
 }
 
 /// Synchronises the stream when dropped, so that no copy still reads the bounce buffer after it

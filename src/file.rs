@@ -9,7 +9,7 @@ use crate::device_io;
 use crate::error::{Error, Result};
 use crate::gds::{self, FallbackReason, Unusable};
 use crate::operation::{Claimable, Operation};
-use crate::page_cache::{self, PageCache, Segment};
+use crate::page_cache::{DeviceReadInFlight, PageCache, Segment};
 use crate::posix;
 use crate::route::{self, Plan};
 use crate::settings::{self, CompatMode, FdChoice, Snapshot};
@@ -121,12 +121,12 @@ impl OpenFile {
     /// # Safety
     /// The target range of the chunk is writable memory of the caller.
     unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<(usize, usize)> {
-        let _in_flight = matches!(target, Target::Device { .. }).then(page_cache::DeviceReadInFlight::enter);
+        let _in_flight = matches!(target, Target::Device { .. }).then(DeviceReadInFlight::enter);
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
             (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) }.map(|n| (n, 0)),
-            (Route::Posix(_), Target::Device { kind, address, call, .. }) => unsafe {
-                self.read_device_posix(kind, address + chunk.buf_offset as u64, chunk, *call, snapshot)
+            (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
+                self.read_device_posix(kind, address + chunk.buf_offset as u64, chunk, snapshot)
             },
             (Route::Cufile, Target::Device { kind, base, base_offset, .. }) => {
                 let registered = self.cufile(compat_mode).map_err(|u| Error::CufileUnavailable(u.message))?;
@@ -152,7 +152,7 @@ impl OpenFile {
     ///
     /// # Safety
     /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
-    unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, call: u64, snapshot: &Snapshot) -> Result<(usize, usize)> {
+    unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<(usize, usize)> {
         let fd = self.fd.as_raw_fd();
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
@@ -162,7 +162,7 @@ impl OpenFile {
             return bounce(dst, chunk.len, chunk.file_offset).map(|n| (n, 0));
         };
         let (mut done, mut mapped) = (0usize, 0usize);
-        for segment in self.page_cache.plan(fd, call, chunk.file_offset, chunk.len, ordinal, budget) {
+        for segment in self.page_cache.plan(fd, chunk.file_offset, chunk.len, ordinal, budget) {
             let at = dst + done as u64;
             match segment {
                 Segment::Registered { mapping, file_offset, len } => {
@@ -222,8 +222,6 @@ enum Target {
         base: u64,
         /// `address - base`.
         base_offset: u64,
-        /// The call's id (`page_cache::next_call_id`): the tasks of one call count as one read.
-        call: u64,
     },
 }
 
@@ -234,7 +232,7 @@ fn target_of(dst: *mut u8) -> Result<Target> {
     }
     let (base, _) = cuda::allocation_range(dst.cast())?;
     let address = dst as u64;
-    Ok(Target::Device { kind, address, base, base_offset: address - base, call: page_cache::next_call_id() })
+    Ok(Target::Device { kind, address, base, base_offset: address - base })
 }
 
 /// An open file.
@@ -277,7 +275,7 @@ impl File {
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        crate::warm_up::prepare_in_background(settings.bounce_buffer_size());
+        crate::warm_up::prepare_in_background();
         Ok(File {
             open: RwLock::new(Some(Arc::new(OpenFile {
                 fd,

@@ -192,7 +192,7 @@ mod tests {
             });
         }
         for _ in 0..20 {
-            let (name, on_pool) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            let (name, on_pool) = rx.recv_timeout(Duration::from_secs(120)).unwrap();
             assert!(name.starts_with("gdsroute-"), "{name}");
             assert!(on_pool);
         }
@@ -212,14 +212,14 @@ mod tests {
             pool.submit(move || {
                 arrived.fetch_add(1, Ordering::SeqCst);
                 let start = std::time::Instant::now();
-                while arrived.load(Ordering::SeqCst) < 6 && start.elapsed() < Duration::from_secs(10) {
+                while arrived.load(Ordering::SeqCst) < 6 && start.elapsed() < Duration::from_secs(120) {
                     std::thread::yield_now();
                 }
                 tx.send(arrived.load(Ordering::SeqCst)).unwrap();
             });
         }
         for _ in 0..6 {
-            assert_eq!(rx.recv_timeout(Duration::from_secs(20)).unwrap(), 6);
+            assert_eq!(rx.recv_timeout(Duration::from_secs(120)).unwrap(), 6);
         }
         pool.resize(2).unwrap();
         assert_eq!(pool.num_threads(), 2);
@@ -228,7 +228,7 @@ mod tests {
             let tx = tx.clone();
             pool.submit(move || tx.send(i).unwrap());
         }
-        let mut got: Vec<i32> = (0..10).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+        let mut got: Vec<i32> = (0..10).map(|_| rx.recv_timeout(Duration::from_secs(120)).unwrap()).collect();
         got.sort();
         assert_eq!(got, (0..10).collect::<Vec<_>>());
         assert!(pool.resize(0).is_err());
@@ -240,6 +240,6 @@ mod tests {
         pool.submit(|| panic!("boom"));
         let (tx, rx) = mpsc::channel();
         pool.submit(move || tx.send(1).unwrap());
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), 1);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(120)).unwrap(), 1);
     }
 }

@@ -1,11 +1,12 @@
 //! Preparing the device route before the first device read. When a file is opened on a thread
-//! that has a CUDA context current (so the application already uses CUDA), every pool worker
-//! creates its stream and events for that context and the pinned bounce pool is filled to one
-//! buffer per worker, which each worker copies once to a scratch allocation, in the background. The first read then runs at the steady-state rate
-//! instead of paying for this setup (measured in notes/benchmarks.md), and the open itself does
-//! not wait. CUDA is never initialised here, so host-only users pay nothing.
+//! that has a CUDA context current (the application already uses CUDA: libcuda is loaded), every
+//! pool worker creates its stream and events for that context, takes a pinned bounce buffer and
+//! copies it once to a scratch allocation of the context, in the background; the opening thread
+//! makes its own stream and events. Measured on the H200 (notes/benchmarks.md): first reads into
+//! a destination the application wrote before ran at 41-43 GB/s with this and 28-30 without.
+//! CUDA is never loaded here, so host-only programs pay nothing.
 
-use crate::cuda::{self, ContextHandle, ScopedContext};
+use crate::cuda::{self, ContextHandle, DeviceScratch, ScopedContext};
 use crate::thread_pool::ThreadPool;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -15,19 +16,28 @@ use std::time::{Duration, Instant};
 /// one worker N times) prepares itself; bounded so that busy workers never stall it for long.
 const RENDEZVOUS: Duration = Duration::from_millis(50);
 
-/// Contexts prepared so far, with the worker count they were prepared for.
-static PREPARED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+/// What was prepared for one context.
+#[derive(Default)]
+struct Prepared {
+    /// Workers prepared so far.
+    workers: usize,
+    /// The context's scratch allocation, made once.
+    scratch: Option<DeviceScratch>,
+}
+
+/// Contexts prepared so far, by context address.
+static PREPARED: Mutex<Option<HashMap<usize, Prepared>>> = Mutex::new(None);
 
 /// Starts the background preparation for the calling thread's current context, unless it was done
-/// for this context and at least this many workers. Never blocks on CUDA work and never fails:
-/// whatever is not prepared is prepared by the first read as before.
-pub fn prepare_in_background(bounce_buffer_size: u64) {
-    if !cuda::is_initialised() {
+/// for this context and at least this many workers. Never fails: whatever is not prepared is
+/// prepared by the first read.
+pub fn prepare_in_background() {
+    if !cuda::in_use_by_the_application() {
         return;
     }
     let Ok(Some(ctx)) = cuda::current_context() else { return };
     let Ok(pool) = crate::thread_pool::global() else { return };
-    if prepare_on(pool, ctx, bounce_buffer_size) {
+    if prepare_on(pool, ctx) {
         // The opening thread usually waits for its reads, and a waiter runs tasks too
         // (operation.rs): its stream and events are made here. No buffer is made for it: the
         // pool's bound (one buffer per worker plus one per waiting caller) must hold while
@@ -37,46 +47,45 @@ pub fn prepare_in_background(bounce_buffer_size: u64) {
     }
 }
 
-/// Queues the preparation unless already done; true if queued.
-fn prepare_on(pool: &ThreadPool, ctx: ContextHandle, bounce_buffer_size: u64) -> bool {
+/// Queues the preparation unless already done; true if queued. Runs on the opening thread, with
+/// `ctx` current (the scratch allocation is made in it).
+fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
     let workers = pool.num_threads();
-    {
+    let scratch = {
         let mut prepared = PREPARED.lock().unwrap_or_else(|p| p.into_inner());
         let map = prepared.get_or_insert_with(HashMap::new);
-        let key = ctx.as_raw() as usize;
-        if map.get(&key).is_some_and(|&n| n >= workers) {
+        let entry = map.entry(ctx.as_raw() as usize).or_default();
+        if entry.workers >= workers {
             return false;
         }
-        map.insert(key, workers);
-    }
+        entry.workers = workers;
+        if entry.scratch.is_none() {
+            entry.scratch = DeviceScratch::new(crate::device_io::PINNED_BUFFER_MAX as usize).ok();
+        }
+        entry.scratch
+    };
     let arrivals = Arc::new((Mutex::new(0usize), Condvar::new()));
-    // Where each worker copies its buffer once: the first copies on a stream cost more than the
-    // steady ones, so they are made here rather than in the first read.
-    let scratch = Arc::new(cuda::DeviceScratch::new(crate::device_io::bounce_buffer_bytes(bounce_buffer_size) as usize).ok());
     for _ in 0..workers {
         let arrivals = Arc::clone(&arrivals);
-        let scratch = Arc::clone(&scratch);
-        pool.submit(move || prepare_worker(ctx, bounce_buffer_size, workers, &arrivals, &scratch));
+        pool.submit(move || prepare_worker(ctx, workers, &arrivals, scratch));
     }
     true
 }
 
-fn prepare_worker(
-    ctx: ContextHandle,
-    bounce_buffer_size: u64,
-    workers: usize,
-    arrivals: &(Mutex<usize>, Condvar),
-    scratch: &Option<cuda::DeviceScratch>,
-) {
+fn prepare_worker(ctx: ContextHandle, workers: usize, arrivals: &(Mutex<usize>, Condvar), scratch: Option<DeviceScratch>) {
     let Ok(_scope) = ScopedContext::push(ctx) else { return };
     let stream = cuda::thread_stream();
     let _ = cuda::thread_events();
-    let pool = crate::device_io::bounce_pool(crate::device_io::bounce_buffer_bytes(bounce_buffer_size));
+    // The size in effect now, so that a setting changed since the open is not undone here.
+    let Ok(settings) = crate::settings::global() else { return };
+    let pool = crate::device_io::bounce_pool(crate::device_io::bounce_buffer_bytes(settings.bounce_buffer_size()));
     let buffer = pool.try_acquire();
     if let (Ok(stream), Ok(Some(buffer)), Some(scratch)) = (stream, &buffer, scratch) {
-        // SAFETY: the scratch allocation holds a whole buffer and lives until every worker has
-        // dropped its share; the copy is synchronised before the buffer goes back.
-        if unsafe { cuda::copy_host_to_device(scratch.address(), buffer.as_ptr(), buffer.len(), stream) }.is_ok() {
+        // The first copies on a stream cost more than later ones, so one is made here.
+        let len = buffer.len().min(scratch.len());
+        // SAFETY: len fits both the buffer and the scratch allocation, which lives as long as
+        // its context; the copy is synchronised before the buffer goes back.
+        if unsafe { cuda::copy_host_to_device(scratch.address(), buffer.as_ptr(), len, stream) }.is_ok() {
             let _ = cuda::synchronize(stream);
         }
     }
@@ -102,9 +111,9 @@ mod tests {
 
     #[test]
     fn does_nothing_without_cuda_in_use() {
-        // Without an initialised driver and a current context nothing is queued or recorded.
-        if !cuda::is_initialised() {
-            prepare_in_background(4 << 20);
+        // Without libcuda loaded nothing is queued or recorded.
+        if !cuda::in_use_by_the_application() {
+            prepare_in_background();
             assert!(PREPARED.lock().unwrap().as_ref().is_none_or(|m| m.is_empty()));
         }
     }

@@ -1,7 +1,8 @@
 //! The registered page cache on a GPU (run with `--ignored` on the device machine): ranges read
-//! twice are registered in the background and later copied straight from the page cache; every
-//! byte is checked inside poisoned margins, writes to the file are seen, truncation and growth
-//! drop the windows, the pin limit holds, and closing the handle unpins.
+//! twice over are registered in the background and later copied straight from the page cache;
+//! every byte is checked inside poisoned margins, writes to the file are seen, truncation and
+//! growth drop the windows, the pin limit holds, and closing the handle unpins. Windows are only
+//! registered for files unchanged for a second, hence the waits after writing.
 
 mod common;
 
@@ -15,6 +16,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
+
+/// Longer than the library's quiet period for files (1 s of unchanged change time).
+const QUIET: Duration = Duration::from_millis(1100);
+
+/// A test file that has been left alone long enough for its windows to be registered.
+fn quiet_file_with(data: &[u8]) -> tempfile::NamedTempFile {
+    let tmp = file_with(data);
+    std::thread::sleep(QUIET);
+    tmp
+}
 
 /// Waits until the process has made `n` more registration attempts than `before` (registered or
 /// refused), then returns how many were registered.
@@ -45,7 +56,7 @@ fn repeated_reads_are_copied_from_the_page_cache_byte_exact() {
     thread_pool::set_global_num_threads(8).unwrap();
     // Three windows, the last one partial and not page-aligned.
     let data = random_bytes(2 * WINDOW as usize + (5 << 20) + 777, 31);
-    let tmp = file_with(&data);
+    let tmp = quiet_file_with(&data);
     let file = open(&tmp, CompatMode::On);
     let before = page_cache::usage();
     whole_file_read(&file, &data); // first read: counted
@@ -81,7 +92,7 @@ fn writes_are_seen_and_size_changes_drop_the_windows() {
     let _ctx = on_device0();
     settings::global().unwrap().set_page_cache_pin_max(1 << 30);
     let mut data = random_bytes(WINDOW as usize + 12345, 32);
-    let tmp = file_with(&data);
+    let tmp = quiet_file_with(&data);
     let file = open(&tmp, CompatMode::On);
     let writer = std::fs::OpenOptions::new().write(true).open(tmp.path()).unwrap();
     let before = page_cache::usage();
@@ -108,6 +119,7 @@ fn writes_are_seen_and_size_changes_drop_the_windows() {
     let tail = random_bytes(2 << 20, 34);
     writer.write_all_at(&tail, short as u64).unwrap();
     data.extend_from_slice(&tail);
+    std::thread::sleep(QUIET);
     let before = page_cache::usage();
     whole_file_read(&file, &data);
     whole_file_read(&file, &data);
@@ -124,7 +136,7 @@ fn the_pin_limit_holds_and_closing_unpins() {
     let _ctx = on_device0();
     let s = settings::global().unwrap();
     let data = random_bytes(3 * WINDOW as usize, 35);
-    let tmp = file_with(&data);
+    let tmp = quiet_file_with(&data);
 
     // Limit 0: nothing is registered, however often the file is read.
     s.set_page_cache_pin_max(0);

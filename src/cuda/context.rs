@@ -74,6 +74,29 @@ pub fn primary_context(ordinal: i32) -> Result<ContextHandle, CudaFailure> {
     Ok(ctx)
 }
 
+/// The primary context of device `ordinal` if it is active (the application, or this library,
+/// has retained it), retained for this process; `None` when it is not active, so that callers
+/// that only need it opportunistically never create one.
+///
+/// Errors: `Unavailable`/`Forked`; the CUresult of `cuDeviceGet`, `cuDevicePrimaryCtxGetState` or
+/// `cuDevicePrimaryCtxRetain`.
+pub fn active_primary_context(ordinal: i32) -> Result<Option<ContextHandle>, CudaFailure> {
+    cuda()?;
+    if let Some(ctx) = PRIMARY.lock().unwrap_or_else(|p| p.into_inner()).get(&ordinal) {
+        return Ok(Some(*ctx));
+    }
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: cuda() succeeded; valid out-pointer.
+    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut device, ordinal) })?;
+    let (mut flags, mut active) = (0u32, 0i32);
+    // SAFETY: cuda() succeeded; `device` came from cuDeviceGet; valid out-pointers.
+    check("cuDevicePrimaryCtxGetState", unsafe { sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) })?;
+    if active == 0 {
+        return Ok(None);
+    }
+    primary_context(ordinal).map(Some)
+}
+
 /// The context current on the calling thread, `None` when there is none.
 ///
 /// Errors: `Unavailable`/`Forked`; the CUresult of `cuCtxGetCurrent`.

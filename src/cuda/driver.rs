@@ -21,6 +21,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDeviceGetCount",
     "cuDeviceGet",
     "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxGetState",
     "cuCtxGetCurrent",
     "cuCtxPushCurrent_v2",
     "cuCtxPopCurrent_v2",
@@ -92,10 +93,20 @@ pub fn cuda() -> Result<&'static CudaDriver, CudaFailure> {
     }
 }
 
-/// True when CUDA was initialised successfully in this process (by an earlier `cuda()` call);
-/// never initialises it.
-pub fn is_initialised() -> bool {
-    matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id())
+/// True when the application has CUDA in use: libcuda is already loaded in this process (checked
+/// without loading it) and initialises. Host-only programs never load CUDA through this.
+pub fn in_use_by_the_application() -> bool {
+    if matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id()) {
+        return true;
+    }
+    // SAFETY: RTLD_NOLOAD only looks the library up; nothing is loaded or run.
+    let handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return false;
+    }
+    // SAFETY: the handle was just returned by dlopen; this drops the reference it took.
+    unsafe { libc::dlclose(handle) };
+    cuda().is_ok()
 }
 
 /// One line for diagnostics: "available: driver 13000, 1 device(s)" or the reason CUDA is not.

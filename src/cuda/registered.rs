@@ -9,7 +9,7 @@
 //!
 //! `write(2)` to the file updates the same page-cache pages, and later copies see it (measured).
 //! Truncation does not: the pinned pages stay, detached from the file. The owner therefore checks
-//! the file's identity (size, times) before every use and drops stale mappings.
+//! the file's identity (size, times) before every use and drops mappings of a changed file.
 
 use std::ptr::NonNull;
 
@@ -88,18 +88,37 @@ impl RegisteredMapping {
 
 impl Drop for RegisteredMapping {
     fn drop(&mut self) {
-        // In a forked child (or if CUDA went away) the registration cannot be undone; unmapping
-        // is still safe and releases the file.
-        if let Ok(scope) = any_context() {
-            // SAFETY: registered by `new`, unregistered exactly once, here.
-            let r = unsafe { sys::cuMemHostUnregister(self.addr.as_ptr().cast()) };
-            drop(scope);
-            if let Err(e) = check("cuMemHostUnregister", r) {
-                eprintln!("gdsroute: {e}");
-            }
+        // In a forked child nothing is safe to call: the driver may not have let the mapping
+        // into the child, so the address may belong to something else there. Leak, as the
+        // pinned pool does.
+        let Ok(scope) = any_context() else { return };
+        // SAFETY: registered by `new`, unregistered exactly once, here.
+        let r = unsafe { sys::cuMemHostUnregister(self.addr.as_ptr().cast()) };
+        drop(scope);
+        if let Err(e) = check("cuMemHostUnregister", r) {
+            eprintln!("gdsroute: {e}");
         }
         // SAFETY: mapped by `new` with this length; no copy reads it any more (the owner holds
         // the mapping alive until its copies are synchronised).
         unsafe { libc::munmap(self.addr.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+impl RegisteredMapping {
+    /// Test-only: `len` bytes of anonymous read-only memory, never registered. Release it with
+    /// `release_for_tests` (its `Drop` would try to unregister it where CUDA is present).
+    pub(crate) fn unregistered_for_tests(len: usize) -> Self {
+        // SAFETY: a fresh private anonymous mapping chosen by the kernel.
+        let raw = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        assert_ne!(raw, libc::MAP_FAILED);
+        RegisteredMapping { addr: NonNull::new(raw.cast()).unwrap(), len }
+    }
+
+    /// Test-only: unmaps a mapping made by `unregistered_for_tests`, skipping `Drop`.
+    pub(crate) fn release_for_tests(self) {
+        // SAFETY: mapped by `unregistered_for_tests` with this length; `self` is forgotten below.
+        unsafe { libc::munmap(self.addr.as_ptr().cast(), self.len) };
+        std::mem::forget(self);
     }
 }

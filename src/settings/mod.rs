@@ -252,7 +252,8 @@ impl Settings {
     }
 
     /// Sets the pin limit for registrations from now on (0 turns the registered page cache off
-    /// for new reads). Windows already registered stay until their file changes or closes.
+    /// for new reads; windows already registered stay pinned, unused, until their file changes
+    /// or its handle closes).
     pub fn set_page_cache_pin_max(&self, bytes: u64) {
         self.page_cache_pin_max.store(bytes, Ordering::Relaxed);
     }

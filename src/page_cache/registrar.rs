@@ -1,0 +1,163 @@
+//! The background thread that registers windows, one at a time (the driver serialises
+//! registrations anyway), so that reads never wait for a registration.
+//!
+//! Registering stalls every host-to-device copy of the process while it runs (measured 0.7 GB/s
+//! instead of 52, whatever the piece size: scripts/probe-register-interference.py), so each job
+//! first waits, up to `MAX_DEFERRAL`, for a moment when no device read is in flight. At process
+//! exit no registration is started any more and the exit waits for the one running, so that none
+//! races CUDA's own teardown.
+
+use super::{PageCache, budget::Reservation};
+use crate::cuda::{self, RegisteredMapping, ScopedContext};
+use once_cell::sync::Lazy;
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How long a registration waits for a gap between device reads; a process that never pauses
+/// still gets its windows registered after this delay.
+const MAX_DEFERRAL: Duration = Duration::from_millis(100);
+
+/// Device reads running now in this process (tasks copying into device memory).
+static DEVICE_READS_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
+
+/// Set by the exit handler: no registration starts after it.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Held while a registration runs; the exit handler takes it and never gives it back.
+static REGISTERING: Mutex<()> = Mutex::new(());
+
+/// Marks a device read task as running until dropped.
+pub struct DeviceReadInFlight(());
+
+impl DeviceReadInFlight {
+    /// Counts the calling task in until the guard drops.
+    pub fn enter() -> DeviceReadInFlight {
+        DEVICE_READS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
+        DeviceReadInFlight(())
+    }
+}
+
+impl Drop for DeviceReadInFlight {
+    fn drop(&mut self) {
+        DEVICE_READS_IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Waits until no device read runs, `MAX_DEFERRAL` has passed, or the process exits.
+fn wait_for_a_gap_between_reads() {
+    let deadline = Instant::now() + MAX_DEFERRAL;
+    while DEVICE_READS_IN_FLIGHT.load(Ordering::Acquire) > 0 && Instant::now() < deadline && !STOPPING.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// A window to register.
+pub(super) struct Job {
+    pub(super) cache: Weak<PageCache>,
+    pub(super) index: u64,
+    pub(super) start: u64,
+    pub(super) bytes: u64,
+    pub(super) generation: u64,
+    pub(super) ordinal: i32,
+    pub(super) reservation: Reservation,
+}
+
+impl Job {
+    fn run(self) {
+        wait_for_a_gap_between_reads();
+        // After the wait: a handle closed or a file changed meanwhile costs no registration.
+        let Some(cache) = self.cache.upgrade() else { return };
+        if !cache.still_pending(self.index, self.generation) {
+            return;
+        }
+        let result = register(&cache, &self);
+        cache.install(self.index, self.start, self.generation, result, self.reservation);
+    }
+
+    /// Marks the window refused without registering (the job cannot run).
+    pub(super) fn abandon(self) {
+        if let Some(cache) = self.cache.upgrade() {
+            cache.install(self.index, self.start, self.generation, Err(None), self.reservation);
+        }
+    }
+}
+
+/// Maps and pins the job's window, in the device's primary context when the application has
+/// activated it (it is retained for the life of the process and never destroyed under us;
+/// PORTABLE makes the pages usable from every context). A process that only uses contexts of its
+/// own gets no registrations rather than a primary context it did not ask for.
+fn register(cache: &PageCache, job: &Job) -> Result<RegisteredMapping, Option<cuda::CudaFailure>> {
+    let fd = cache.registration_fd().ok_or(None)?;
+    let ctx = cuda::active_primary_context(job.ordinal).map_err(Some)?.ok_or(None)?;
+    let _registering = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
+    if STOPPING.load(Ordering::Acquire) {
+        return Err(None);
+    }
+    let _scope = ScopedContext::push(ctx).map_err(Some)?;
+    RegisteredMapping::new(fd.as_raw_fd(), job.start, job.bytes as usize).map_err(Some)
+}
+
+/// The job queue and its thread.
+pub(super) struct Registrar {
+    queue: Mutex<VecDeque<Job>>,
+    ready: Condvar,
+    /// False when the thread could not be started.
+    running: bool,
+}
+
+/// The process's registrar, started on first use.
+pub(super) fn registrar() -> &'static Registrar {
+    static REGISTRAR: Lazy<&'static Registrar> = Lazy::new(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<&'static Registrar>();
+        let spawned = std::thread::Builder::new().name("gdsroute-pin".into()).spawn(move || {
+            if let Ok(registrar) = rx.recv() {
+                registrar.serve();
+            }
+        });
+        let registrar: &'static Registrar =
+            Box::leak(Box::new(Registrar { queue: Mutex::new(VecDeque::new()), ready: Condvar::new(), running: spawned.is_ok() }));
+        let _ = tx.send(registrar);
+        // SAFETY: registering a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(stop_at_exit) };
+        registrar
+    });
+    &REGISTRAR
+}
+
+extern "C" fn stop_at_exit() {
+    STOPPING.store(true, Ordering::Release);
+    // Wait for a registration in progress and keep the lock: none starts after this.
+    std::mem::forget(REGISTERING.lock().unwrap_or_else(|p| p.into_inner()));
+}
+
+impl Registrar {
+    /// Queues a job; without a thread, the window is marked refused at once.
+    pub(super) fn submit(&self, job: Job) {
+        if !self.running || STOPPING.load(Ordering::Acquire) {
+            job.abandon();
+            return;
+        }
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(job);
+        self.ready.notify_one();
+    }
+
+    fn serve(&self) {
+        loop {
+            let job = {
+                let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if let Some(job) = queue.pop_front() {
+                        break job;
+                    }
+                    queue = self.ready.wait(queue).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            // A panic must not end the thread (later jobs would wait forever). The window then
+            // stays pending; unwinding gives its budget share back.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()));
+        }
+    }
+}
