@@ -18,20 +18,11 @@ const NFILES: usize = 16;
 const NTHREADS: usize = 8;
 const ITERATIONS: usize = 400;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Log-uniform from 1 B to 9 MiB.
-    fn size(&mut self) -> usize {
-        let bits = (self.next() % 24) as u32;
-        let size = (1usize << bits) + (self.next() % (1u64 << bits)) as usize;
-        size.min(9 * MIB)
-    }
+/// Log-uniform from 1 B to 9 MiB.
+fn random_size(rng: &mut fastrand::Rng) -> usize {
+    let bits = rng.u32(0..24);
+    let size = (1usize << bits) + rng.usize(0..1usize << bits);
+    size.min(9 * MIB)
 }
 
 fn os_threads() -> usize {
@@ -40,15 +31,15 @@ fn os_threads() -> usize {
 
 #[test]
 fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
-    let mut rng = Rng(0xDEAD_BEEF_1234_5678);
+    let mut rng = fastrand::Rng::with_seed(0xDEAD_BEEF_1234_5678);
     let dir = tempfile::tempdir().unwrap();
     let mut contents = Vec::new();
     let mut paths = Vec::new();
     for i in 0..NFILES {
-        let len = if i == 0 { 1 } else { (rng.next() % (12 * MIB as u64)) as usize + 1 };
+        let len = if i == 0 { 1 } else { (rng.u64(..) % (12 * MIB as u64)) as usize + 1 };
         let mut data = Vec::with_capacity(len + 8);
         while data.len() < len {
-            data.extend_from_slice(&rng.next().to_le_bytes());
+            data.extend_from_slice(&rng.u64(..).to_le_bytes());
         }
         data.truncate(len);
         let path = dir.path().join(format!("f{i:02}.bin"));
@@ -95,14 +86,14 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
             let (issued, requested, returned, closed) =
                 (Arc::clone(&issued), Arc::clone(&requested), Arc::clone(&returned), Arc::clone(&closed_in_flight));
             std::thread::spawn(move || {
-                let mut rng = Rng(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(t as u64 + 1));
+                let mut rng = fastrand::Rng::with_seed(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(t as u64 + 1));
                 let mut raw = vec![0u8; 9 * MIB + 2 * GUARD];
                 for _ in 0..ITERATIONS {
-                    let fi = (rng.next() % NFILES as u64) as usize;
-                    let size = rng.size();
+                    let fi = (rng.u64(..) % NFILES as u64) as usize;
+                    let size = random_size(&mut rng);
                     let data = &contents[fi];
-                    let offset = rng.next() % (data.len() as u64 + 65536);
-                    let mode = rng.next() % 8;
+                    let offset = rng.u64(..) % (data.len() as u64 + 65536);
+                    let mode = rng.u64(..) % 8;
                     raw[..size + 2 * GUARD].fill(POISON);
                     let got = match mode {
                         0..=2 => handles[fi].read_into(&mut raw[GUARD..GUARD + size], offset),
@@ -115,7 +106,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
                             // A private handle closed (or simply dropped) while its read runs.
                             let f = File::open(paths[fi].as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
                             let op = unsafe { f.pread_raw(raw[GUARD..].as_mut_ptr(), size, offset) }.unwrap();
-                            if rng.next().is_multiple_of(2) {
+                            if rng.u64(..).is_multiple_of(2) {
                                 f.close();
                                 assert!(f.read_into(&mut [0u8; 1], 0).is_err(), "read after close must fail");
                             }

@@ -430,29 +430,13 @@ mod tests {
         assert!(!id.is_quiet_for(Duration::from_secs(1)));
     }
 
-    /// xorshift64*: the property test needs no extra crate, and a failure names its seed.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    /// A value near one of `anchors` (within a page either side) or anywhere up to `max`.
+    fn near(rng: &mut fastrand::Rng, anchors: &[u64], max: u64) -> u64 {
+        if rng.u8(0..3) == 0 {
+            return rng.u64(0..=max);
         }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
-        }
-
-        /// A value near one of `anchors` (within a page either side) or anywhere below `max`.
-        fn near(&mut self, anchors: &[u64], max: u64) -> u64 {
-            if self.below(3) == 0 {
-                return self.below(max + 1);
-            }
-            let anchor = anchors[self.below(anchors.len() as u64) as usize];
-            (anchor + self.below(2 * page_size() + 1)).saturating_sub(page_size()).min(max)
-        }
+        let anchor = anchors[rng.usize(0..anchors.len())];
+        (anchor + rng.u64(0..=2 * page_size())).saturating_sub(page_size()).min(max)
     }
 
     /// Checks that `segments` tile `[offset, offset + len)` of a file of `size` bytes exactly and
@@ -498,10 +482,10 @@ mod tests {
     #[test]
     fn plan_tiles_every_task_exactly() {
         let seed = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
-        let mut rng = Rng(seed);
+        let mut rng = fastrand::Rng::with_seed(seed);
         for case in 0..300 {
             let sizes = [0, 1, page_size() - 1, page_size(), WINDOW - 1, WINDOW, WINDOW + 1, 2 * WINDOW + page_size() + 3];
-            let mut size = if rng.below(2) == 0 { sizes[rng.below(sizes.len() as u64) as usize] } else { rng.below(4 * WINDOW) };
+            let mut size = if rng.bool() { sizes[rng.usize(0..sizes.len())] } else { rng.u64(0..4 * WINDOW) };
             let (tmp, f) = file_of(size);
             let fd = f.as_raw_fd();
             let cache = PageCache::new();
@@ -511,11 +495,11 @@ mod tests {
                     let mut state = cache.lock();
                     for index in 0..=size / WINDOW + 1 {
                         let start = index * WINDOW;
-                        let next = match rng.below(5) {
+                        let next = match rng.u8(0..5) {
                             0 => continue,
                             1 => WindowState::Pending,
                             2 => WindowState::Refused,
-                            3 => WindowState::Seen { bytes_read: rng.below(WINDOW) },
+                            3 => WindowState::Seen { bytes_read: rng.u64(0..WINDOW) },
                             _ if start < size => {
                                 let bytes = (size - start).min(WINDOW).div_ceil(page_size()) * page_size();
                                 let registered = RegisteredMapping::unregistered_for_tests(bytes as usize);
@@ -528,8 +512,8 @@ mod tests {
                 }
                 let anchors: Vec<u64> = (0..=size / WINDOW + 2).map(|i| i * WINDOW).chain([size, size / 2]).collect();
                 for task in 0..40 {
-                    let offset = rng.near(&anchors, size + 2 * WINDOW);
-                    let end = rng.near(&anchors, size + 2 * WINDOW).max(offset);
+                    let offset = near(&mut rng, &anchors, size + 2 * WINDOW);
+                    let end = near(&mut rng, &anchors, size + 2 * WINDOW).max(offset);
                     let len = (end - offset) as usize;
                     let what = format!("seed {seed:#x} case {case} round {round} task {task}: size {size}, [{offset}, +{len})");
                     let segments = cache.plan(fd, offset, len, 0, 0);
@@ -545,7 +529,7 @@ mod tests {
                 }
                 // The file grows or shrinks: nothing of the old windows may be used any more.
                 forget_windows(&cache);
-                size = rng.below(3 * WINDOW);
+                size = rng.u64(0..3 * WINDOW);
                 tmp.as_file().set_len(size).unwrap();
             }
             forget_windows(&cache);
