@@ -10,37 +10,14 @@ registration is seen by the next copy (page-cache pages are updated in place).
 
 Prints `PROBE key=value ...` lines. Uses only ctypes against libcuda and libc.
 """
-import ctypes, ctypes.util, os, sys, threading, time
+import ctypes, os, sys, threading, time
+from cuda_ctypes import CU_MEMHOSTREGISTER_READ_ONLY as READ_ONLY, MAP_POPULATE, MAP_SHARED, PROT_READ
+from cuda_ctypes import check, cu, libc, primary_context, warm
 
 path = sys.argv[1]
 threads_max = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 size = os.path.getsize(path)
-
-libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-PROT_READ, MAP_SHARED, MAP_POPULATE = 1, 1, 0x8000
-MADV_WILLNEED = 3
-
-cu = ctypes.CDLL("libcuda.so.1")
-def check(rc, what):
-    if rc != 0:
-        raise SystemExit(f"{what} failed: CUresult {rc}")
-check(cu.cuInit(0), "cuInit")
-dev = ctypes.c_int()
-check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
-ctx = ctypes.c_void_p()
-check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "retain")
-check(cu.cuCtxSetCurrent(ctx), "set current")
-cu.cuMemHostRegister_v2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
-cu.cuMemHostUnregister.argtypes = [ctypes.c_void_p]
-cu.cuMemcpyHtoD_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t]
-cu.cuMemcpyHtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-cu.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
-cu.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
-READ_ONLY = 0x08
+ctx = primary_context()
 
 dptr = ctypes.c_uint64()
 check(cu.cuMemAlloc_v2(ctypes.byref(dptr), size), "cuMemAlloc")
@@ -67,10 +44,7 @@ def one_chunk(offset, length, populate, times):
     for k, v in zip(("mmap", "register", "copy", "unregister", "munmap"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
         times[k] = times.get(k, 0.0) + v
 
-# Warm the file.
-with open(path, "rb") as f:
-    while f.read(64 << 20):
-        pass
+warm(path)
 
 for populate in (False, True):
     for chunk in (4 << 20, 64 << 20, 1 << 30):

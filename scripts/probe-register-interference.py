@@ -8,33 +8,16 @@ cuStreamSynchronize. Meanwhile one thread maps FILE and registers it read-only i
 
     python3 scripts/probe-register-interference.py FILE [THREADS]
 """
-import ctypes, ctypes.util, os, sys, threading, time
+import ctypes, os, sys, threading, time
+from cuda_ctypes import CU_MEMHOSTREGISTER_READ_ONLY, MAP_SHARED, PROT_READ, check, cu, libc, primary_context, warm
 
 path = sys.argv[1]
 threads = int(sys.argv[2]) if len(sys.argv) > 2 else 16
 size = os.path.getsize(path)
-libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-cu = ctypes.CDLL("libcuda.so.1")
-def check(rc, what):
-    if rc != 0:
-        raise SystemExit(f"{what} failed: CUresult {rc}")
-check(cu.cuInit(0), "cuInit")
-dev = ctypes.c_int(); check(cu.cuDeviceGet(ctypes.byref(dev), 0), "dev")
-ctx = ctypes.c_void_p(); check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "retain")
-check(cu.cuCtxSetCurrent(ctx), "set")
-cu.cuMemHostRegister_v2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
-cu.cuMemHostUnregister.argtypes = [ctypes.c_void_p]
-cu.cuMemcpyHtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-cu.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
-cu.cuMemAllocHost_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+ctx = primary_context()
 CHUNK = 4 << 20
 fd = os.open(path, os.O_RDONLY)
-with open(path, "rb") as f:
-    while f.read(64 << 20):
-        pass
+warm(path)
 
 stop = threading.Event()
 moved = [0] * threads
@@ -57,10 +40,10 @@ def rate(seconds):
     return (sum(moved) - b0) / (time.perf_counter() - t0) / 1e9
 print(f"PROBE copies alone: {rate(0.3):.1f} GB/s ({threads} threads, 4 MiB pinned copies)", flush=True)
 for piece in (1 << 30, 64 << 20, 4 << 20, 1 << 20):
-    addr = libc.mmap(None, size, 1, 1, fd, 0)
+    addr = libc.mmap(None, size, PROT_READ, MAP_SHARED, fd, 0)
     b0 = sum(moved); t0 = time.perf_counter()
     for off in range(0, size, piece):
-        check(cu.cuMemHostRegister_v2(addr + off, min(piece, size - off), 8), "register")
+        check(cu.cuMemHostRegister_v2(addr + off, min(piece, size - off), CU_MEMHOSTREGISTER_READ_ONLY), "register")
     t1 = time.perf_counter(); b1 = sum(moved)
     for off in range(0, size, piece):
         check(cu.cuMemHostUnregister(addr + off), "unregister")

@@ -1,0 +1,45 @@
+"""ctypes bindings shared by the probe scripts (GPU machine): libc's mmap family and the CUDA
+driver calls they use, a CUresult check, device 0's primary context, and warming a file."""
+import ctypes
+import ctypes.util
+
+PROT_READ, MAP_SHARED, MAP_POPULATE = 1, 1, 0x8000
+CU_MEMHOSTREGISTER_READ_ONLY = 0x08
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+cu = ctypes.CDLL("libcuda.so.1")
+cu.cuMemHostRegister_v2.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+cu.cuMemHostUnregister.argtypes = [ctypes.c_void_p]
+cu.cuMemcpyHtoD_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t]
+cu.cuMemcpyHtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+cu.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
+cu.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+cu.cuMemAllocHost_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+
+
+def check(rc, what):
+    """Exits with the CUresult when a driver call failed."""
+    if rc != 0:
+        raise SystemExit(f"{what} failed: CUresult {rc}")
+
+
+def primary_context():
+    """Initialises CUDA, makes device 0's primary context current and returns it."""
+    check(cu.cuInit(0), "cuInit")
+    dev = ctypes.c_int()
+    check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+    ctx = ctypes.c_void_p()
+    check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+    check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
+
+
+def warm(path):
+    """Reads the file once so that it is in the page cache."""
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
