@@ -91,7 +91,8 @@ fn writes_are_seen_and_size_changes_drop_the_windows() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let _ctx = on_device0();
     settings::global().unwrap().set_page_cache_pin_max(1 << 30);
-    let mut data = random_bytes(WINDOW as usize + 12345, 32);
+    // Two windows, the second with more than the 1 MiB a window needs to be registered.
+    let mut data = random_bytes(WINDOW as usize + (2 << 20) + 12345, 32);
     let tmp = quiet_file_with(&data);
     let file = open(&tmp, CompatMode::On);
     let writer = std::fs::OpenOptions::new().write(true).open(tmp.path()).unwrap();

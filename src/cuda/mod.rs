@@ -20,4 +20,4 @@ pub use error::CudaFailure;
 pub use event::{Event, thread_events};
 pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
 pub use pointer::{MemoryKind, allocation_range, classify};
-pub use registered::RegisteredMapping;
+pub use registered::{FileMapping, RegisteredMapping};

@@ -30,12 +30,11 @@ mod registrar;
 pub use budget::{Usage, default_pin_max, usage};
 pub use registrar::DeviceReadInFlight;
 
-use crate::cuda::{self, RegisteredMapping};
+use crate::cuda::{self, FileMapping, RegisteredMapping};
 use budget::{Reservation, page_size};
-use once_cell::sync::OnceCell;
 use registrar::{Job, registrar};
 use std::collections::HashMap;
-use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -46,6 +45,10 @@ pub const WINDOW: u64 = 64 << 20;
 
 /// How many times over a window's bytes must have been read before it is registered.
 const READS_BEFORE_REGISTERING: u64 = 2;
+
+/// Windows with fewer bytes in the file are never registered: a copy of less gains little over
+/// the bounce route, and many small files would each cost a registration and a mapping.
+const MIN_REGISTERED_BYTES: u64 = 1 << 20;
 
 /// How long a file must have been unchanged before its windows are registered. Unit tests read
 /// files they have just written, and test `is_quiet_for` on its own.
@@ -155,15 +158,21 @@ impl Segment {
 /// The registered windows of one open file.
 pub struct PageCache {
     state: Mutex<State>,
-    /// A duplicate of the file's descriptor, made at the first registration request, so that the
-    /// background registration never maps a descriptor number the handle has closed and reused.
-    fd: OnceCell<OwnedFd>,
+}
+
+/// A window that became hot in `plan`, to be mapped and queued once the lock is released.
+struct Hot {
+    index: u64,
+    start: u64,
+    bytes: u64,
+    generation: u64,
+    reservation: Reservation,
 }
 
 impl PageCache {
     /// An empty cache for a file (nothing is registered until windows are read twice over).
     pub fn new() -> Arc<PageCache> {
-        Arc::new(PageCache { state: Mutex::new(State::default()), fd: OnceCell::new() })
+        Arc::new(PageCache { state: Mutex::new(State::default()) })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -180,7 +189,7 @@ impl PageCache {
         };
         let stale;
         let mut segments: Vec<Segment> = Vec::new();
-        let mut queue = Vec::new();
+        let mut hot = Vec::new();
         {
             let mut state = self.lock();
             stale = if state.identity != Some(now) {
@@ -211,11 +220,11 @@ impl PageCache {
                     }
                     WindowState::Seen { bytes_read } => {
                         *bytes_read += piece_in_file as u64;
-                        if quiet && *bytes_read >= READS_BEFORE_REGISTERING * in_file {
+                        if quiet && in_file >= MIN_REGISTERED_BYTES && *bytes_read >= READS_BEFORE_REGISTERING * in_file {
                             let bytes = in_file.div_ceil(page_size()) * page_size();
                             if let Some(reservation) = Reservation::take(bytes, limit) {
                                 *window = WindowState::Pending;
-                                queue.push(Job { cache: Arc::downgrade(self), index, start, bytes, generation, ordinal, reservation });
+                                hot.push(Hot { index, start, bytes, generation, reservation });
                             }
                         }
                         push_bounce(&mut segments, pos, piece_in_file);
@@ -230,11 +239,12 @@ impl PageCache {
             }
         }
         drop(stale); // unregisters outside the lock
-        if !queue.is_empty() {
-            let registrar = registrar();
-            let have_fd = self.fd.get_or_try_init(|| duplicate(fd)).is_ok();
-            for job in queue {
-                if have_fd { registrar.submit(job) } else { job.abandon() }
+        for Hot { index, start, bytes, generation, reservation } in hot {
+            // Mapped here, while the handle's descriptor is surely open: the mapping keeps the
+            // file, so the background registration needs no descriptor of its own.
+            match FileMapping::new(fd, start, bytes as usize) {
+                Ok(mapping) => registrar().submit(Job { cache: Arc::downgrade(self), index, start, generation, ordinal, mapping, reservation }),
+                Err(_) => self.install(index, start, generation, Err(None), reservation),
             }
         }
         segments
@@ -248,19 +258,14 @@ impl PageCache {
         (registered, pending)
     }
 
-    /// The descriptor registrations map (the handle's duplicate).
-    fn registration_fd(&self) -> Option<&OwnedFd> {
-        self.fd.get()
-    }
-
     /// True while window `index` still waits for the registration queued in `generation`.
     fn still_pending(&self, index: u64, generation: u64) -> bool {
         let state = self.lock();
         state.generation == generation && matches!(state.windows.get(&index), Some(WindowState::Pending))
     }
 
-    /// Records the outcome of a registration (`Err(None)`: not attempted, e.g. no thread or no
-    /// active primary context). Outcomes for an older generation are dropped with their mapping.
+    /// Records the outcome of a registration (`Err(None)`: not attempted, e.g. no thread, no
+    /// mapping or no active primary context). Outcomes for an older generation are dropped with their mapping.
     fn install(
         &self,
         index: u64,
@@ -296,10 +301,6 @@ fn push_bounce(segments: &mut Vec<Segment>, file_offset: u64, len: usize) {
     segments.push(Segment::Bounce { file_offset, len });
 }
 
-fn duplicate(fd: RawFd) -> std::io::Result<OwnedFd> {
-    // SAFETY: the caller holds fd open for the duration of this call.
-    unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()
-}
 
 #[cfg(test)]
 mod tests {
@@ -365,6 +366,17 @@ mod tests {
         }
         assert_eq!(cache.counts(), (0, 0), "one pass must not queue anything");
         assert!((0..4).all(|i| bytes_read(&cache, i) == Some(WINDOW)));
+    }
+
+    #[test]
+    fn small_files_are_never_registered() {
+        let (_tmp, f) = file_of(MIN_REGISTERED_BYTES - 1);
+        let cache = PageCache::new();
+        for _ in 0..3 {
+            cache.plan(f.as_raw_fd(), 0, (MIN_REGISTERED_BYTES - 1) as usize, 0, u64::MAX);
+        }
+        assert_eq!(cache.counts(), (0, 0));
+        assert_eq!(bytes_read(&cache, 0), Some(3 * (MIN_REGISTERED_BYTES - 1)));
     }
 
     #[test]

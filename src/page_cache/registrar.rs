@@ -8,10 +8,9 @@
 //! races CUDA's own teardown.
 
 use super::{PageCache, budget::Reservation};
-use crate::cuda::{self, RegisteredMapping, ScopedContext};
+use crate::cuda::{self, FileMapping, RegisteredMapping, ScopedContext};
 use once_cell::sync::Lazy;
 use std::collections::VecDeque;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -54,14 +53,14 @@ fn wait_for_a_gap_between_reads() {
     }
 }
 
-/// A window to register.
+/// A window to register: its mapping (made by the reader) and its share of the limit.
 pub(super) struct Job {
     pub(super) cache: Weak<PageCache>,
     pub(super) index: u64,
     pub(super) start: u64,
-    pub(super) bytes: u64,
     pub(super) generation: u64,
     pub(super) ordinal: i32,
+    pub(super) mapping: FileMapping,
     pub(super) reservation: Reservation,
 }
 
@@ -69,16 +68,17 @@ impl Job {
     fn run(self) {
         wait_for_a_gap_between_reads();
         // After the wait: a handle closed or a file changed meanwhile costs no registration.
-        let Some(cache) = self.cache.upgrade() else { return };
-        if !cache.still_pending(self.index, self.generation) {
+        let Job { cache, index, start, generation, ordinal, mapping, reservation } = self;
+        let Some(cache) = cache.upgrade() else { return };
+        if !cache.still_pending(index, generation) {
             return;
         }
-        let result = register(&cache, &self);
-        cache.install(self.index, self.start, self.generation, result, self.reservation);
+        let result = register(mapping, ordinal);
+        cache.install(index, start, generation, result, reservation);
     }
 
     /// Marks the window refused without registering (the job cannot run).
-    pub(super) fn abandon(self) {
+    fn abandon(self) {
         if let Some(cache) = self.cache.upgrade() {
             cache.install(self.index, self.start, self.generation, Err(None), self.reservation);
         }
@@ -89,15 +89,14 @@ impl Job {
 /// activated it (it is retained for the life of the process and never destroyed under us;
 /// PORTABLE makes the pages usable from every context). A process that only uses contexts of its
 /// own gets no registrations rather than a primary context it did not ask for.
-fn register(cache: &PageCache, job: &Job) -> Result<RegisteredMapping, Option<cuda::CudaFailure>> {
-    let fd = cache.registration_fd().ok_or(None)?;
-    let ctx = cuda::active_primary_context(job.ordinal).map_err(Some)?.ok_or(None)?;
+fn register(mapping: FileMapping, ordinal: i32) -> Result<RegisteredMapping, Option<cuda::CudaFailure>> {
+    let ctx = cuda::active_primary_context(ordinal).map_err(Some)?.ok_or(None)?;
     let _registering = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
     if STOPPING.load(Ordering::Acquire) {
         return Err(None);
     }
     let _scope = ScopedContext::push(ctx).map_err(Some)?;
-    RegisteredMapping::new(fd.as_raw_fd(), job.start, job.bytes as usize).map_err(Some)
+    RegisteredMapping::register(mapping).map_err(Some)
 }
 
 /// The job queue and its thread.
