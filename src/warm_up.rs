@@ -58,11 +58,16 @@ fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
         if entry.workers >= workers {
             return false;
         }
+        let first = entry.workers == 0;
         entry.workers = workers;
-        if entry.scratch.is_none() {
+        // The warm-up copy only at a context's first preparation: a later one (more workers)
+        // could follow a device reset that freed the scratch allocation.
+        if first {
             entry.scratch = DeviceScratch::new(crate::device_io::PINNED_BUFFER_MAX as usize).ok();
+            entry.scratch
+        } else {
+            None
         }
-        entry.scratch
     };
     let arrivals = Arc::new((Mutex::new(0usize), Condvar::new()));
     for _ in 0..workers {

@@ -93,8 +93,11 @@ pub fn cuda() -> Result<&'static CudaDriver, CudaFailure> {
     }
 }
 
-/// True when the application has CUDA in use: libcuda is already loaded in this process (checked
-/// without loading it) and initialises. Host-only programs never load CUDA through this.
+/// True when the calling thread has a CUDA context current that the application made: libcuda
+/// is already loaded (checked without loading it) and `cuCtxGetCurrent` reports a context
+/// (`CUDA_ERROR_NOT_INITIALIZED` otherwise, without initialising anything). Only then is our
+/// driver layer initialised (`cuda()`), so host-only programs never load or initialise CUDA
+/// through this.
 pub fn in_use_by_the_application() -> bool {
     if matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id()) {
         return true;
@@ -104,9 +107,20 @@ pub fn in_use_by_the_application() -> bool {
     if handle.is_null() {
         return false;
     }
-    // SAFETY: the handle was just returned by dlopen; this drops the reference it took.
+    // SAFETY: handle is live; the symbol, if present, is cuCtxGetCurrent(CUcontext*) -> CUresult.
+    let symbol = unsafe { libc::dlsym(handle, c"cuCtxGetCurrent".as_ptr()) };
+    let has_context = !symbol.is_null() && {
+        type GetCurrent = unsafe extern "C" fn(*mut sys::CUcontext) -> sys::CUresult;
+        // SAFETY: the symbol has this signature in every CUDA driver (cuda.h).
+        let get_current: GetCurrent = unsafe { std::mem::transmute::<*mut libc::c_void, GetCurrent>(symbol) };
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; answers NOT_INITIALIZED before cuInit, initialising nothing.
+        let r = unsafe { get_current(&mut ctx) };
+        r == sys::CUresult::CUDA_SUCCESS && !ctx.is_null()
+    };
+    // SAFETY: the handle was returned by dlopen above; this drops the reference it took.
     unsafe { libc::dlclose(handle) };
-    cuda().is_ok()
+    has_context && cuda().is_ok()
 }
 
 /// One line for diagnostics: "available: driver 13000, 1 device(s)" or the reason CUDA is not.

@@ -16,7 +16,7 @@ use std::ptr::NonNull;
 
 use cudarc::driver::sys;
 
-use super::context::any_context;
+use super::context::{ContextHandle, ScopedContext, current_context};
 use super::error::{CudaFailure, check};
 
 /// A shared, read-only mapping of `len` bytes of a file from a page-aligned offset. The mapping
@@ -89,29 +89,50 @@ impl Drop for FileMapping {
 #[derive(Debug)]
 pub struct RegisteredMapping {
     mapping: ManuallyDrop<FileMapping>,
+    /// The context current at registration; unregistration pushes it, so that dropping a
+    /// mapping never creates a context on some other device.
+    ctx: ContextHandle,
 }
 
 impl RegisteredMapping {
-    /// Pins `mapping` (`cuMemHostRegister(READ_ONLY | PORTABLE)`), reading any of its pages that
-    /// are not cached yet. On failure the mapping is unmapped.
+    /// Pins `mapping` (`cuMemHostRegister(READ_ONLY | PORTABLE)`) in the context current on this
+    /// thread, which must outlive the registration (the registrar uses primary contexts, retained
+    /// for the life of the process). Reads any of the pages that are not cached yet. On failure
+    /// the mapping is unmapped.
     ///
-    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemHostRegister` (e.g.
+    /// Errors: `Unavailable`/`Forked`; `NoContext`; the CUresult of `cuMemHostRegister` (e.g.
     /// `CUDA_ERROR_NOT_SUPPORTED` where read-only registration of file pages is refused).
     pub fn register(mapping: FileMapping) -> Result<Self, CudaFailure> {
-        let _scope = any_context()?;
+        let ctx = current_context()?.ok_or(CudaFailure::NoContext("RegisteredMapping::register"))?;
         let flags = sys::CU_MEMHOSTREGISTER_READ_ONLY | sys::CU_MEMHOSTREGISTER_PORTABLE;
-        // SAFETY: cuda() succeeded (any_context); a context is current; the range is one live
-        // mapping, unregistered before it is unmapped (Drop).
+        // SAFETY: cuda() succeeded (current_context); a context is current; the range is one
+        // live mapping, unregistered before it is unmapped (Drop).
         let r = unsafe { sys::cuMemHostRegister_v2(mapping.addr.as_ptr().cast(), mapping.len, flags) };
         check("cuMemHostRegister", r)?;
-        Ok(RegisteredMapping { mapping: ManuallyDrop::new(mapping) })
+        Ok(RegisteredMapping { mapping: ManuallyDrop::new(mapping), ctx })
+    }
+
+    /// Unregisters; true when the range is no longer registered (so it may be unmapped).
+    fn unregister(&self) -> bool {
+        // In a forked child (Forked) or with the context gone, nothing is safe to call.
+        let Ok(_scope) = ScopedContext::push(self.ctx) else { return false };
+        // SAFETY: registered by `register` in this context, unregistered once, here.
+        let r = unsafe { sys::cuMemHostUnregister(self.mapping.addr.as_ptr().cast()) };
+        match check("cuMemHostUnregister", r) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("gdsroute: {e}");
+                r == sys::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+            }
+        }
     }
 
     /// A mapping that was never registered, standing in for a registered one (tests). Release
     /// it with `release_for_tests`: its `Drop` would try to unregister it where CUDA is present.
     #[cfg(test)]
     pub(crate) fn unregistered_for_tests(len: usize) -> Self {
-        RegisteredMapping { mapping: ManuallyDrop::new(FileMapping::anonymous_for_tests(len)) }
+        let ctx = ContextHandle::from_address(0x1000).expect("a non-null test handle");
+        RegisteredMapping { mapping: ManuallyDrop::new(FileMapping::anonymous_for_tests(len)), ctx }
     }
 
     /// Unmaps a mapping made by `unregistered_for_tests`, skipping `Drop` (tests).
@@ -140,18 +161,14 @@ impl RegisteredMapping {
 
 impl Drop for RegisteredMapping {
     fn drop(&mut self) {
-        // In a forked child nothing is safe to call: the driver may not have let the mapping
-        // into the child, so the address may belong to something else there. Leak, as the
-        // pinned pool does.
-        let Ok(scope) = any_context() else { return };
-        // SAFETY: registered by `register`, unregistered exactly once, here.
-        let r = unsafe { sys::cuMemHostUnregister(self.mapping.addr.as_ptr().cast()) };
-        drop(scope);
-        if let Err(e) = check("cuMemHostUnregister", r) {
-            eprintln!("gdsroute: {e}");
+        // A range that may still be registered is leaked, never unmapped: the address could be
+        // reused while the driver still holds it. That covers a forked child (the driver may not
+        // have let the mapping into it) and a context that is gone.
+        if !self.unregister() {
+            return;
         }
         // SAFETY: taken once, here; no copy reads the mapping any more (its owner holds it alive
-        // until its copies are synchronised).
+        // until its copies are synchronised), and it is no longer registered.
         drop(unsafe { ManuallyDrop::take(&mut self.mapping) });
     }
 }

@@ -47,13 +47,35 @@ pub fn default_pin_max() -> u64 {
     (usable / 8).min(16 << 30)
 }
 
-/// The memory limit of this process's cgroup (v2 `memory.max`, else v1 `memory.limit_in_bytes`),
-/// when there is one.
+/// The lowest memory limit on this process's cgroup and its ancestors (v2 `memory.max`, v1
+/// `memory.limit_in_bytes`), when there is one. The process's own cgroup comes from
+/// `/proc/self/cgroup`: without a private cgroup namespace (Slurm, systemd units) the limit is
+/// not on `/sys/fs/cgroup` itself.
 fn cgroup_memory_limit() -> Option<u64> {
-    ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut candidates = Vec::new();
+    for line in own.lines() {
+        // "0::/path" (v2) or "N:controllers:/path" (v1, the memory controller).
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next(), fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+        let (root, file) = match controllers {
+            "" => ("/sys/fs/cgroup", "memory.max"),
+            c if c.split(',').any(|c| c == "memory") => ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+            _ => continue,
+        };
+        let mut dir = std::path::PathBuf::from(root).join(path.trim_start_matches('/'));
+        loop {
+            candidates.push(dir.join(file));
+            if !dir.pop() || !dir.starts_with(root) {
+                break;
+            }
+        }
+    }
+    candidates
         .iter()
         .filter_map(|path| std::fs::read_to_string(path).ok())
-        .find_map(|text| text.trim().parse::<u64>().ok())
+        .filter_map(|text| text.trim().parse::<u64>().ok())
+        .min()
 }
 
 /// The system's page size (registration and mappings work on whole pages).

@@ -34,6 +34,7 @@ use crate::cuda::{self, FileMapping, RegisteredMapping};
 use budget::{Reservation, page_size};
 use registrar::{Job, registrar};
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -100,9 +101,25 @@ fn identity_of(fd: RawFd) -> std::io::Result<Identity> {
 
 /// A registered window. Field order: the mapping is released before the budget share.
 pub struct Mapping {
-    registered: RegisteredMapping,
+    registered: ManuallyDrop<RegisteredMapping>,
     file_offset: u64,
     _reservation: Reservation,
+}
+
+impl Mapping {
+    fn new(registered: RegisteredMapping, file_offset: u64, reservation: Reservation) -> Mapping {
+        Mapping { registered: ManuallyDrop::new(registered), file_offset, _reservation: reservation }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // Once process exit has begun, CUDA may be tearing down: the pages are left to the OS.
+        if !registrar::exiting() {
+            // SAFETY: taken once, here.
+            drop(unsafe { ManuallyDrop::take(&mut self.registered) });
+        }
+    }
 }
 
 impl Mapping {
@@ -204,7 +221,7 @@ impl PageCache {
             let mut pos = offset;
             while pos < end {
                 let index = pos / WINDOW;
-                let window_end = ((index + 1) * WINDOW).min(end);
+                let window_end = index.saturating_add(1).saturating_mul(WINDOW).min(end);
                 let piece = (window_end - pos) as usize;
                 if pos >= now.size {
                     push_bounce(&mut segments, pos, (end - pos) as usize);
@@ -219,7 +236,7 @@ impl PageCache {
                         segments.push(Segment::Registered { mapping: Arc::clone(mapping), file_offset: pos, len: piece_in_file });
                     }
                     WindowState::Seen { bytes_read } => {
-                        *bytes_read += piece_in_file as u64;
+                        *bytes_read = bytes_read.saturating_add(piece_in_file as u64);
                         if quiet && in_file >= MIN_REGISTERED_BYTES && *bytes_read >= READS_BEFORE_REGISTERING * in_file {
                             let bytes = in_file.div_ceil(page_size()) * page_size();
                             if let Some(reservation) = Reservation::take(bytes, limit) {
@@ -280,7 +297,7 @@ impl PageCache {
         }
         budget::count_registration(result.is_ok());
         let next = match result {
-            Ok(registered) => WindowState::Registered(Arc::new(Mapping { registered, file_offset: start, _reservation: reservation })),
+            Ok(registered) => WindowState::Registered(Arc::new(Mapping::new(registered, start, reservation))),
             Err(_) => WindowState::Refused,
         };
         state.windows.insert(index, next);
@@ -485,7 +502,10 @@ mod tests {
     fn forget_windows(cache: &PageCache) {
         for (_, w) in std::mem::take(&mut cache.lock().windows) {
             if let WindowState::Registered(m) = w {
-                let Ok(Mapping { registered, .. }) = Arc::try_unwrap(m) else { panic!("a test mapping is still shared") };
+                let Ok(mut mapping) = Arc::try_unwrap(m) else { panic!("a test mapping is still shared") };
+                // SAFETY: taken once; the emptied Mapping is forgotten right after.
+                let registered = unsafe { ManuallyDrop::take(&mut mapping.registered) };
+                std::mem::forget(mapping);
                 registered.release_for_tests();
             }
         }
@@ -515,7 +535,7 @@ mod tests {
                             _ if start < size => {
                                 let bytes = (size - start).min(WINDOW).div_ceil(page_size()) * page_size();
                                 let registered = RegisteredMapping::unregistered_for_tests(bytes as usize);
-                                WindowState::Registered(Arc::new(Mapping { registered, file_offset: start, _reservation: Reservation::none() }))
+                                WindowState::Registered(Arc::new(Mapping::new(registered, start, Reservation::none())))
                             }
                             _ => continue,
                         };

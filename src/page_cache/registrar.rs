@@ -28,6 +28,19 @@ static STOPPING: AtomicBool = AtomicBool::new(false);
 /// Held while a registration runs; the exit handler takes it and never gives it back.
 static REGISTERING: Mutex<()> = Mutex::new(());
 
+/// The process that started the registrar (a forked child inherits the exit handler, and the
+/// lock in whatever state it was, but not the thread).
+static REGISTRAR_PID: AtomicU64 = AtomicU64::new(0);
+
+/// How long exit waits for a registration in progress (it may be reading pages from a slow file
+/// system).
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// True once process exit has begun (registrations stop; mappings are left to the OS).
+pub(super) fn exiting() -> bool {
+    STOPPING.load(Ordering::Acquire)
+}
+
 /// Marks a device read task as running until dropped.
 pub struct DeviceReadInFlight(());
 
@@ -66,13 +79,15 @@ pub(super) struct Job {
 
 impl Job {
     fn run(self) {
-        wait_for_a_gap_between_reads();
-        // After the wait: a handle closed or a file changed meanwhile costs no registration.
         let Job { cache, index, start, generation, ordinal, mapping, reservation } = self;
-        let Some(cache) = cache.upgrade() else { return };
-        if !cache.still_pending(index, generation) {
+        let wanted = || cache.upgrade().filter(|c| c.still_pending(index, generation));
+        // Checked before the wait (a closed or changed file gives its mapping and budget back at
+        // once) and after it (so that it costs no registration).
+        if wanted().is_none() {
             return;
         }
+        wait_for_a_gap_between_reads();
+        let Some(cache) = wanted() else { return };
         let result = register(mapping, ordinal);
         cache.install(index, start, generation, result, reservation);
     }
@@ -119,6 +134,7 @@ pub(super) fn registrar() -> &'static Registrar {
         let registrar: &'static Registrar =
             Box::leak(Box::new(Registrar { queue: Mutex::new(VecDeque::new()), ready: Condvar::new(), running: spawned.is_ok() }));
         let _ = tx.send(registrar);
+        REGISTRAR_PID.store(u64::from(std::process::id()), Ordering::Release);
         // SAFETY: registering a plain extern "C" function with no arguments.
         unsafe { libc::atexit(stop_at_exit) };
         registrar
@@ -127,9 +143,19 @@ pub(super) fn registrar() -> &'static Registrar {
 }
 
 extern "C" fn stop_at_exit() {
+    if REGISTRAR_PID.load(Ordering::Acquire) != u64::from(std::process::id()) {
+        return; // a forked child: no registrar thread here, and the lock may never be released
+    }
     STOPPING.store(true, Ordering::Release);
-    // Wait for a registration in progress and keep the lock: none starts after this.
-    std::mem::forget(REGISTERING.lock().unwrap_or_else(|p| p.into_inner()));
+    // Wait (bounded) for a registration in progress and keep the lock: none starts after this.
+    let deadline = Instant::now() + EXIT_WAIT;
+    while Instant::now() < deadline {
+        match REGISTERING.try_lock() {
+            Ok(guard) => return std::mem::forget(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => return std::mem::forget(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
 }
 
 impl Registrar {
@@ -158,5 +184,25 @@ impl Registrar {
             // stays pending; unwinding gives its budget share back.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_in_a_forked_child_does_not_wait_for_the_parents_registration() {
+        // As in a child forked while the parent's registrar held the lock: the holder never
+        // releases it in the child. The exit handler must return at once and change nothing.
+        let registering = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
+        let parent = REGISTRAR_PID.swap(u64::from(std::process::id()) + 1, Ordering::AcqRel);
+        let started = Instant::now();
+        stop_at_exit();
+        let took = started.elapsed();
+        REGISTRAR_PID.store(parent, Ordering::Release);
+        drop(registering);
+        assert!(!exiting(), "a child's exit must not stop the registrar");
+        assert!(took < EXIT_WAIT, "the handler waited {took:?} for a lock nobody will release");
     }
 }
