@@ -453,12 +453,14 @@ typedef struct {
    */
   uint64_t page_cache_pinned_bytes_peak;
   /**
-   * File windows registered so far (process-wide; 0 per handle).
+   * File windows registered so far (process-wide; 0 per handle; not reset by
+   * `gdsroute_stats_reset`).
    */
   uint64_t page_cache_registrations;
   /**
-   * Window registrations the CUDA driver refused; those ranges stay on the bounce route
-   * (process-wide; 0 per handle).
+   * Windows that could not be registered: refused by the driver, no active primary context,
+   * `mmap` failed, or process exit began; those ranges stay on the bounce route (process-wide;
+   * 0 per handle; not reset by `gdsroute_stats_reset`).
    */
   uint64_t page_cache_refusals;
 } gdsroute_stats;
@@ -504,7 +506,9 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
  * `path` is a NUL-terminated byte string passed to `open(2)` as is (it need not be UTF-8).
  * `flags` is KvikIO's: "r" (read), "r+" (read/write), "w" (write, create, truncate) or "w+"
  * (read/write, create, truncate); `O_CLOEXEC` is always added. `mode` is used when the file is
- * created (e.g. 0644). The handle takes the process's default compat mode as it is now.
+ * created (e.g. 0644). The handle takes the process's default compat mode as it is now. When the
+ * calling thread has a CUDA context current, the device route is prepared in the background
+ * (pool workers' streams and pinned buffers; see README, "Preparing the device route at open").
  *
  * Returns `GDSROUTE_STATUS_OK` and a new handle in `*file`. Errors: `NULL_ARGUMENT`,
  * `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`
@@ -609,7 +613,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_file_stats_reset(const gdsroute_file 
 
 /**
  * Closes the file. Idempotent: closing a closed handle, or NULL, returns `GDSROUTE_STATUS_OK`.
- * Later reads return `GDSROUTE_STATUS_CLOSED_HANDLE`. Reads in flight complete normally.
+ * Later reads return `GDSROUTE_STATUS_CLOSED_HANDLE`. Reads in flight complete normally. The
+ * file's registered page-cache windows are unpinned when the last read in flight finishes.
  * The handle itself stays allocated until `gdsroute_file_free`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_file_close(const gdsroute_file *file);
@@ -630,13 +635,16 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_op_poll(const gdsroute_op *op, bool *
  * bytes read in `*bytes_read` (contiguous from the requested offset; fewer than requested only
  * at end of file); otherwise the first error in file order (`IO_ERROR`, ...). May be called
  * again, and returns the same result. After it returns, the library writes nothing more into the
- * buffer. Called from inside a pool task it runs queued tasks while waiting (no deadlock).
+ * buffer. With a pool of more than one thread, the calling thread runs this read's tasks that no
+ * worker has started (so it may call `pread`, CUDA and cuFile: do not wait inside a CUDA host
+ * callback); with one pool thread it only waits, as KvikIO does. Called from inside a pool task
+ * it also runs other queued tasks (no deadlock).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_op_wait(const gdsroute_op *op, size_t *bytes_read);
 
 /**
- * Frees an operation, first waiting for it if it is still running (so the buffer is no longer
- * written when this returns). NULL is a no-op.
+ * Frees an operation, first waiting for it if it is still running, as `gdsroute_op_wait` does
+ * (so the buffer is no longer written when this returns). NULL is a no-op.
  */
 void gdsroute_op_free(gdsroute_op *op);
 

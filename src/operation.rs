@@ -5,8 +5,9 @@
 //!
 //! A thread that waits runs tasks of its own operation that no worker has started yet (from the
 //! end, while workers take them from the front), instead of sleeping: the caller's thread is
-//! blocked anyway, and with it a read of N pool threads runs on N + 1 threads. KvikIO's waiter
-//! only sleeps.
+//! blocked anyway, and with it a read of N pool threads runs on N + 1 threads (N + W with W
+//! waiting threads). KvikIO's waiter only sleeps, and so does ours with a pool of one thread, so
+//! that `KVIKIO_NTHREADS=1` still means one thread doing the reads, in order.
 
 use crate::error::{Error, Result};
 use crate::stats::{self, StatsCell};
@@ -165,10 +166,13 @@ impl Operation {
     }
 
     /// Blocks until every task has stopped and returns the result. May be called repeatedly.
-    /// Meanwhile it runs this operation's tasks that no worker has started; on a pool thread it
-    /// also runs other queued tasks (so nested reads cannot deadlock).
+    /// Meanwhile, with a `pool` of more than one thread, it runs this operation's tasks that no
+    /// worker has started; on a pool thread it also runs other queued tasks (so nested reads
+    /// cannot deadlock).
     pub fn wait(&self, pool: Option<&ThreadPool>) -> Result<usize> {
-        while !self.is_done() && self.help() {}
+        if pool.is_some_and(|p| p.num_threads() > 1) {
+            while !self.is_done() && self.help() {}
+        }
         let helper = pool.filter(|_| ThreadPool::on_pool_thread());
         let mut state = self.inner.lock();
         loop {
@@ -256,9 +260,26 @@ mod tests {
         assert!(bodies[0].run());
         assert!(!bodies[0].run());
         o.set_claimable(bodies.clone());
-        assert_eq!(o.wait(None).unwrap(), 6);
+        // With a pool of one thread the waiter would only sleep: two threads let it help.
+        let pool = ThreadPool::new(2).unwrap();
+        assert_eq!(o.wait(Some(&pool)).unwrap(), 6);
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 3);
         assert!(bodies.iter().all(|b| !b.run()));
+    }
+
+    #[test]
+    fn with_one_pool_thread_the_waiter_only_waits() {
+        let (o, slots, _) = op(vec![1]);
+        let slot = slots.into_iter().next().unwrap();
+        let body = Claimable::new(move || slot.finish(Ok(1)));
+        o.set_claimable(vec![Arc::clone(&body)]);
+        let pool = ThreadPool::new(1).unwrap();
+        let waiter = std::thread::spawn(move || o.wait(Some(&pool)));
+        // The waiter must leave the task to the pool: it is still unclaimed while it waits.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished());
+        assert!(body.run(), "the waiter ran the task itself");
+        assert_eq!(waiter.join().unwrap().unwrap(), 1);
     }
 
     #[test]

@@ -8,6 +8,20 @@
 //! says how to set the variable yourself.
 
 use crate::cufile::log_configuration;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The process that loaded the library (0 until known).
+static LOAD_PID: AtomicU32 = AtomicU32::new(0);
+
+/// True in a child created by `fork()` after the library was loaded (or, where the load hook did
+/// not run, after this was first asked). CUDA state inherited from a parent is unusable there.
+pub fn forked_since_load() -> bool {
+    let now = std::process::id();
+    match LOAD_PID.compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => false,
+        Err(loaded) => loaded != now,
+    }
+}
 
 /// The value used when the user configured nothing.
 pub const DEFAULT_CUFILE_LOG: &str = "/dev/null";
@@ -29,6 +43,7 @@ pub fn quiet_cufile_log() -> bool {
 }
 
 extern "C" fn on_load() {
+    LOAD_PID.store(std::process::id(), Ordering::Release);
     let _ = std::panic::catch_unwind(quiet_cufile_log);
 }
 
@@ -36,3 +51,26 @@ extern "C" fn on_load() {
 #[used]
 #[unsafe(link_section = ".init_array")]
 static ON_LOAD: extern "C" fn() = on_load;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forked_child_knows_it_was_forked() {
+        assert!(!forked_since_load());
+        // SAFETY: the child only calls getpid-based checks and _exit (async-signal-safe).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = if forked_since_load() { 0 } else { 1 };
+            // SAFETY: leaves the child at once, running no destructors or handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just created.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child did not see the fork: {status}");
+        assert!(!forked_since_load());
+    }
+}

@@ -109,10 +109,12 @@ pub struct Counters {
     pub page_cache_pinned_bytes: u64,
     /// Most page-cache bytes pinned at once (process-wide; 0 per handle).
     pub page_cache_pinned_bytes_peak: u64,
-    /// File windows registered so far (process-wide; 0 per handle).
+    /// File windows registered so far (process-wide; 0 per handle; not reset by
+    /// `gdsroute_stats_reset`).
     pub page_cache_registrations: u64,
-    /// Window registrations the CUDA driver refused; those ranges stay on the bounce route
-    /// (process-wide; 0 per handle).
+    /// Windows that could not be registered: refused by the driver, no active primary context,
+    /// `mmap` failed, or process exit began; those ranges stay on the bounce route (process-wide;
+    /// 0 per handle; not reset by `gdsroute_stats_reset`).
     pub page_cache_refusals: u64,
 }
 

@@ -102,6 +102,10 @@ pub fn in_use_by_the_application() -> bool {
     if matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id()) {
         return true;
     }
+    // A forked child must not touch CUDA state inherited from its parent (nor initialise it).
+    if VERDICT.get().is_some() || crate::startup::forked_since_load() {
+        return false;
+    }
     // SAFETY: RTLD_NOLOAD only looks the library up; nothing is loaded or run.
     let handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
     if handle.is_null() {

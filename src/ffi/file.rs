@@ -28,7 +28,9 @@ unsafe fn open_args<'a>(path: *const c_char, flags: *const c_char) -> crate::Res
 /// `path` is a NUL-terminated byte string passed to `open(2)` as is (it need not be UTF-8).
 /// `flags` is KvikIO's: "r" (read), "r+" (read/write), "w" (write, create, truncate) or "w+"
 /// (read/write, create, truncate); `O_CLOEXEC` is always added. `mode` is used when the file is
-/// created (e.g. 0644). The handle takes the process's default compat mode as it is now.
+/// created (e.g. 0644). The handle takes the process's default compat mode as it is now. When the
+/// calling thread has a CUDA context current, the device route is prepared in the background
+/// (pool workers' streams and pinned buffers; see README, "Preparing the device route at open").
 ///
 /// Returns `GDSROUTE_STATUS_OK` and a new handle in `*file`. Errors: `NULL_ARGUMENT`,
 /// `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`
@@ -236,7 +238,8 @@ pub unsafe extern "C" fn gdsroute_file_stats_reset(file: *const File) -> Status 
 }
 
 /// Closes the file. Idempotent: closing a closed handle, or NULL, returns `GDSROUTE_STATUS_OK`.
-/// Later reads return `GDSROUTE_STATUS_CLOSED_HANDLE`. Reads in flight complete normally.
+/// Later reads return `GDSROUTE_STATUS_CLOSED_HANDLE`. Reads in flight complete normally. The
+/// file's registered page-cache windows are unpinned when the last read in flight finishes.
 /// The handle itself stays allocated until `gdsroute_file_free`.
 #[must_use]
 #[unsafe(no_mangle)]

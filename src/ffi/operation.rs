@@ -23,7 +23,10 @@ pub unsafe extern "C" fn gdsroute_op_poll(op: *const Operation, done: *mut bool)
 /// bytes read in `*bytes_read` (contiguous from the requested offset; fewer than requested only
 /// at end of file); otherwise the first error in file order (`IO_ERROR`, ...). May be called
 /// again, and returns the same result. After it returns, the library writes nothing more into the
-/// buffer. Called from inside a pool task it runs queued tasks while waiting (no deadlock).
+/// buffer. With a pool of more than one thread, the calling thread runs this read's tasks that no
+/// worker has started (so it may call `pread`, CUDA and cuFile: do not wait inside a CUDA host
+/// callback); with one pool thread it only waits, as KvikIO does. Called from inside a pool task
+/// it also runs other queued tasks (no deadlock).
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut usize) -> Status {
@@ -38,8 +41,8 @@ pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut
     })
 }
 
-/// Frees an operation, first waiting for it if it is still running (so the buffer is no longer
-/// written when this returns). NULL is a no-op.
+/// Frees an operation, first waiting for it if it is still running, as `gdsroute_op_wait` does
+/// (so the buffer is no longer written when this returns). NULL is a no-op.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_op_free(op: *mut Operation) {
     let _ = guard(|| {

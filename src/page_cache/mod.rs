@@ -217,7 +217,7 @@ impl PageCache {
                 HashMap::new()
             };
             let generation = state.generation;
-            let quiet = now.is_quiet();
+            let eligible = now.is_quiet() && !registrar::unsupported();
             let mut pos = offset;
             while pos < end {
                 let index = pos / WINDOW;
@@ -237,7 +237,7 @@ impl PageCache {
                     }
                     WindowState::Seen { bytes_read } => {
                         *bytes_read = bytes_read.saturating_add(piece_in_file as u64);
-                        if quiet && in_file >= MIN_REGISTERED_BYTES && *bytes_read >= READS_BEFORE_REGISTERING * in_file {
+                        if eligible && in_file >= MIN_REGISTERED_BYTES && *bytes_read >= READS_BEFORE_REGISTERING * in_file {
                             let bytes = in_file.div_ceil(page_size()) * page_size();
                             if let Some(reservation) = Reservation::take(bytes, limit) {
                                 *window = WindowState::Pending;

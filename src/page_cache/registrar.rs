@@ -25,6 +25,15 @@ static DEVICE_READS_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
 /// Set by the exit handler: no registration starts after it.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
+/// Set when the driver answered that it cannot register file pages (`CUDA_ERROR_NOT_SUPPORTED`):
+/// no window of any file is tried again in this process.
+static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+/// True once the driver said it cannot register file pages.
+pub(super) fn unsupported() -> bool {
+    UNSUPPORTED.load(Ordering::Relaxed)
+}
+
 /// Held while a registration runs; the exit handler takes it and never gives it back.
 static REGISTERING: Mutex<()> = Mutex::new(());
 
@@ -111,7 +120,12 @@ fn register(mapping: FileMapping, ordinal: i32) -> Result<RegisteredMapping, Opt
         return Err(None);
     }
     let _scope = ScopedContext::push(ctx).map_err(Some)?;
-    RegisteredMapping::register(mapping).map_err(Some)
+    RegisteredMapping::register(mapping).map_err(|e| {
+        if e.code() == Some(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_SUPPORTED as u32) {
+            UNSUPPORTED.store(true, Ordering::Relaxed);
+        }
+        Some(e)
+    })
 }
 
 /// The job queue and its thread.

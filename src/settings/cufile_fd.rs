@@ -1,8 +1,9 @@
 //! Which descriptor of a file gdsroute registers with cuFile (`GDSROUTE_CUFILE_FD`). KvikIO always
 //! opens a second one with `O_DIRECT`, which real GDS (nvidia-fs) needs. Without nvidia-fs cuFile
 //! serves reads through its own POSIX path, and on an `O_DIRECT` descriptor that path bypasses the
-//! page cache: measured 1.7-2 GB/s (disk bound) on the H200 machine against 5.7 GiB/s single
-//! threaded on the handle's buffered descriptor, which cuFile registers fine in compat mode.
+//! page cache: measured 1.4-1.9 GB/s (disk bound) on the H200 machine, against 22-25 GB/s at 4
+//! threads and 40-43 GB/s at 16 on the handle's buffered descriptor, which cuFile registers fine
+//! in compat mode (notes/benchmarks.md).
 
 use crate::error::{Error, Result};
 use std::fmt;
