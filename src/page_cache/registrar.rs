@@ -209,6 +209,8 @@ mod tests {
     fn exit_in_a_forked_child_does_not_wait_for_the_parents_registration() {
         // As in a child forked while the parent's registrar held the lock: the holder never
         // releases it in the child. The exit handler must return at once and change nothing.
+        // The registrar is started first, so that its start cannot store its pid mid-test.
+        let _ = registrar();
         let registering = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
         let parent = REGISTRAR_PID.swap(u64::from(std::process::id()) + 1, Ordering::AcqRel);
         let started = Instant::now();
