@@ -27,6 +27,16 @@ pub fn report(path: Option<&[u8]>) -> String {
             );
             let _ = writeln!(out, "cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" });
             let _ = writeln!(out, "cuFile descriptor (GDSROUTE_CUFILE_FD): {}", s.cufile_fd().name());
+            let usage = crate::page_cache::usage();
+            let _ = writeln!(
+                out,
+                "registered page cache (GDSROUTE_PAGE_CACHE_PIN_MAX): limit {} bytes{}, {} pinned now, {} windows registered, {} refused",
+                snap.page_cache_pin_max,
+                if snap.page_cache_pin_max == 0 { " (off)" } else { "" },
+                usage.pinned_bytes,
+                usage.registrations,
+                usage.refusals
+            );
         }
         Err(e) => {
             let _ = writeln!(out, "settings: ERROR {e}");
