@@ -1,8 +1,8 @@
 //! Preparing the device route before the first device read. When a file is opened on a thread
 //! that has a CUDA context current (the application already uses CUDA: libcuda is loaded), every
 //! pool worker creates its stream and events for that context, takes a pinned bounce buffer and
-//! copies it once to a scratch allocation of the context, in the background; the opening thread
-//! makes its own stream and events. Measured on the H200 (notes/benchmarks.md): first reads into
+//! (at the context's first preparation) copies it once to a scratch allocation of the context, in
+//! the background; the opening thread makes its own stream and events. Measured on the H200 (notes/benchmarks.md): first reads into
 //! a destination the application wrote before ran at 41-43 GB/s with this and 28-30 without.
 //! CUDA is never loaded here, so host-only programs pay nothing.
 
@@ -16,17 +16,8 @@ use std::time::{Duration, Instant};
 /// one worker N times) prepares itself; bounded so that busy workers never stall it for long.
 const RENDEZVOUS: Duration = Duration::from_millis(50);
 
-/// What was prepared for one context.
-#[derive(Default)]
-struct Prepared {
-    /// Workers prepared so far.
-    workers: usize,
-    /// The context's scratch allocation, made once.
-    scratch: Option<DeviceScratch>,
-}
-
-/// Contexts prepared so far, by context address.
-static PREPARED: Mutex<Option<HashMap<usize, Prepared>>> = Mutex::new(None);
+/// Workers prepared so far, by context address.
+static PREPARED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
 
 /// Starts the background preparation for the calling thread's current context, unless it was done
 /// for this context and at least this many workers. Never fails: whatever is not prepared is
@@ -54,20 +45,16 @@ fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
     let scratch = {
         let mut prepared = PREPARED.lock().unwrap_or_else(|p| p.into_inner());
         let map = prepared.get_or_insert_with(HashMap::new);
-        let entry = map.entry(ctx.as_raw() as usize).or_default();
-        if entry.workers >= workers {
+        let prepared_workers = map.entry(ctx.as_raw() as usize).or_default();
+        if *prepared_workers >= workers {
             return false;
         }
-        let first = entry.workers == 0;
-        entry.workers = workers;
-        // The warm-up copy only at a context's first preparation: a later one (more workers)
-        // could follow a device reset that freed the scratch allocation.
-        if first {
-            entry.scratch = DeviceScratch::new(crate::device_io::PINNED_BUFFER_MAX as usize).ok();
-            entry.scratch
-        } else {
-            None
-        }
+        let first = *prepared_workers == 0;
+        *prepared_workers = workers;
+        // The warm-up copy only at a context's first preparation, into an allocation made for it
+        // and never freed (it goes with the context): a later preparation (more workers) could
+        // follow a device reset that freed an older allocation.
+        first.then(|| DeviceScratch::new(crate::device_io::PINNED_BUFFER_MAX as usize).ok()).flatten()
     };
     let arrivals = Arc::new((Mutex::new(0usize), Condvar::new()));
     for _ in 0..workers {
@@ -86,7 +73,8 @@ fn prepare_worker(ctx: ContextHandle, workers: usize, arrivals: &(Mutex<usize>, 
     let pool = crate::device_io::bounce_pool(crate::device_io::bounce_buffer_bytes(settings.bounce_buffer_size()));
     let buffer = pool.try_acquire();
     if let (Ok(stream), Ok(Some(buffer)), Some(scratch)) = (stream, &buffer, scratch) {
-        // The first copies on a stream cost more than later ones, so one is made here.
+        // One copy on the worker's stream before the first read (the effect of this copy alone
+        // was not measurable: notes/benchmarks.md, runs 7 and 10).
         let len = buffer.len().min(scratch.len());
         // SAFETY: len fits both the buffer and the scratch allocation, which lives as long as
         // its context; the copy is synchronised before the buffer goes back.

@@ -39,6 +39,14 @@ impl ContextHandle {
     }
 }
 
+/// The device handle of `ordinal` (the caller has checked `cuda()`).
+fn device(ordinal: i32) -> Result<sys::CUdevice, CudaFailure> {
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: the driver is initialised (callers ran cuda()); valid out-pointer.
+    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut device, ordinal) })?;
+    Ok(device)
+}
+
 /// Primary contexts retained so far, by device ordinal.
 static PRIMARY: Lazy<Mutex<HashMap<i32, ContextHandle>>> = Lazy::new(|| Mutex::new(HashMap::new()));
 
@@ -55,11 +63,7 @@ pub fn primary_context(ordinal: i32) -> Result<ContextHandle, CudaFailure> {
     if let Some(ctx) = cache.get(&ordinal) {
         return Ok(*ctx);
     }
-    let mut device: sys::CUdevice = 0;
-    // SAFETY: cuda() succeeded; valid out-pointer.
-    check("cuDeviceGet", unsafe {
-        sys::cuDeviceGet(&mut device, ordinal)
-    })?;
+    let device = device(ordinal)?;
     let mut raw: CUcontext = std::ptr::null_mut();
     // SAFETY: cuda() succeeded; `device` came from cuDeviceGet; valid out-pointer.
     check("cuDevicePrimaryCtxRetain", unsafe {
@@ -85,12 +89,9 @@ pub fn active_primary_context(ordinal: i32) -> Result<Option<ContextHandle>, Cud
     if let Some(ctx) = PRIMARY.lock().unwrap_or_else(|p| p.into_inner()).get(&ordinal) {
         return Ok(Some(*ctx));
     }
-    let mut device: sys::CUdevice = 0;
-    // SAFETY: cuda() succeeded; valid out-pointer.
-    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut device, ordinal) })?;
     let (mut flags, mut active) = (0u32, 0i32);
-    // SAFETY: cuda() succeeded; `device` came from cuDeviceGet; valid out-pointers.
-    check("cuDevicePrimaryCtxGetState", unsafe { sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) })?;
+    // SAFETY: cuda() succeeded; the device came from cuDeviceGet; valid out-pointers.
+    check("cuDevicePrimaryCtxGetState", unsafe { sys::cuDevicePrimaryCtxGetState(device(ordinal)?, &mut flags, &mut active) })?;
     if active == 0 {
         return Ok(None);
     }

@@ -267,8 +267,9 @@ impl PageCache {
         segments
     }
 
-    /// Registered windows and pending registrations of this file (for tests and diagnostics).
-    pub fn counts(&self) -> (usize, usize) {
+    /// Registered windows and pending registrations of this file.
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize) {
         let state = self.lock();
         let registered = state.windows.values().filter(|w| matches!(w, WindowState::Registered(_))).count();
         let pending = state.windows.values().filter(|w| matches!(w, WindowState::Pending)).count();
