@@ -37,7 +37,12 @@ usage: gdsroute-bench --file PATH [options]
   --default-settings    touch no setting (threads, task size, compat mode: the library's defaults)
   --prime-gpu           before the timed reads, copy 256 MiB host->device without the library
                         (separates the GPU's and the link's own warm-up from the library's)
-  --no-table            skip the table at the end";
+  --no-table            skip the table at the end
+environment (first-read experiments, milliseconds or bytes):
+  BENCH_OPEN_SLEEP_MS   wait after opening the file, before allocating the destination
+  BENCH_ALLOC_SLEEP_MS  wait after allocating the destination
+  BENCH_PRIME_BYTES     bytes --prime-gpu copies (default 256 MiB)
+  BENCH_PRIME_SLEEP_MS  wait after --prime-gpu's copy";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Mem {
@@ -330,6 +335,14 @@ fn cuda_context() -> Result<sys::CUcontext, String> {
     Ok(ctx)
 }
 
+/// Sleeps for the milliseconds the variable names, if set (first-read experiments: which wait
+/// before the timed read makes it faster).
+fn sleep_ms_from_env(var: &str) {
+    if let Some(ms) = std::env::var(var).ok().and_then(|v| v.parse().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
 enum Buffer {
     Device { ptr: sys::CUdeviceptr, len: usize },
     Host(Vec<u8>),
@@ -370,9 +383,7 @@ impl Buffer {
             let src = vec![0x3Cu8; n];
             // SAFETY: n bytes fit the allocation and the source vector.
             cu(unsafe { sys::cuMemcpyHtoD_v2(*ptr, src.as_ptr().cast(), n) }, "cuMemcpyHtoD")?;
-            if let Some(ms) = std::env::var("BENCH_PRIME_SLEEP_MS").ok().and_then(|v| v.parse().ok()) {
-                std::thread::sleep(std::time::Duration::from_millis(ms));
-            }
+            sleep_ms_from_env("BENCH_PRIME_SLEEP_MS");
         }
         Ok(())
     }
@@ -656,7 +667,9 @@ impl Bench {
             Kind::Big => self.file_size as usize,
             Kind::Rand(size) => reads * size,
         };
+        sleep_ms_from_env("BENCH_OPEN_SLEEP_MS");
         let mut buffer = Buffer::new(cfg.mem, len)?;
+        sleep_ms_from_env("BENCH_ALLOC_SLEEP_MS");
         if self.args.prime_gpu {
             buffer.prime()?;
         }

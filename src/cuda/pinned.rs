@@ -1,5 +1,5 @@
 //! A bounded pool of pinned (page-locked) host bounce buffers, the staging area for reads into
-//! device memory through POSIX. Buffers are page-aligned host memory pinned with `cuMemHostRegister(PORTABLE)`, reused
+//! device memory through POSIX. Buffers are huge-page-aligned anonymous mappings pinned with `cuMemHostRegister(PORTABLE)`, reused
 //! across calls, freed when the configured size changes, and counted (bytes pinned, peak, calls).
 
 use std::ptr::NonNull;
@@ -197,8 +197,8 @@ impl PinnedPool {
                 let now = self
                     .inner
                     .bytes_pinned
-                    .fetch_add(size as u64, Ordering::Relaxed)
-                    + size as u64;
+                    .fetch_add(pinned_len(size), Ordering::Relaxed)
+                    + pinned_len(size);
                 self.inner
                     .peak_bytes_pinned
                     .fetch_max(now, Ordering::Relaxed);
@@ -238,7 +238,7 @@ impl Inner {
 
     fn free(&self, raw: RawPinned) {
         self.bytes_pinned
-            .fetch_sub(raw.size as u64, Ordering::Relaxed);
+            .fetch_sub(pinned_len(raw.size), Ordering::Relaxed);
         self.frees.fetch_add(1, Ordering::Relaxed);
         // In a forked child or after a failure there is nothing safe to call: leak.
         let Ok(scope) = any_context() else { return };
@@ -259,50 +259,91 @@ impl Drop for Inner {
     }
 }
 
-/// Page-aligned layout of a buffer (registration works on whole pages).
-fn page_layout(size: usize) -> Option<std::alloc::Layout> {
-    std::alloc::Layout::from_size_align(size.max(1).div_ceil(PAGE) * PAGE, PAGE).ok()
-}
+/// Alignment and rounding of buffers of at least this size: one transparent huge page, so that a
+/// buffer is backed by as few pages as possible (registration pins and maps every page).
+const HUGE_PAGE: usize = 2 << 20;
 
 const PAGE: usize = 4096;
 
-/// Allocates page-aligned memory, touches every page, then pins it with `cuMemHostRegister`.
-/// Measured on the H200: `cuMemHostAlloc` pins about 1.7 GB/s and serialises across threads
-/// (16 × 4 MiB took 37 ms from 16 threads), while registering already-touched memory took
-/// 2.4 ms for 64 MiB; the touching runs on the allocating (worker) thread, in parallel.
+/// Bytes pinned for a buffer of `size` bytes, as counted in the pool's statistics.
+fn pinned_len(size: usize) -> u64 {
+    mapped_len(size).unwrap_or(size) as u64
+}
+
+/// The mapped (and pinned) length of a buffer of `size` bytes: whole huge pages from one huge
+/// page up, whole pages below (a small buffer is not worth a huge page of pinned memory).
+fn mapped_len(size: usize) -> Option<usize> {
+    let size = size.max(1);
+    size.checked_next_multiple_of(if size >= HUGE_PAGE { HUGE_PAGE } else { PAGE })
+}
+
+/// Maps anonymous memory on a huge-page boundary, asks for transparent huge pages, touches every
+/// page, then pins it with `cuMemHostRegister`. Measured on the H200 (`scripts/probe-pinning.py`,
+/// notes/benchmarks.md): a 4 MiB buffer cost 1.5-2.0 ms through `cuMemAllocHost`, 2.1-2.4 ms
+/// through touched 4 KiB pages and registration, 0.8-0.9 ms with huge pages; 16 threads
+/// allocating at once took 32 / 9 / 7 ms. Where huge pages are off (THP `never`) the advice is
+/// ignored and this is the 4 KiB-page path.
 fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
     let _scope = any_context()?;
-    let layout = page_layout(size).ok_or(CudaFailure::Call { call: "alloc", name: "size overflows a layout".into(), code: 0 })?;
-    // SAFETY: the layout has a non-zero size.
-    let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) }).ok_or(CudaFailure::Call {
-        call: "alloc",
-        name: "out of host memory".into(),
-        code: 0,
-    })?;
-    // SAFETY: fresh allocation of layout.size() bytes; zeroing touches every page (registration
-    // of resident pages is fast) and makes the slices handed out by PinnedBuffer initialised.
-    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, layout.size()) };
+    let len = mapped_len(size).ok_or(CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 })?;
+    let ptr = map_aligned(len)?;
+    // SAFETY: ptr..ptr+len is a fresh private anonymous mapping. The advice may fail (THP
+    // disabled): that only loses the speed-up.
+    unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+    // SAFETY: as above; writing touches every page (registration of resident pages is fast) and
+    // makes the slices handed out by PinnedBuffer initialised.
+    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
     // SAFETY: cuda() succeeded (any_context); a context is current; the range is one live,
-    // page-aligned allocation, unregistered before it is freed (`release`).
-    let r = unsafe { sys::cuMemHostRegister_v2(ptr.as_ptr().cast(), layout.size(), sys::CU_MEMHOSTREGISTER_PORTABLE) };
+    // page-aligned mapping, unregistered before it is unmapped (`release`).
+    let r = unsafe { sys::cuMemHostRegister_v2(ptr.as_ptr().cast(), len, sys::CU_MEMHOSTREGISTER_PORTABLE) };
     if let Err(e) = check("cuMemHostRegister", r) {
-        // SAFETY: allocated above with this layout, never registered.
-        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+        // SAFETY: mapped above with this length, never registered.
+        unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
         return Err(e);
     }
     Ok(ptr)
 }
 
-/// Unregisters and frees a buffer from `allocate`.
+/// A private anonymous mapping of `len` bytes (a multiple of `PAGE`), starting on a `HUGE_PAGE`
+/// boundary when `len` is at least one: one huge page more is mapped, and the unaligned head and
+/// tail unmapped.
+fn map_aligned(len: usize) -> Result<NonNull<u8>, CudaFailure> {
+    let failed = |what: &'static str| CudaFailure::Call { call: what, name: std::io::Error::last_os_error().to_string(), code: 0 };
+    let align = if len >= HUGE_PAGE { HUGE_PAGE } else { PAGE };
+    let padded = len.checked_add(align - PAGE).ok_or(CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 })?;
+    // SAFETY: a new anonymous mapping; no existing memory is affected.
+    let raw = unsafe {
+        libc::mmap(std::ptr::null_mut(), padded, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(failed("mmap"));
+    }
+    let start = raw as usize;
+    let aligned = start.next_multiple_of(align);
+    let head = aligned - start;
+    let tail = padded - head - len;
+    // SAFETY: both ranges lie inside the mapping made above and outside aligned..aligned+len.
+    unsafe {
+        if head > 0 {
+            libc::munmap(raw, head);
+        }
+        if tail > 0 {
+            libc::munmap((aligned + len) as *mut libc::c_void, tail);
+        }
+    }
+    NonNull::new(aligned as *mut u8).ok_or_else(|| failed("mmap"))
+}
+
+/// Unregisters and unmaps a buffer from `allocate`.
 ///
 /// # Safety
 /// `ptr` came from `allocate(size)` and is released exactly once; a context is current.
 unsafe fn release(ptr: NonNull<u8>, size: usize) -> Result<(), CudaFailure> {
     // SAFETY: forwarded from the caller.
     let r = unsafe { sys::cuMemHostUnregister(ptr.as_ptr().cast()) };
-    if let Some(layout) = page_layout(size) {
-        // SAFETY: allocated by `allocate` with the same layout; no longer registered or used.
-        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+    if let Some(len) = mapped_len(size) {
+        // SAFETY: mapped by `allocate` with this length; no longer registered or used.
+        unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
     }
     check("cuMemHostUnregister", r)
 }
@@ -383,5 +424,33 @@ mod tests {
             assert_eq!((s.allocations, s.bytes_pinned, s.buffers_live), (0, 0, 0));
             assert_eq!((s.buffer_size, s.max_count), (1 << 21, 2));
         }
+    }
+
+    #[test]
+    fn buffers_are_whole_pages_and_huge_pages_from_two_mib() {
+        assert_eq!(mapped_len(0), Some(PAGE));
+        assert_eq!(mapped_len(1), Some(PAGE));
+        assert_eq!(mapped_len(PAGE + 1), Some(2 * PAGE));
+        assert_eq!(mapped_len(HUGE_PAGE - 1), Some(HUGE_PAGE));
+        assert_eq!(mapped_len(HUGE_PAGE), Some(HUGE_PAGE));
+        assert_eq!(mapped_len(HUGE_PAGE + 1), Some(2 * HUGE_PAGE));
+        assert_eq!(mapped_len(4 << 20), Some(4 << 20));
+        assert_eq!(mapped_len(usize::MAX), None);
+        assert_eq!(pinned_len(3 << 20), 4 << 20);
+    }
+
+    #[test]
+    fn aligned_mappings_start_on_their_boundary_and_are_writable() {
+        for (len, align) in [(PAGE, PAGE), (HUGE_PAGE, HUGE_PAGE), (3 * HUGE_PAGE, HUGE_PAGE)] {
+            let ptr = map_aligned(len).unwrap();
+            assert_eq!(ptr.as_ptr() as usize % align, 0, "len {len}");
+            // SAFETY: the mapping is len bytes, private and writable.
+            unsafe {
+                std::ptr::write_bytes(ptr.as_ptr(), 0x5A, len);
+                assert_eq!(*ptr.as_ptr().add(len - 1), 0x5A);
+                assert_eq!(libc::munmap(ptr.as_ptr().cast(), len), 0);
+            }
+        }
+        assert!(map_aligned(usize::MAX - PAGE + 1).is_err(), "an overflowing length is an error");
     }
 }
