@@ -8,6 +8,7 @@
 #
 # Environment: BENCH_FILE (default /var/tmp/gdsroute-bench-1g.bin), BENCH_SIZE (1073741824), BENCH_REPS (3),
 # PYTHON (python3),
+# BENCH_FIRST_PROCS (3: fresh processes per first-read configuration),
 # BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile),
 # BENCH_CUFILE_ROUTE=0 to skip the closing cuFile-route steps (udev record written, then removed).
 set -uo pipefail
@@ -140,11 +141,12 @@ step() {  # step N NAME LIMIT ARGS...
     else K "$name" "$limit" "$@"; G "$name" "$limit" "$@"; fi
 }
 
-echo "=== fresh-process first reads (device, big, warm): 16 threads auto, then default settings"
-for i in 1 2 3; do
+FIRST_PROCS=${BENCH_FIRST_PROCS:-3}
+echo "=== fresh-process first reads (device, big, warm; $FIRST_PROCS processes each): 16 threads auto, then default settings"
+for i in $(seq "$FIRST_PROCS"); do
     step $i "first#$i" 60 --first-only --mem device --kinds big --cache warm --threads 16 --task-sizes 4194304 --modes auto
 done
-for i in 1 2 3; do
+for i in $(seq "$FIRST_PROCS"); do
     step $((i + 1)) "first-default#$i" 60 --first-only --default-settings --mem device --kinds big --cache warm
 done
 echo "=== fresh-process first reads after priming the GPU (256 MiB copied without either library first)"

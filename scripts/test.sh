@@ -36,6 +36,8 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
     summary+=("skip           clippy (not installed)")
 fi
+# The investigation timeline (src/trace.rs) builds and records with its feature on.
+step "cargo test --features trace --lib trace" cargo test --features trace --lib -j "$jobs" trace
 step "header is current (cargo test --test header)" cargo test --test header -j "$jobs"
 step "cmake configure" cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 step "cmake build" cmake --build "$build_dir" -j "$jobs"

@@ -70,10 +70,12 @@ impl Drop for DrainOnDrop {
 /// # Safety
 /// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
 pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<usize> {
+    crate::trace::event("bounce.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let events = cuda::thread_events().map_err(cuda_error)?;
     let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
+    crate::trace::event("bounce.buffer", 0);
     let halves = if buffer.len() >= 2 { 2 } else { 1 };
     let piece = buffer.len() / halves;
     let base = buffer.as_mut_ptr();
@@ -107,6 +109,7 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
         }
     }
     cuda::synchronize(stream).map_err(cuda_error)?;
+    crate::trace::event("bounce.end", done as u64);
     Ok(done)
 }
 

@@ -393,6 +393,7 @@ impl File {
     /// # Safety
     /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
     pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
+        crate::trace::event("pread", size as u64);
         check_range(size, offset)?;
         let snapshot = settings::global()?.snapshot();
         let pool = thread_pool::global()?;

@@ -21,6 +21,7 @@ pub mod stats;
 pub mod status;
 pub mod task_split;
 pub mod thread_pool;
+pub mod trace;
 pub mod warm_up;
 
 pub use error::{Error, Result};

@@ -170,6 +170,7 @@ impl Operation {
     /// worker has started; on a pool thread it also runs other queued tasks (so nested reads
     /// cannot deadlock).
     pub fn wait(&self, pool: Option<&ThreadPool>) -> Result<usize> {
+        crate::trace::event("wait.start", 0);
         if pool.is_some_and(|p| p.num_threads() > 1) {
             while !self.is_done() && self.help() {}
         }

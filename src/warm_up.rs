@@ -56,6 +56,7 @@ fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
         // follow a device reset that freed an older allocation.
         first.then(|| DeviceScratch::new(crate::device_io::PINNED_BUFFER_MAX as usize).ok()).flatten()
     };
+    crate::trace::event("prepare.queued", workers as u64);
     let arrivals = Arc::new((Mutex::new(0usize), Condvar::new()));
     for _ in 0..workers {
         let arrivals = Arc::clone(&arrivals);
@@ -65,13 +66,16 @@ fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
 }
 
 fn prepare_worker(ctx: ContextHandle, workers: usize, arrivals: &(Mutex<usize>, Condvar), scratch: Option<DeviceScratch>) {
+    crate::trace::event("prepare.start", 0);
     let Ok(_scope) = ScopedContext::push(ctx) else { return };
     let stream = cuda::thread_stream();
     let _ = cuda::thread_events();
+    crate::trace::event("prepare.stream", 0);
     // The size in effect now, so that a setting changed since the open is not undone here.
     let Ok(settings) = crate::settings::global() else { return };
     let pool = crate::device_io::bounce_pool(crate::device_io::bounce_buffer_bytes(settings.bounce_buffer_size()));
     let buffer = pool.try_acquire();
+    crate::trace::event("prepare.buffer", 0);
     if let (Ok(stream), Ok(Some(buffer)), Some(scratch)) = (stream, &buffer, scratch) {
         // One copy on the worker's stream before the first read (the effect of this copy alone
         // was not measurable: notes/benchmarks.md, runs 7 and 10).
@@ -82,6 +86,7 @@ fn prepare_worker(ctx: ContextHandle, workers: usize, arrivals: &(Mutex<usize>, 
             let _ = cuda::synchronize(stream);
         }
     }
+    crate::trace::event("prepare.copied", 0);
     let (count, all_arrived) = arrivals;
     let mut arrived = count.lock().unwrap_or_else(|p| p.into_inner());
     *arrived += 1;
@@ -96,6 +101,7 @@ fn prepare_worker(ctx: ContextHandle, workers: usize, arrivals: &(Mutex<usize>, 
     }
     drop(arrived);
     drop(buffer); // back to the pool, ready for the first read
+    crate::trace::event("prepare.end", 0);
 }
 
 #[cfg(test)]

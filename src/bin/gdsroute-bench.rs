@@ -543,6 +543,7 @@ impl Bench {
         match kind {
             Kind::Big => {
                 let got = handle.pread(buf, self.file_size as usize, 0)?;
+                gdsroute::trace::event("bench.read_done", got as u64);
                 if got as u64 != self.file_size {
                     return Err(format!("short read: {got} of {} bytes", self.file_size));
                 }
@@ -654,6 +655,7 @@ impl Bench {
             )?;
         }
         let opened = Instant::now();
+        gdsroute::trace::event("bench.open", 0);
         let handle = Handle::open(&self.args.file, cfg.mode.as_deref())?;
         let open_s = opened.elapsed().as_secs_f64();
         let (def_mode, threads, task) = current_settings();
@@ -669,6 +671,7 @@ impl Bench {
         };
         sleep_ms_from_env("BENCH_OPEN_SLEEP_MS");
         let mut buffer = Buffer::new(cfg.mem, len)?;
+        gdsroute::trace::event("bench.allocated", len as u64);
         sleep_ms_from_env("BENCH_ALLOC_SLEEP_MS");
         if self.args.prime_gpu {
             buffer.prime()?;
@@ -697,6 +700,7 @@ impl Bench {
             if cfg.cache == "cold" {
                 drop_caches()?;
             }
+            gdsroute::trace::event("bench.timed", 0);
             let cpu0 = cpu_seconds();
             let t0 = Instant::now();
             let bytes = self.pass(&handle, addr, cfg.kind, &offsets)?;
@@ -921,6 +925,7 @@ fn run() -> Result<(), String> {
     if table {
         bench.table();
     }
+    print!("{}", gdsroute::trace::dump()); // empty unless built with the `trace` feature
     Ok(())
 }
 

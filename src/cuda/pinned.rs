@@ -284,6 +284,7 @@ fn mapped_len(size: usize) -> Option<usize> {
 /// allocating at once took 32 / 9 / 7 ms. Where huge pages are off (THP `never`) the advice is
 /// ignored and this is the 4 KiB-page path.
 fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
+    crate::trace::event("pin.start", size as u64);
     let _scope = any_context()?;
     let len = mapped_len(size).ok_or(CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 })?;
     let ptr = map_aligned(len)?;
@@ -295,7 +296,9 @@ fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
     unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
     // SAFETY: cuda() succeeded (any_context); a context is current; the range is one live,
     // page-aligned mapping, unregistered before it is unmapped (`release`).
+    crate::trace::event("pin.touched", len as u64);
     let r = unsafe { sys::cuMemHostRegister_v2(ptr.as_ptr().cast(), len, sys::CU_MEMHOSTREGISTER_PORTABLE) };
+    crate::trace::event("pin.end", len as u64);
     if let Err(e) = check("cuMemHostRegister", r) {
         // SAFETY: mapped above with this length, never registered.
         unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
