@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Probe (GPU machine; written in session 2, not yet run): does the first copy-engine write into a
-freshly allocated device buffer cost a fixed amount, whatever the library does?
+"""Probe (GPU machine; run on 2026-11-30, notes/benchmarks.md session 3): what a first copy into
+a freshly allocated device buffer costs, and what removes that cost.
 
-Copies 1 GiB from pinned host memory (16 streams x 64 MiB pieces) into: a fresh allocation (first
-copy, then a second one), a fresh allocation primed with one 4 MiB copy first, and a fresh
-allocation memset on the device first. Prints GB/s for each. If the first copy into a fresh
-allocation is ~10 ms slower than the others, issue 4's target 4 (first read >= 0.7 of the steady
-state) is bounded by the driver, not by gdsroute.
+First part: copies 1 GiB from pinned host memory (16 streams x 64 MiB pieces) into a fresh
+allocation (first copy, then a second one), a fresh allocation primed with one 4 MiB copy, a fresh
+allocation memset first (the memset timed), and a fresh allocation whose pieces are each memset on
+their stream before their copy. Second part (PRIME lines): a fresh allocation after a 4 KiB or
+4 MiB copy, a 4 KiB or 1-byte memset, a 50 ms sleep, or nothing, then the 1 GiB copy; and
+(NEVER_FREED) memory never freed before in the process.
 
     python3 scripts/probe-first-copy.py
 """

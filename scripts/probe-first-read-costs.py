@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Probe (GPU machine): what a first device read pays for before its copies run. Times, in a
-fresh process with the primary context current: cuMemAllocHost of 4 MiB one after another and
+"""Probe (GPU machine; run on 2026-11-30, notes/benchmarks.md session 3): what a first device read
+pays for before its copies run. Times, in one process with the primary context current (rep 0
+is the process's first; rep 1 repeats in the same process, with rep 0's buffers still pinned): cuMemAllocHost of 4 MiB one after another and
 from 16 threads at once, one 64 MiB cuMemAllocHost, cuStreamCreate/cuEventCreate from 16
 threads, and the first versus second 4 MiB copy out of a freshly pinned buffer.
 

@@ -2,8 +2,11 @@
 """Probe (GPU machine): does a small cuMemsetD8Async wait for SMs that another stream's kernel
 holds (a kernel memset), or run beside it (copy engine)? And does a host-to-device copy?
 
-Launches a spin kernel filling every SM for about 0.3 s on one stream, then times, on other
-non-blocking streams, a 4 KiB memset and a 4 MiB pinned copy issued right after it.
+Launches a spin kernel of 4 x SMs blocks of 1024 threads spinning 0.3 s each on one stream (two
+waves on the H200: the SMs are busy for about 0.6 s), then times, on another non-blocking stream,
+memsets of 4 KiB, 2 MiB and 64 MiB and a 4 MiB pinned copy issued right after it. Run on
+2026-11-30 (notes/benchmarks.md, session 3): the 4 KiB memset and the copy ran at once, the 2 MiB
+and 64 MiB memsets waited about 590 ms for the kernel.
 
     python3 scripts/probe-memset-engine.py
 """
@@ -17,7 +20,8 @@ extern "C" __global__ void spin(long long cycles) {
     while (clock64() - t0 < cycles) { }
 }''', "spin")
 props = cp.cuda.runtime.getDeviceProperties(0)
-sms, clock_khz = props["multiProcessorCount"], props["clockRate"]
+sms = props["multiProcessorCount"]
+clock_khz = cp.cuda.runtime.deviceGetAttribute(13, 0)  # cudaDevAttrClockRate (kHz; not in CUDA 13's props)
 busy, side = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
 dst = cp.empty(64 << 20, dtype=cp.uint8)
 host = cp.cuda.alloc_pinned_memory(4 << 20)

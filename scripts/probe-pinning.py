@@ -3,7 +3,10 @@
 costs 1.5-2 ms and serialises across threads (probe-first-read-costs.py). Compares, per buffer
 size: cuMemAllocHost; an anonymous mmap populated up front then cuMemHostRegister; the same on a
 2 MiB-aligned range advised MADV_HUGEPAGE; and 16 threads doing the huge-page variant at once.
-Also checks that a copy from each kind runs at full speed.
+Also checks that a copy from each kind runs at full speed. Registration uses the library's flag
+(PORTABLE). The comparison of 4 KiB and huge pages holds under THP `madvise` (as on the H200):
+the 4 KiB variant asks for nothing (MADV_NOHUGEPAGE). Buffers are never freed, so later rows run
+with the earlier ones still pinned (about 0.8 GiB). Run on 2026-11-30: notes/benchmarks.md.
 
     python3 scripts/probe-pinning.py
 """
@@ -11,7 +14,9 @@ import ctypes, threading, time
 from cuda_ctypes import check, cu, libc, primary_context
 
 MiB = 1 << 20
-PROT_RW, MAP_PRIVATE, MAP_ANON, MAP_POPULATE, MADV_HUGEPAGE = 3, 2, 0x20, 0x8000, 14
+PROT_RW, MAP_PRIVATE, MAP_ANON, MADV_HUGEPAGE, MADV_NOHUGEPAGE = 3, 2, 0x20, 14, 15
+CU_MEMHOSTREGISTER_PORTABLE = 1
+MAP_FAILED = ctypes.c_void_p(-1).value
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 ctx = primary_context()
 cu.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
@@ -32,11 +37,12 @@ def alloc_host(n):
 def mmap_register(n, huge):
     # Over-allocate by 2 MiB so that the used range can start on a 2 MiB boundary.
     raw = libc.mmap(None, n + 2 * MiB, PROT_RW, MAP_PRIVATE | MAP_ANON, -1, 0)
+    if raw in (None, MAP_FAILED):
+        raise SystemExit(f"mmap failed: errno {ctypes.get_errno()}")
     base = (raw + 2 * MiB - 1) & ~(2 * MiB - 1)
-    if huge:
-        libc.madvise(base, n, MADV_HUGEPAGE)
+    libc.madvise(base, n, MADV_HUGEPAGE if huge else MADV_NOHUGEPAGE)
     ctypes.memset(base, 0, n)  # populate (first touch)
-    check(cu.cuMemHostRegister_v2(base, n, 0), "cuMemHostRegister")
+    check(cu.cuMemHostRegister_v2(base, n, CU_MEMHOSTREGISTER_PORTABLE), "cuMemHostRegister")
     return base
 
 

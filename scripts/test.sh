@@ -38,6 +38,9 @@ else
 fi
 # The investigation timeline (src/trace.rs) builds and records with its feature on.
 step "cargo test --features trace --lib trace" cargo test --features trace --lib -j "$jobs" trace
+if cargo clippy --version >/dev/null 2>&1; then
+    step "cargo clippy --features trace --all-targets -- -D warnings" cargo clippy --features trace --all-targets -j "$jobs" -- -D warnings
+fi
 step "header is current (cargo test --test header)" cargo test --test header -j "$jobs"
 step "cmake configure" cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release
 step "cmake build" cmake --build "$build_dir" -j "$jobs"

@@ -3,7 +3,11 @@
 the bench's milestones, each thread's preparation and pinning, when each thread started its
 first task, and the bytes copied per millisecond after the timed read began.
 
+    CARGO_TARGET_DIR=/tmp/target-trace cargo build --release --features trace --bin gdsroute-bench
+    cp /tmp/target-trace/release/gdsroute-bench .device/gdsroute-bench-trace   # carry .device
     .device/gdsroute-bench-trace --first-only ... | python3 scripts/trace-summary.py
+
+Times are relative to the first timed read (`bench.timed`); use it with one repetition.
 """
 import signal
 import sys
@@ -18,7 +22,10 @@ for line in sys.stdin:
         events.append((int(at) / 1000.0, thread, name, int(value)))
 if not events:
     sys.exit("no TRACE lines (build the bench with --features trace)")
-marks = {name: at for at, _, name, _ in events if name.startswith("bench.")}
+marks = {}
+for at, _, name, _ in events:
+    if name.startswith("bench."):
+        marks.setdefault(name, at)  # the first of each
 t0 = marks.get("bench.timed", 0.0)
 print("bench (ms after the timed read began): " + ", ".join(f"{n[6:]} {at - t0:+.2f}" for n, at in sorted(marks.items(), key=lambda x: x[1])))
 per = defaultdict(list)

@@ -21,6 +21,7 @@ pub mod stats;
 pub mod status;
 pub mod task_split;
 pub mod thread_pool;
+#[doc(hidden)] // an investigation tool (the `trace` feature), not part of the API
 pub mod trace;
 pub mod warm_up;
 

@@ -279,24 +279,29 @@ fn mapped_len(size: usize) -> Option<usize> {
 
 /// Maps anonymous memory on a huge-page boundary, asks for transparent huge pages, touches every
 /// page, then pins it with `cuMemHostRegister`. Measured on the H200 (`scripts/probe-pinning.py`,
-/// notes/benchmarks.md): a 4 MiB buffer cost 1.5-2.0 ms through `cuMemAllocHost`, 2.1-2.4 ms
-/// through touched 4 KiB pages and registration, 0.8-0.9 ms with huge pages; 16 threads
-/// allocating at once took 32 / 9 / 7 ms. Where huge pages are off (THP `never`) the advice is
-/// ignored and this is the 4 KiB-page path.
+/// notes/benchmarks.md, session 3, THP `madvise`): a 4 MiB buffer cost 1.5-2.0 ms through
+/// `cuMemAllocHost`, 2.1-2.4 ms through touched 4 KiB pages and registration, 0.8-0.9 ms with huge
+/// pages; 16 threads allocating at once took 32 / 9 / 7 ms. Where huge pages are off (THP
+/// `never`) the advice is ignored and this is the 4 KiB-page path. The mapping is not inherited
+/// by a forked child (`MADV_DONTFORK`): a child never uses it, and copying pinned pages into a
+/// child could, on older kernels, leave the parent's next write in a copy the GPU never sees.
 fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
     crate::trace::event("pin.start", size as u64);
     let _scope = any_context()?;
     let len = mapped_len(size).ok_or(CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 })?;
     let ptr = map_aligned(len)?;
-    // SAFETY: ptr..ptr+len is a fresh private anonymous mapping. The advice may fail (THP
-    // disabled): that only loses the speed-up.
-    unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+    // SAFETY: ptr..ptr+len is a fresh private anonymous mapping. The huge-page advice may fail
+    // (THP disabled): that only loses the speed-up. DONTFORK cannot fail on a valid range.
+    unsafe {
+        libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
+        libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_DONTFORK);
+    }
     // SAFETY: as above; writing touches every page (registration of resident pages is fast) and
     // makes the slices handed out by PinnedBuffer initialised.
     unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+    crate::trace::event("pin.touched", len as u64);
     // SAFETY: cuda() succeeded (any_context); a context is current; the range is one live,
     // page-aligned mapping, unregistered before it is unmapped (`release`).
-    crate::trace::event("pin.touched", len as u64);
     let r = unsafe { sys::cuMemHostRegister_v2(ptr.as_ptr().cast(), len, sys::CU_MEMHOSTREGISTER_PORTABLE) };
     crate::trace::event("pin.end", len as u64);
     if let Err(e) = check("cuMemHostRegister", r) {
@@ -337,18 +342,19 @@ fn map_aligned(len: usize) -> Result<NonNull<u8>, CudaFailure> {
     NonNull::new(aligned as *mut u8).ok_or_else(|| failed("mmap"))
 }
 
-/// Unregisters and unmaps a buffer from `allocate`.
+/// Unregisters and unmaps a buffer from `allocate`. A range the driver failed to unregister is
+/// leaked, not unmapped: a later mapping at the same addresses must not inherit a registration.
 ///
 /// # Safety
 /// `ptr` came from `allocate(size)` and is released exactly once; a context is current.
 unsafe fn release(ptr: NonNull<u8>, size: usize) -> Result<(), CudaFailure> {
     // SAFETY: forwarded from the caller.
-    let r = unsafe { sys::cuMemHostUnregister(ptr.as_ptr().cast()) };
+    check("cuMemHostUnregister", unsafe { sys::cuMemHostUnregister(ptr.as_ptr().cast()) })?;
     if let Some(len) = mapped_len(size) {
         // SAFETY: mapped by `allocate` with this length; no longer registered or used.
         unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
     }
-    check("cuMemHostUnregister", r)
+    Ok(())
 }
 
 /// A pinned buffer lent by a `PinnedPool`; goes back to the pool on drop.
