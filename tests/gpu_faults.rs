@@ -191,6 +191,11 @@ fn fake_cufile_faults_on_the_gpu() {
         ("descriptor", &full, &[("FAKE_CUFILE_NVFS_MAJOR", "2"), ("GDSROUTE_TEST_EXPECT_FD", "Direct")]),
         ("descriptor", &full, &[("FAKE_CUFILE_NVFS_MAJOR", "2"), ("GDSROUTE_CUFILE_FD", "buffered"), ("GDSROUTE_TEST_EXPECT_FD", "Buffered")]),
     ];
+    // The scenarios create /run/udev (AUTO's environment check). Leaving it behind changed what
+    // later processes on the machine did: AUTO then opened cuFile's driver at a first read
+    // (about 0.4 s) before falling back (session 3, notes/gpu-runs.md). An empty directory this
+    // test created is removed when it ends, whatever the outcome.
+    let _udev = RemoveIfCreated::new("/run/udev");
     for (name, library, env) in scenarios {
         let out = Command::new(std::env::current_exe().unwrap())
             .args(["--ignored", "--exact", "fault_scenario_child", "--nocapture"])
@@ -206,3 +211,21 @@ fn fake_cufile_faults_on_the_gpu() {
         println!("scenario {name}: ok");
     }
 }
+
+/// Removes a directory on drop if it did not exist when this was made and is empty by then.
+struct RemoveIfCreated(Option<&'static str>);
+
+impl RemoveIfCreated {
+    fn new(dir: &'static str) -> Self {
+        RemoveIfCreated((!std::path::Path::new(dir).exists()).then_some(dir))
+    }
+}
+
+impl Drop for RemoveIfCreated {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0 {
+            let _ = std::fs::remove_dir(dir); // fails, harmlessly, if something was put in it
+        }
+    }
+}
+
