@@ -69,6 +69,24 @@ for size in (4 * MiB, 64 * MiB):
         print(f"PIN {size // MiB}MiB {name}: {' '.join(f'{c:.2f}' for c in costs)} ms; copy {min(copies):.3f} ms "
               f"({size / min(copies) / 1e6:.1f} GB/s)", flush=True)
 
+# Registration flags (not yet run): does READ_ONLY (the GPU only reads bounce buffers) or
+# DEVICEMAP change what registering costs? Huge pages, 4 MiB, one after another.
+CU_MEMHOSTREGISTER_DEVICEMAP, CU_MEMHOSTREGISTER_READ_ONLY = 2, 8
+for flags_name, flags in (("PORTABLE", 1), ("PORTABLE|READ_ONLY", 1 | CU_MEMHOSTREGISTER_READ_ONLY),
+                          ("PORTABLE|DEVICEMAP", 1 | CU_MEMHOSTREGISTER_DEVICEMAP)):
+    costs = []
+    for _ in range(8):
+        raw = libc.mmap(None, 6 * MiB, PROT_RW, MAP_PRIVATE | MAP_ANON, -1, 0)
+        if raw in (None, MAP_FAILED):
+            raise SystemExit(f"mmap failed: errno {ctypes.get_errno()}")
+        base = (raw + 2 * MiB - 1) & ~(2 * MiB - 1)
+        libc.madvise(base, 4 * MiB, MADV_HUGEPAGE)
+        ctypes.memset(base, 0, 4 * MiB)
+        t = time.perf_counter()
+        check(cu.cuMemHostRegister_v2(base, 4 * MiB, flags), f"cuMemHostRegister({flags_name})")
+        costs.append(ms(t))
+    print(f"FLAGS {flags_name}: register only {' '.join(f'{c:.2f}' for c in costs)} ms", flush=True)
+
 for name, huge in (("mmap+register", False), ("mmap+hugepage+register", True)):
     each = [0.0] * 16
     def body(i):

@@ -247,6 +247,8 @@ impl Inner {
         let r = unsafe { release(raw.ptr, raw.size) };
         drop(scope);
         if let Err(e) = r {
+            // Leaked and still registered (see `release`): still pinned, so still counted.
+            self.bytes_pinned.fetch_add(pinned_len(raw.size), Ordering::Relaxed);
             eprintln!("gdsroute: {e}");
         }
     }
