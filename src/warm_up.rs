@@ -2,9 +2,11 @@
 //! that has a CUDA context current (the application already uses CUDA: libcuda is loaded), every
 //! pool worker creates its stream and events for that context, takes a pinned bounce buffer and
 //! (at the context's first preparation) copies it once to a scratch allocation of the context, in
-//! the background; the opening thread makes its own stream and events. Measured on the H200 (notes/benchmarks.md): first reads into
-//! a destination the application wrote before ran at 41-43 GB/s with this and 28-30 without.
-//! CUDA is never loaded here, so host-only programs pay nothing.
+//! the background; the opening thread makes its own stream and events. Measured on the H200
+//! (notes/benchmarks.md): first reads into a destination the application wrote before ran at
+//! 41-43 GB/s with this and 28-30 without (session 2). The driver serialises this work (about
+//! 10 ms for 16 workers, session 3's timeline), so a read issued right after the open still
+//! overlaps part of it. CUDA is never loaded here, so host-only programs pay nothing.
 
 use crate::cuda::{self, ContextHandle, DeviceScratch, ScopedContext};
 use crate::thread_pool::ThreadPool;
