@@ -194,11 +194,8 @@ impl PinnedPool {
         match allocate(size) {
             Ok(ptr) => {
                 self.inner.allocations.fetch_add(1, Ordering::Relaxed);
-                let now = self
-                    .inner
-                    .bytes_pinned
-                    .fetch_add(pinned_len(size), Ordering::Relaxed)
-                    + pinned_len(size);
+                let pinned = pinned_len(size);
+                let now = self.inner.bytes_pinned.fetch_add(pinned, Ordering::Relaxed) + pinned;
                 self.inner
                     .peak_bytes_pinned
                     .fetch_max(now, Ordering::Relaxed);
@@ -276,7 +273,18 @@ fn pinned_len(size: usize) -> u64 {
 /// page up, whole pages below (a small buffer is not worth a huge page of pinned memory).
 fn mapped_len(size: usize) -> Option<usize> {
     let size = size.max(1);
-    size.checked_next_multiple_of(if size >= HUGE_PAGE { HUGE_PAGE } else { PAGE })
+    size.checked_next_multiple_of(alignment(size))
+}
+
+/// Where a mapping of `len` bytes starts and how its length is rounded: huge pages from one huge
+/// page up, pages below.
+fn alignment(len: usize) -> usize {
+    if len >= HUGE_PAGE { HUGE_PAGE } else { PAGE }
+}
+
+/// The error for a buffer size whose mapping would overflow the address space.
+fn size_overflows() -> CudaFailure {
+    CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 }
 }
 
 /// Maps anonymous memory on a huge-page boundary, asks for transparent huge pages, touches every
@@ -290,7 +298,7 @@ fn mapped_len(size: usize) -> Option<usize> {
 fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
     crate::trace::event("pin.start", size as u64);
     let _scope = any_context()?;
-    let len = mapped_len(size).ok_or(CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 })?;
+    let len = mapped_len(size).ok_or_else(size_overflows)?;
     let ptr = map_aligned(len)?;
     // SAFETY: ptr..ptr+len is a fresh private anonymous mapping. The huge-page advice may fail
     // (THP disabled): that only loses the speed-up. DONTFORK cannot fail on a valid range.
@@ -319,8 +327,8 @@ fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
 /// tail unmapped.
 fn map_aligned(len: usize) -> Result<NonNull<u8>, CudaFailure> {
     let failed = |what: &'static str| CudaFailure::Call { call: what, name: std::io::Error::last_os_error().to_string(), code: 0 };
-    let align = if len >= HUGE_PAGE { HUGE_PAGE } else { PAGE };
-    let padded = len.checked_add(align - PAGE).ok_or(CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 })?;
+    let align = alignment(len);
+    let padded = len.checked_add(align - PAGE).ok_or_else(size_overflows)?;
     // SAFETY: a new anonymous mapping; no existing memory is affected.
     let raw = unsafe {
         libc::mmap(std::ptr::null_mut(), padded, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
