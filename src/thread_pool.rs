@@ -1,7 +1,8 @@
 //! The shared worker pool that runs read tasks. Threads are named `gdsroute-<n>`, the pool can be
 //! resized while in use (extra threads leave after their current task), and a pool thread that
 //! waits for an operation runs queued tasks meanwhile, so a task that submits and waits for
-//! another read (nested submission) cannot deadlock the pool.
+//! another read (nested submission) cannot deadlock the pool. A broadcast job runs once on every
+//! worker, before the queued jobs it takes next (per-thread preparation: warm_up.rs).
 
 use crate::error::{Error, Result};
 use std::cell::Cell;
@@ -11,11 +12,46 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
+/// A job for every worker that was live when it was broadcast.
+struct Broadcast {
+    generation: u64,
+    job: Arc<dyn Fn() + Send + Sync + 'static>,
+    /// Workers that have neither run it nor left the pool.
+    pending: usize,
+}
+
 struct State {
     queue: VecDeque<Job>,
+    /// Oldest first; an entry goes when no worker still owes it a run.
+    broadcasts: Vec<Broadcast>,
+    next_generation: u64,
     target_threads: usize,
     live_threads: usize,
     next_thread_id: usize,
+}
+
+impl State {
+    /// The oldest broadcast a worker whose next due generation is `due` has not run, marked as
+    /// run by it: (job, the worker's next due generation).
+    fn take_broadcast(&mut self, due: u64) -> Option<(Arc<dyn Fn() + Send + Sync + 'static>, u64)> {
+        let index = self.broadcasts.iter().position(|b| b.generation >= due)?;
+        let entry = &mut self.broadcasts[index];
+        let taken = (Arc::clone(&entry.job), entry.generation + 1);
+        entry.pending -= 1;
+        if entry.pending == 0 {
+            self.broadcasts.remove(index);
+        }
+        Some(taken)
+    }
+
+    /// A worker leaves: it owes no run any more.
+    fn forget_worker(&mut self, due: u64) {
+        for entry in self.broadcasts.iter_mut().filter(|b| b.generation >= due) {
+            entry.pending -= 1;
+        }
+        self.broadcasts.retain(|b| b.pending > 0);
+        self.live_threads -= 1;
+    }
 }
 
 struct Shared {
@@ -44,7 +80,14 @@ impl ThreadPool {
     pub fn new(threads: usize) -> Result<ThreadPool> {
         let pool = ThreadPool {
             shared: Arc::new(Shared {
-                state: Mutex::new(State { queue: VecDeque::new(), target_threads: 0, live_threads: 0, next_thread_id: 0 }),
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    broadcasts: Vec::new(),
+                    next_generation: 0,
+                    target_threads: 0,
+                    live_threads: 0,
+                    next_thread_id: 0,
+                }),
                 work_ready: Condvar::new(),
             }),
         };
@@ -68,7 +111,9 @@ impl ThreadPool {
         while state.live_threads < threads {
             let id = state.next_thread_id;
             let shared = Arc::clone(&self.shared);
-            let spawned = std::thread::Builder::new().name(format!("gdsroute-{id}")).spawn(move || worker_loop(shared));
+            // A new worker owes no earlier broadcast: it was not counted in one.
+            let due = state.next_generation;
+            let spawned = std::thread::Builder::new().name(format!("gdsroute-{id}")).spawn(move || worker_loop(shared, due));
             match spawned {
                 Ok(_) => {
                     state.live_threads += 1;
@@ -90,6 +135,20 @@ impl ThreadPool {
     pub fn submit(&self, job: impl FnOnce() + Send + 'static) {
         lock(&self.shared).queue.push_back(Box::new(job));
         self.shared.work_ready.notify_one();
+    }
+
+    /// Runs `job` once on every worker live now, each before the next queued job it takes (workers
+    /// busy with a job run it when that job ends). Workers started later do not run it.
+    pub fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) {
+        let mut state = lock(&self.shared);
+        let generation = state.next_generation;
+        state.next_generation += 1;
+        let pending = state.live_threads;
+        if pending > 0 {
+            state.broadcasts.push(Broadcast { generation, job: Arc::new(job), pending });
+        }
+        drop(state);
+        self.shared.work_ready.notify_all();
     }
 
     /// Runs one queued job on the calling thread, if there is one. Used by waiters on pool
@@ -115,13 +174,21 @@ fn run_job(job: Job) {
     let _ = catch_unwind(AssertUnwindSafe(job));
 }
 
-fn worker_loop(shared: Arc<Shared>) {
+/// `due`: the first broadcast generation this worker must run.
+fn worker_loop(shared: Arc<Shared>, mut due: u64) {
     ON_POOL_THREAD.with(|c| c.set(true));
     let mut state = lock(&shared);
     loop {
         if state.live_threads > state.target_threads {
-            state.live_threads -= 1;
+            state.forget_worker(due);
             return;
+        }
+        if let Some((job, next_due)) = state.take_broadcast(due) {
+            due = next_due;
+            drop(state);
+            let _ = catch_unwind(AssertUnwindSafe(|| job()));
+            state = lock(&shared);
+            continue;
         }
         match state.queue.pop_front() {
             Some(job) => {
@@ -232,6 +299,81 @@ mod tests {
         got.sort();
         assert_eq!(got, (0..10).collect::<Vec<_>>());
         assert!(pool.resize(0).is_err());
+    }
+
+    #[test]
+    fn a_broadcast_runs_once_on_every_worker() {
+        let pool = ThreadPool::new(4).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        pool.broadcast(move || {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            tx.lock().unwrap().send(name).unwrap();
+        });
+        let mut names: Vec<String> = (0..4).map(|_| rx.recv_timeout(Duration::from_secs(120)).unwrap()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 4, "one run per worker: {names:?}");
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "no fifth run");
+        assert!(lock(&pool.shared).broadcasts.is_empty(), "the entry goes once every worker ran it");
+    }
+
+    #[test]
+    fn a_busy_worker_runs_a_broadcast_before_its_next_queued_job() {
+        let pool = ThreadPool::new(1).unwrap();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (order_tx, order_rx) = mpsc::channel();
+        let (started_tx, started_rx) = mpsc::channel();
+        let first = order_tx.clone();
+        pool.submit(move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv_timeout(Duration::from_secs(120)).unwrap();
+            first.send("queued first").unwrap();
+        });
+        started_rx.recv_timeout(Duration::from_secs(120)).unwrap(); // the worker is busy
+        let second = order_tx.clone();
+        pool.submit(move || second.send("queued second").unwrap());
+        let broadcast = Mutex::new(order_tx);
+        pool.broadcast(move || broadcast.lock().unwrap().send("broadcast").unwrap());
+        release_tx.send(()).unwrap();
+        let order: Vec<&str> = (0..3).map(|_| order_rx.recv_timeout(Duration::from_secs(120)).unwrap()).collect();
+        assert_eq!(order, ["queued first", "broadcast", "queued second"]);
+    }
+
+    #[test]
+    fn workers_that_leave_or_join_owe_no_broadcast() {
+        let pool = ThreadPool::new(2).unwrap();
+        // Both workers busy, so neither has run the broadcast when one of them leaves.
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        let started = Arc::new(AtomicUsize::new(0));
+        for _ in 0..2 {
+            let (release_rx, started) = (Arc::clone(&release_rx), Arc::clone(&started));
+            pool.submit(move || {
+                started.fetch_add(1, Ordering::SeqCst);
+                release_rx.lock().unwrap().recv_timeout(Duration::from_secs(120)).unwrap();
+            });
+        }
+        while started.load(Ordering::SeqCst) < 2 {
+            std::thread::yield_now();
+        }
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&runs);
+        pool.broadcast(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        pool.resize(1).unwrap();
+        pool.resize(3).unwrap(); // new workers: not counted in the broadcast
+        release_tx.send(()).unwrap();
+        release_tx.send(()).unwrap();
+        let start = std::time::Instant::now();
+        while !lock(&pool.shared).broadcasts.is_empty() && start.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(lock(&pool.shared).broadcasts.is_empty(), "the leaving worker released its share");
+        // One of the two counted workers left, unless it ran the broadcast before noticing.
+        let n = runs.load(Ordering::SeqCst);
+        assert!((1..=2).contains(&n), "{n} runs");
     }
 
     #[test]

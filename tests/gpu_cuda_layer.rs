@@ -214,6 +214,39 @@ fn pinned_pool_reuses_and_is_bounded() {
 
 #[test]
 #[ignore = "needs a GPU"]
+fn pinned_pool_fills_in_parallel_up_to_its_bounds() {
+    let _ctx = on_device0();
+    let mib = 1usize << 20;
+    let pool = PinnedPool::new(mib, 5);
+    // Eight threads asking for four buffers: four pinned, each once.
+    let filled: usize = (0..8)
+        .map(|_| {
+            let pool = pool.clone();
+            std::thread::spawn(move || pool.fill_to(4).unwrap() as usize)
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .sum();
+    assert_eq!(filled, 4);
+    let s = pool.stats();
+    assert_eq!((s.allocations, s.buffers_live, s.buffers_idle, s.bytes_pinned), (4, 4, 4, 4 * mib as u64));
+    // Lent buffers count as existing; max_count caps the fill.
+    let lent = pool.acquire().unwrap();
+    assert!(!pool.fill_to(4).unwrap());
+    assert!(pool.fill_to(9).unwrap());
+    assert!(!pool.fill_to(9).unwrap(), "bounded by max_count 5");
+    drop(lent);
+    let s = pool.stats();
+    assert_eq!((s.allocations, s.buffers_live, s.buffers_idle), (5, 5, 5));
+    // Filled buffers are pinned and reused by acquire.
+    let buf = pool.acquire().unwrap();
+    assert_eq!(cuda::classify(buf.as_ptr().cast()).unwrap(), MemoryKind::PinnedHost);
+    assert_eq!(pool.stats().allocations, 5);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
 fn copy_64_mib_host_to_device_and_back() {
     let _ctx = on_device0();
     let len = 64 << 20;

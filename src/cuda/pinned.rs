@@ -131,6 +131,22 @@ impl PinnedPool {
         Ok(None)
     }
 
+    /// Pins one more buffer and keeps it idle, if fewer than `count` (and fewer than `max_count`)
+    /// exist; true if it did. Threads calling this at once each pin their own buffer, in parallel:
+    /// a preparation ahead of the first read (warm_up.rs) without lending anything out.
+    ///
+    /// Errors: as `acquire`.
+    pub fn fill_to(&self, count: usize) -> Result<bool, CudaFailure> {
+        cuda()?;
+        let state = self.inner.lock();
+        if state.live >= count.min(self.inner.max_count) {
+            return Ok(false);
+        }
+        let buffer = self.allocate_unlocked(state)?;
+        drop(buffer); // back to the idle list
+        Ok(true)
+    }
+
     /// Changes the size of future buffers. Idle buffers of the old size are freed now; lent-out
     /// ones are freed when returned.
     pub fn set_buffer_size(&self, buffer_size: usize) {
