@@ -184,7 +184,9 @@ fn opening_a_file_prepares_the_device_route_in_the_background() {
     let data = random_bytes((8 << 20) + 5, 36);
     let tmp = file_with(&data);
     let file = open(&tmp, CompatMode::On);
-    let want = (workers as u64 + 1) * (4 << 20); // one 4 MiB bounce buffer per worker and one for this thread
+    // One bounce buffer per worker and one for this thread.
+    let buffer = gdsroute::device_io::bounce_buffer_bytes(gdsroute::settings::global().unwrap().bounce_buffer_size());
+    let want = (workers as u64 + 1) * buffer;
     let deadline = Instant::now() + Duration::from_secs(5);
     while gds::process_counters().pinned_bytes < want {
         assert!(Instant::now() < deadline, "pinned {} < {want} 5 s after open", gds::process_counters().pinned_bytes);

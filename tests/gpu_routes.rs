@@ -26,8 +26,12 @@ fn device_reads_on_every_route_are_byte_exact() {
     let s = settings::global().unwrap();
     for mode in [CompatMode::On, CompatMode::Auto] {
         let file = open(&tmp, mode);
-        for &(task, threads) in &[(1u64 << 20, 1usize), (4 << 20, 4), (65536, 8)] {
+        // Bounce buffers of the default size (a 2 MiB piece), of an odd size, and of one page:
+        // pieces end anywhere in a task and buffers change hands between threads.
+        let default_bounce = settings::DEFAULT_BOUNCE_BUFFER_SIZE;
+        for &(task, threads, bounce) in &[(1u64 << 20, 1usize, default_bounce), (4 << 20, 4, (1 << 20) + 4097), (65536, 8, 4096)] {
             s.set_task_size(task).unwrap();
+            s.set_bounce_buffer_size(bounce).unwrap();
             thread_pool::set_global_num_threads(threads).unwrap();
             for &size in &[1usize, 4095, 8192, 16383, 16384, 65537, (4 << 20) + 1, (9 << 20) + 3] {
                 for &offset in &[0u64, 1, 4096, 123_457, data.len() as u64 - 5, data.len() as u64 + 1] {
@@ -45,6 +49,7 @@ fn device_reads_on_every_route_are_byte_exact() {
         eprintln!("{mode:?}: {}", c.to_json());
     }
     s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    s.set_bounce_buffer_size(settings::DEFAULT_BOUNCE_BUFFER_SIZE).unwrap();
 }
 
 #[test]
@@ -129,10 +134,11 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     let file = open(&tmp, CompatMode::On);
     let mut dev: sys::CUdeviceptr = 0;
     ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, data.len()) });
-    // One 4 MiB buffer per worker, plus the caller; buffers made earlier in this process (other
-    // tests, or the preparation at open with the default thread count) are kept and reused.
+    // One buffer per reading thread (workers and the caller); buffers made earlier in this process
+    // (other tests, or the preparation at open with the default thread count) are kept and reused.
     let held_before = gdsroute::gds::process_counters().pinned_bytes;
-    let bound = (((threads + 1) * (4 << 20)) as u64).max(held_before);
+    let buffer = gdsroute::device_io::bounce_buffer_bytes(settings::global().unwrap().bounce_buffer_size());
+    let bound = ((threads as u64 + 1) * buffer).max(held_before);
     let mut after_first = None;
     let mut last = (0, 0);
     for i in 0..1000usize {
