@@ -245,44 +245,6 @@ fn pinned_pool_fills_in_parallel_up_to_its_bounds() {
     assert_eq!(pool.stats().allocations, 5);
 }
 
-extern "C" fn sleep_200_ms(_: *mut c_void) {
-    std::thread::sleep(Duration::from_millis(200));
-}
-
-#[test]
-#[ignore = "needs a GPU"]
-fn a_buffer_given_back_during_its_copy_is_lent_or_freed_only_after_it() {
-    let _ctx = on_device0();
-    let len = 64 << 20;
-    let d = DeviceAlloc::new(len);
-    let stream = cuda::thread_stream().unwrap();
-    let [event, _] = cuda::thread_events().unwrap();
-    let pool = PinnedPool::new(len, 1);
-    let first = random_bytes(len, 41);
-    for round in 0..2 {
-        let mut buffer = pool.acquire().unwrap();
-        buffer.as_mut_slice().copy_from_slice(&first);
-        // The stream first sleeps, so the copy starts long after the buffer went back.
-        // SAFETY: a plain function without captured state; the stream is live.
-        ok("cuLaunchHostFunc", unsafe { sys::cuLaunchHostFunc(stream.as_raw(), Some(sleep_200_ms), std::ptr::null_mut()) });
-        // SAFETY: `d` holds len bytes; the pool keeps the buffer unwritten until the event.
-        unsafe { cuda::copy_host_to_device(d.0, buffer.as_ptr(), len, stream) }.unwrap();
-        event.record(stream).unwrap();
-        buffer.release_after(event);
-        if round == 0 {
-            // The next borrower writes at once: it must not get the buffer before the copy ends.
-            let mut next = pool.acquire().unwrap();
-            next.as_mut_slice().fill(0xA5);
-        } else {
-            // Freed (size change) with the copy in flight: unregistered only after it.
-            pool.set_buffer_size(len / 2);
-            assert_eq!(pool.stats().frees, 1);
-        }
-        cuda::synchronize(stream).unwrap();
-        assert!(device_to_host(d.0, len) == first, "round {round}: the copy read overwritten bytes");
-    }
-}
-
 #[test]
 #[ignore = "needs a GPU"]
 fn copy_64_mib_host_to_device_and_back() {

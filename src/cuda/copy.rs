@@ -117,43 +117,6 @@ pub unsafe fn copy_host_to_device_sync(dst: u64, src: &[u8]) -> Result<(), CudaF
     synchronize(stream)
 }
 
-/// Device memory the library allocates for its own use (the warm-up copies of `warm_up`). It is
-/// never freed by the library: `cuMemFree` would wait for all of the application's GPU work, so
-/// the allocation lives as long as its context (one per context, made once).
-#[derive(Debug, Clone, Copy)]
-pub struct DeviceScratch {
-    ptr: u64,
-    len: usize,
-}
-
-impl DeviceScratch {
-    /// Allocates `len` bytes in the context current on this thread.
-    ///
-    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemAlloc` (e.g. no context current).
-    pub fn new(len: usize) -> Result<Self, CudaFailure> {
-        cuda()?;
-        let mut ptr: sys::CUdeviceptr = 0;
-        // SAFETY: cuda() succeeded; valid out-pointer; the driver reports a missing context.
-        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, len.max(1)) })?;
-        Ok(DeviceScratch { ptr, len: len.max(1) })
-    }
-
-    /// The device address.
-    pub fn address(&self) -> u64 {
-        self.ptr
-    }
-
-    /// Bytes allocated.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: at least one byte is allocated.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

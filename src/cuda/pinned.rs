@@ -1,11 +1,7 @@
 //! A bounded pool of pinned (page-locked) host bounce buffers, the staging area for reads into
-//! device memory through POSIX. Buffers are huge-page-aligned anonymous mappings pinned with
-//! `cuMemHostRegister(PORTABLE)`, reused across calls, freed when the configured size changes,
-//! and counted (bytes pinned, peak, calls). A buffer can go back while a copy out of it is still
-//! running (`release_after`): the pool waits for that copy before lending it again, oldest first,
-//! so threads share buffers instead of each keeping a spare for overlap.
+//! device memory through POSIX. Buffers are huge-page-aligned anonymous mappings pinned with `cuMemHostRegister(PORTABLE)`, reused
+//! across calls, freed when the configured size changes, and counted (bytes pinned, peak, calls).
 
-use std::collections::VecDeque;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -15,16 +11,12 @@ use cudarc::driver::sys;
 use super::context::any_context;
 use super::driver::cuda;
 use super::error::{CudaFailure, check};
-use super::event::Event;
 
 /// One pinned allocation owned by the pool or by a `PinnedBuffer`.
 #[derive(Debug)]
 struct RawPinned {
     ptr: NonNull<u8>,
     size: usize,
-    /// Completes when the last copy out of the buffer has (a later point of the same stream is
-    /// as good): to wait for before the buffer is written or unregistered.
-    copy_done: Option<Event>,
 }
 
 // SAFETY: the allocation is plain host memory owned by exactly one RawPinned at a time.
@@ -33,8 +25,7 @@ unsafe impl Send for RawPinned {}
 #[derive(Debug)]
 struct State {
     buffer_size: usize,
-    /// Returned buffers, oldest first: the oldest copy is the likeliest to be finished.
-    idle: VecDeque<RawPinned>,
+    idle: Vec<RawPinned>,
     /// Buffers allocated and not yet freed: idle plus lent out.
     live: usize,
 }
@@ -88,7 +79,7 @@ impl PinnedPool {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     buffer_size: buffer_size.max(1),
-                    idle: VecDeque::new(),
+                    idle: Vec::new(),
                     live: 0,
                 }),
                 returned: Condvar::new(),
@@ -101,8 +92,8 @@ impl PinnedPool {
         }
     }
 
-    /// Takes the oldest idle buffer (waiting for a copy still reading it), or allocates one while
-    /// fewer than `max_count` exist and none is idle, or waits for one to be returned.
+    /// Takes an idle buffer, or allocates one while fewer than `max_count` exist, or waits for
+    /// one to be returned.
     ///
     /// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemHostRegister`.
     ///
@@ -111,9 +102,8 @@ impl PinnedPool {
         cuda()?;
         let mut state = self.inner.lock();
         loop {
-            if let Some(raw) = state.idle.pop_front() {
-                drop(state);
-                return self.lend_when_copied(raw);
+            if let Some(raw) = state.idle.pop() {
+                return Ok(self.lend(raw));
             }
             if state.live < self.inner.max_count {
                 return self.allocate_unlocked(state);
@@ -132,9 +122,8 @@ impl PinnedPool {
     pub fn try_acquire(&self) -> Result<Option<PinnedBuffer>, CudaFailure> {
         cuda()?;
         let mut state = self.inner.lock();
-        if let Some(raw) = state.idle.pop_front() {
-            drop(state);
-            return self.lend_when_copied(raw).map(Some);
+        if let Some(raw) = state.idle.pop() {
+            return Ok(Some(self.lend(raw)));
         }
         if state.live < self.inner.max_count {
             return self.allocate_unlocked(state).map(Some);
@@ -210,19 +199,6 @@ impl PinnedPool {
         }
     }
 
-    /// Lends `raw` once the copy still reading it has finished. Called without the lock held:
-    /// the wait can be long when the driver is busy.
-    fn lend_when_copied(&self, mut raw: RawPinned) -> Result<PinnedBuffer, CudaFailure> {
-        if let Some(event) = raw.copy_done {
-            if let Err(e) = event.synchronize() {
-                self.inner.give_back(raw); // still marked, so nobody writes it
-                return Err(e);
-            }
-            raw.copy_done = None;
-        }
-        Ok(self.lend(raw))
-    }
-
     /// Reserves a slot under the lock, then allocates without holding it.
     fn allocate_unlocked(
         &self,
@@ -239,7 +215,7 @@ impl PinnedPool {
                 self.inner
                     .peak_bytes_pinned
                     .fetch_max(now, Ordering::Relaxed);
-                Ok(self.lend(RawPinned { ptr, size, copy_done: None }))
+                Ok(self.lend(RawPinned { ptr, size }))
             }
             Err(e) => {
                 self.inner.lock().live -= 1;
@@ -260,7 +236,7 @@ impl Inner {
         let stale = {
             let mut state = self.lock();
             if raw.size == state.buffer_size {
-                state.idle.push_back(raw);
+                state.idle.push(raw);
                 None
             } else {
                 state.live -= 1;
@@ -279,12 +255,6 @@ impl Inner {
         self.frees.fetch_add(1, Ordering::Relaxed);
         // In a forked child or after a failure there is nothing safe to call: leak.
         let Ok(scope) = any_context() else { return };
-        // No copy may still read memory being unregistered; if the wait fails the driver is
-        // broken and unregistering is no safer than leaking.
-        if raw.copy_done.is_some_and(|event| event.synchronize().is_err()) {
-            self.bytes_pinned.fetch_add(pinned_len(raw.size), Ordering::Relaxed);
-            return;
-        }
         // SAFETY: cuda() succeeded (any_context checked it); the pointer came from `allocate`
         // and is released exactly once because RawPinned is moved in here.
         let r = unsafe { release(raw.ptr, raw.size) };
@@ -462,14 +432,6 @@ impl PinnedBuffer {
         let raw = self.raw();
         // SAFETY: `size` initialised bytes, owned exclusively by self, borrowed mutably.
         unsafe { std::slice::from_raw_parts_mut(raw.ptr.as_ptr(), raw.size) }
-    }
-
-    /// Gives the buffer back while a copy out of it may still run: `copy_done` must be recorded
-    /// after that copy (on its stream). The pool waits for it before lending or freeing the buffer.
-    pub fn release_after(mut self, copy_done: Event) {
-        if let Some(raw) = self.raw.as_mut() {
-            raw.copy_done = Some(copy_done);
-        }
     }
 }
 
