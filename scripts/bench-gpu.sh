@@ -8,7 +8,8 @@
 #
 # Environment: BENCH_FILE (default /var/tmp/gdsroute-bench-1g.bin), BENCH_SIZE (1073741824), BENCH_REPS (3),
 # PYTHON (python3),
-# BENCH_FIRST_PROCS (3: fresh processes per first-read configuration),
+# BENCH_FIRST_PROCS (3: fresh processes per first-read configuration), BENCH_COLD_PASSES (5: dd, then
+# both libraries, cold),
 # BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile),
 # BENCH_CUFILE_ROUTE=0 to skip the closing cuFile-route steps (udev record written, then removed).
 set -uo pipefail
@@ -72,6 +73,12 @@ cold = [float(f["gbps"]) for k in order if dict(k).get("cache") == "cold" for f 
 if dd and cold:
     print(f"cold: gdsroute median {statistics.median(cold):.2f} GB/s, dd iflag=direct median {statistics.median(dd):.2f} GB/s"
           f" ({len(dd)} passes): ratio {statistics.median(cold) / statistics.median(dd):.2f}")
+    # The disk's speed drifts within seconds (session 4: 0.35-2.1 GB/s), so each pass's gdsroute
+    # line is also compared with the dd run just before it.
+    if len(dd) == len(cold):
+        per_pass = [c / d for c, d in zip(cold, dd)]
+        print("cold, per pass (gdsroute / dd just before): " + " ".join(f"{r:.2f}" for r in per_pass)
+              + f"; median {statistics.median(per_pass):.2f}")
 print("GB/s: median over the lines of each side (fresh-process first reads: one line per process);")
 print("ratio = gdsroute/KvikIO GB/s (reads/s for rand kinds is the same ratio); cpu g/k = CPU s/GB ratio, lower is better for gdsroute")
 PY
@@ -174,10 +181,11 @@ dd_direct() {
     secs=$(echo "$line" | sed -E 's/.*copied, ([0-9.]+) s.*/\1/')
     awk -v b="$bytes" -v s="$secs" 'BEGIN { printf "RESULT impl=dd mem=device mode=on threads=16 task=4194304 cache=cold kind=big phase=steady settings=set callers=1 gbps=%.3f\n", b / s / 1e9 }' | tee -a "$RESULTS"
 }
-echo "=== cold: dd iflag=direct, then device big 16 threads (2 reps, caches dropped before each), 3 passes"
+COLD_PASSES=${BENCH_COLD_PASSES:-5}
+echo "=== cold: dd iflag=direct, then device big 16 threads (2 reps, caches dropped before each), $COLD_PASSES passes"
 # The registered page cache is off here: pinned pages survive drop_caches, so with it on the
 # repetitions after the second would not be cold.
-for p in 1 2 3; do
+for p in $(seq "$COLD_PASSES"); do
     dd_direct
     GDSROUTE_PAGE_CACHE_PIN_MAX=0 step "$p" "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
 done
