@@ -74,7 +74,8 @@ if dd and cold:
     print(f"cold: gdsroute median {statistics.median(cold):.2f} GB/s, dd iflag=direct median {statistics.median(dd):.2f} GB/s"
           f" ({len(dd)} passes): ratio {statistics.median(cold) / statistics.median(dd):.2f}")
     # The disk's speed drifts within seconds (session 4: 0.35-2.1 GB/s), so each pass's gdsroute
-    # line is also compared with the dd run just before it.
+    # line is also compared with the dd run just before it (paired in file order: only when no
+    # pass lost a line).
     if len(dd) == len(cold):
         per_pass = [c / d for c, d in zip(cold, dd)]
         print("cold, per pass (gdsroute / dd just before): " + " ".join(f"{r:.2f}" for r in per_pass)
@@ -185,9 +186,11 @@ COLD_PASSES=${BENCH_COLD_PASSES:-5}
 echo "=== cold: dd iflag=direct, then device big 16 threads (2 reps, caches dropped before each), $COLD_PASSES passes"
 # The registered page cache is off here: pinned pages survive drop_caches, so with it on the
 # repetitions after the second would not be cold.
+# gdsroute right after dd in every pass (the per-pass ratio pairs them), then KvikIO.
 for p in $(seq "$COLD_PASSES"); do
     dd_direct
-    GDSROUTE_PAGE_CACHE_PIN_MAX=0 step "$p" "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
+    GDSROUTE_PAGE_CACHE_PIN_MAX=0 G "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
+    K "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
 done
 cat "$FILE" > /dev/null
 

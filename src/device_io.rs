@@ -53,6 +53,13 @@ pub fn bounce_buffer_bytes(configured: u64) -> u64 {
     configured.min(PINNED_BUFFER_MAX)
 }
 
+/// Size of the pinned buffers for the bounce buffer size in effect now.
+///
+/// Errors: the settings could not be read (a bad environment value).
+pub fn current_bounce_buffer_bytes() -> Result<u64> {
+    Ok(bounce_buffer_bytes(crate::settings::global()?.bounce_buffer_size()))
+}
+
 /// Synchronises the stream when dropped, so that no copy still reads the bounce buffer after it
 /// goes back to the pool, on every exit path.
 struct DrainOnDrop(cuda::Stream);

@@ -137,8 +137,10 @@ impl ThreadPool {
         self.shared.work_ready.notify_one();
     }
 
-    /// Runs `job` once on every worker live now, each before the next queued job it takes (workers
-    /// busy with a job run it when that job ends). Workers started later do not run it.
+    /// Runs `job` once on every worker live now, each before the next job it takes from the queue
+    /// in its own loop (a busy worker runs it when its job ends; a worker waiting inside a job for
+    /// a nested read runs queued jobs first, through `run_one_queued`). Workers started later do
+    /// not run it.
     pub fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) {
         let mut state = lock(&self.shared);
         let generation = state.next_generation;
@@ -170,7 +172,8 @@ impl ThreadPool {
     }
 }
 
-fn run_job(job: Job) {
+/// Runs a job or a broadcast; a panic is caught, so the worker survives.
+fn run_job(job: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(job));
 }
 
@@ -186,7 +189,7 @@ fn worker_loop(shared: Arc<Shared>, mut due: u64) {
         if let Some((job, next_due)) = state.take_broadcast(due) {
             due = next_due;
             drop(state);
-            let _ = catch_unwind(AssertUnwindSafe(|| job()));
+            run_job(|| job());
             state = lock(&shared);
             continue;
         }
@@ -357,23 +360,37 @@ mod tests {
         while started.load(Ordering::SeqCst) < 2 {
             std::thread::yield_now();
         }
-        let runs = Arc::new(AtomicUsize::new(0));
-        let counted = Arc::clone(&runs);
+        let first = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&first);
         pool.broadcast(move || {
             counted.fetch_add(1, Ordering::SeqCst);
         });
+        // One worker leaves when its job ends: it checks for leaving before taking the broadcast.
         pool.resize(1).unwrap();
-        pool.resize(3).unwrap(); // new workers: not counted in the broadcast
         release_tx.send(()).unwrap();
         release_tx.send(()).unwrap();
-        let start = std::time::Instant::now();
-        while !lock(&pool.shared).broadcasts.is_empty() && start.elapsed() < Duration::from_secs(120) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(lock(&pool.shared).broadcasts.is_empty(), "the leaving worker released its share");
-        // One of the two counted workers left, unless it ran the broadcast before noticing.
-        let n = runs.load(Ordering::SeqCst);
-        assert!((1..=2).contains(&n), "{n} runs");
+        let settled = |live: usize| {
+            let start = std::time::Instant::now();
+            loop {
+                let state = lock(&pool.shared);
+                if (state.live_threads == live && state.broadcasts.is_empty()) || start.elapsed() > Duration::from_secs(120) {
+                    return (state.live_threads, state.broadcasts.len());
+                }
+                drop(state);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        assert_eq!(settled(1), (1, 0), "one worker left and released its share");
+        assert_eq!(first.load(Ordering::SeqCst), 1, "only the worker that stayed ran it");
+        // Workers started later owe the old broadcast nothing, and run a new one.
+        pool.resize(3).unwrap();
+        let second = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&second);
+        pool.broadcast(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(settled(3), (3, 0));
+        assert_eq!((first.load(Ordering::SeqCst), second.load(Ordering::SeqCst)), (1, 3));
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! Preparing the device route before the first device read. When a file is opened on a thread
 //! that has a CUDA context current (the application already uses CUDA: libcuda is loaded), every
-//! pool worker, as its next job, creates its stream and events for that context and pins one
-//! bounce buffer for the pool; then it takes read tasks at once, while others may still be
-//! preparing. The opening thread makes its own stream and events, and the workers pin one buffer
-//! for it too (a waiting caller runs tasks: operation.rs). CUDA is never loaded here, so
-//! host-only programs pay nothing.
+//! pool worker, before the next queued job it takes (`ThreadPool::broadcast`), creates its stream
+//! and events for that context and pins one bounce buffer for the pool; then it takes read tasks
+//! at once, while others may still be preparing. The opening thread makes its own stream and
+//! events, and the workers pin one buffer for it too (a waiting caller runs tasks:
+//! operation.rs). CUDA is never loaded here, so host-only programs pay nothing.
 //!
 //! Why this shape (notes/benchmarks.md, sessions 2-4): the driver serialises stream creation and
 //! registration (about 10 ms for 16 workers on the H200), so a read issued right after the open
@@ -37,6 +37,8 @@ pub fn prepare_in_background() {
 
 /// Broadcasts the preparation to the pool's workers unless already done; true if it did.
 fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
+    // The target count: while a resize is under way the broadcast reaches the live workers,
+    // which may be fewer or more; the first reads prepare whatever is missing.
     let workers = pool.num_threads();
     {
         let mut prepared = PREPARED.lock().unwrap_or_else(|p| p.into_inner());
@@ -60,8 +62,8 @@ fn prepare_worker(ctx: ContextHandle, buffers: usize) {
     let _ = cuda::thread_events();
     crate::trace::event("prepare.stream", 0);
     // The size in effect now, so that a setting changed since the open is not undone here.
-    let Ok(settings) = crate::settings::global() else { return };
-    let pool = crate::device_io::bounce_pool(crate::device_io::bounce_buffer_bytes(settings.bounce_buffer_size()));
+    let Ok(buffer_bytes) = crate::device_io::current_bounce_buffer_bytes() else { return };
+    let pool = crate::device_io::bounce_pool(buffer_bytes);
     // Usually one buffer per worker; a worker that finds the others slower pins the rest (the
     // driver serialises registration, so the total time is the same whoever does it).
     while let Ok(true) = pool.fill_to(buffers) {}

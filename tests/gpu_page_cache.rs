@@ -185,7 +185,7 @@ fn opening_a_file_prepares_the_device_route_in_the_background() {
     let tmp = file_with(&data);
     let file = open(&tmp, CompatMode::On);
     // One bounce buffer per worker and one for this thread.
-    let buffer = gdsroute::device_io::bounce_buffer_bytes(gdsroute::settings::global().unwrap().bounce_buffer_size());
+    let buffer = gdsroute::device_io::current_bounce_buffer_bytes().unwrap();
     let want = (workers as u64 + 1) * buffer;
     let deadline = Instant::now() + Duration::from_secs(5);
     while gds::process_counters().pinned_bytes < want {

@@ -136,10 +136,19 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, data.len()) });
     // One buffer per reading thread (workers and the caller); buffers made earlier in this process
     // (other tests, or the preparation at open with the default thread count) are kept and reused.
+    // Pinned first, up to that bound, so that the reads need no new buffer whatever their
+    // concurrency, and the preparation at open (in the background) none either.
+    let buffer = gdsroute::device_io::current_bounce_buffer_bytes().unwrap();
+    let pool = gdsroute::device_io::bounce_pool(buffer);
+    while pool.fill_to(threads + 1).unwrap() {}
+    // A buffer the preparation is still pinning counts as live before it counts as pinned.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pool.stats().bytes_pinned != pool.stats().buffers_live as u64 * buffer {
+        assert!(std::time::Instant::now() < deadline, "{:?}", pool.stats());
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let held_before = gdsroute::gds::process_counters().pinned_bytes;
-    let buffer = gdsroute::device_io::bounce_buffer_bytes(settings::global().unwrap().bounce_buffer_size());
     let bound = ((threads as u64 + 1) * buffer).max(held_before);
-    let mut settled = None;
     let mut last = (0, 0);
     for i in 0..1000usize {
         // Alternate whole-file parallel reads and small inline ones (below the GDS threshold).
@@ -148,12 +157,8 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
         assert_eq!(n, size);
         let c = gdsroute::gds::process_counters();
         assert!(c.pinned_bytes <= bound, "read {i}: {} pinned, above {bound}", c.pinned_bytes);
-        // Buffers are kept and reused, never freed and allocated again: no growth once every
-        // thread has read at once (the first reads may not have, and the preparation at open
-        // pins in the background), here from the 100th read on.
-        if i >= 100 {
-            assert_eq!(c.pinned_bytes, *settled.get_or_insert(c.pinned_bytes), "read {i}");
-        }
+        // Buffers are kept and reused, never freed and allocated again: no growth.
+        assert_eq!(c.pinned_bytes, held_before, "read {i}");
         last = (c.pinned_bytes, c.pinned_bytes_peak);
     }
     let (held, peak) = last;
