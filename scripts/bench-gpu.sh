@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs gdsroute-bench and scripts/bench-kvikio.py side by side on the GPU machine, on the same
-# 1 GiB file, in one call (about 3-5 minutes on the H200; every step has a time limit). Needs
+# 1 GiB file, in one call (about 4-6 minutes on the H200; every step has a time limit). Needs
 # .device/ and .whl/ from scripts/bench-build.sh (carried). Method: notes/benchmarks.md.
 #
 #   scripts/bench-gpu.sh                 # the whole matrix; RESULT lines to $OUT/bench.txt if $OUT is set
