@@ -45,12 +45,9 @@ fn cuda_error(e: cuda::CudaFailure) -> Error {
 /// pieces cost per-step overhead; 2 MiB keeps 98% of the steady rate.
 pub(crate) const PIPELINE_PIECE: u64 = 2 << 20;
 
-/// The largest pinned bounce buffer: two pieces.
-pub const PINNED_BUFFER_MAX: u64 = 2 * PIPELINE_PIECE;
-
 /// Size of the pinned buffers: two pieces, or the configured bounce buffer size if smaller.
 pub fn bounce_buffer_bytes(configured: u64) -> u64 {
-    configured.min(PINNED_BUFFER_MAX)
+    configured.min(2 * PIPELINE_PIECE)
 }
 
 /// Size of the pinned buffers for the bounce buffer size in effect now.

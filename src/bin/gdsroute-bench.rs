@@ -351,7 +351,7 @@ enum Buffer {
 /// Host memory allocated as numpy allocates KvikIO's host arrays, so that both libraries read
 /// into the same kind of pages: an anonymous mapping, advised `MADV_HUGEPAGE` from 4 MiB up
 /// (numpy's default on Linux). With 4 KiB pages the kernel's copies into the buffer take more TLB
-/// misses: session 4 measured host reads at 8 threads 0.94-1.01x KvikIO with a plain `Vec`.
+/// misses: session 4 measured host reads at 8 threads 0.95-1.01x KvikIO with a plain `Vec` (run 6).
 struct HostMemory {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
