@@ -463,6 +463,12 @@ typedef struct {
    * 0 per handle; not reset by `gdsroute_stats_reset`).
    */
   uint64_t page_cache_refusals;
+  /**
+   * POSIX tasks whose first bytes were not in the page cache (or not readable without
+   * waiting): they came from the disk, and the kernel was asked to read the rest of the task
+   * ahead (`POSIX_FADV_WILLNEED`). Stays 0 where the kernel cannot tell (no `RWF_NOWAIT`).
+   */
+  uint64_t posix_tasks_not_cached;
 } gdsroute_stats;
 
 

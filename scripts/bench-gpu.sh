@@ -58,8 +58,11 @@ def fmt(v, spec):
     return "-".rjust(int(spec.split(".")[0])) if v is None else format(v, spec)
 
 print(f"{'gdsroute':>9} {'kvikio':>9} {'ratio':>6} {'cpu g/k':>8} {'n g/k':>6}  configuration")
+borrowed = {bases[key] for key in order if bases[key] != key}
 for key in order:
     g, k = rows[key].get("gdsroute", []), rows[key].get("kvikio", [])
+    if not g and key in borrowed:
+        continue  # KvikIO's lines are shown beside the gdsroute variant that uses them
     name = " ".join(f"{a}={b}" for a, b in key)
     if dict(key).get("settings") == "default":
         name += " (g:{}t k:{}t)".format(g[0]["threads"] if g else "?", k[0]["threads"] if k else "?")

@@ -6,7 +6,7 @@
 use crate::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
 use crate::cufile::{CufileHandle, CufileLibrary, ReadFailure, code_message};
 use crate::error::{Error, Result};
-use crate::posix;
+use crate::posix::{self, Delivered};
 use once_cell::sync::OnceCell;
 use std::os::fd::RawFd;
 
@@ -68,12 +68,13 @@ impl Drop for DrainOnDrop {
 }
 
 /// Reads `len` bytes at `offset` from `fd` into device memory at `dst` through pinned bounce
-/// buffers: pread a piece into one half of the buffer while the other half's copy runs. Returns
-/// the bytes read (short only at end of file).
+/// buffers: pread a piece into one half of the buffer while the other half's copy runs. The
+/// first piece's read asks the kernel to read the whole range ahead if it is not cached
+/// (`posix::read_full_at_ahead`). Returns the bytes read (short only at end of file).
 ///
 /// # Safety
 /// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
-pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<usize> {
+pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
     crate::trace::event("bounce.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
@@ -87,6 +88,7 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
     let mut in_flight = [false; 2];
     let mut done = 0usize;
     let mut step = 0usize;
+    let mut not_cached = false;
     while done < len {
         let slot = step % halves;
         if in_flight[slot] {
@@ -95,9 +97,15 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
         let want = (len - done).min(piece);
         // SAFETY: slot * piece + want <= buffer.len(); no copy reads this half any more.
         let host = unsafe { base.add(slot * piece) };
-        // SAFETY: as above.
-        let n = unsafe { posix::read_full_at(fd, host, want, offset + done as u64) }
-            .map_err(|e| Error::Io { op: "pread", path: path.to_string(), offset: offset + done as u64, source: e })?;
+        let pos = offset + done as u64;
+        let read = if step == 0 {
+            // SAFETY: as above.
+            unsafe { posix::read_full_at_ahead(fd, host, want, pos, len) }.inspect(|d| not_cached = d.not_cached).map(|d| d.bytes)
+        } else {
+            // SAFETY: as above.
+            unsafe { posix::read_full_at(fd, host, want, pos) }
+        };
+        let n = read.map_err(|e| Error::Io { op: "pread", path: path.to_string(), offset: pos, source: e })?;
         if n == 0 {
             break;
         }
@@ -114,7 +122,7 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
     }
     cuda::synchronize(stream).map_err(cuda_error)?;
     crate::trace::event("bounce.end", done as u64);
-    Ok(done)
+    Ok(Delivered { bytes: done, not_cached })
 }
 
 /// Copies `len` bytes from a registered page-cache mapping at `src` to device memory at `dst`

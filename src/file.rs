@@ -10,10 +10,10 @@ use crate::error::{Error, Result};
 use crate::gds::{self, FallbackReason, Unusable};
 use crate::operation::{Claimable, Operation};
 use crate::page_cache::{DeviceReadInFlight, PageCache, Segment};
-use crate::posix;
+use crate::posix::{self, Delivered};
 use crate::route::{self, Plan};
 use crate::settings::{self, CompatMode, FdChoice, Snapshot};
-use crate::stats::{self, Counters, Route, StatsCell};
+use crate::stats::{self, Counters, Route, StatsCell, TaskOutcome};
 use crate::task_split::{self, Chunk};
 use crate::thread_pool;
 use once_cell::sync::OnceCell;
@@ -120,11 +120,11 @@ impl OpenFile {
     ///
     /// # Safety
     /// The target range of the chunk is writable memory of the caller.
-    unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<(usize, usize)> {
+    unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<TaskOutcome> {
         let _in_flight = matches!(target, Target::Device { .. }).then(DeviceReadInFlight::enter);
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
-            (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) }.map(|n| (n, 0)),
+            (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) }.map(TaskOutcome::from_posix),
             (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
                 self.read_device_posix(kind, address + chunk.buf_offset as u64, chunk, snapshot)
             },
@@ -142,7 +142,7 @@ impl OpenFile {
                         chunk.file_offset,
                     )
                 }
-                .map(|n| (n, 0))
+                .map(|bytes| TaskOutcome { bytes, ..TaskOutcome::default() })
             }
         }
     }
@@ -152,46 +152,48 @@ impl OpenFile {
     ///
     /// # Safety
     /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
-    unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<(usize, usize)> {
+    unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<TaskOutcome> {
         let fd = self.fd.as_raw_fd();
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
             unsafe { device_io::bounce_read(fd, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
         };
         let (Some(ordinal), budget @ 1..) = (kind.device_ordinal(), snapshot.page_cache_pin_max) else {
-            return bounce(dst, chunk.len, chunk.file_offset).map(|n| (n, 0));
+            return bounce(dst, chunk.len, chunk.file_offset).map(TaskOutcome::from_posix);
         };
-        let (mut done, mut mapped) = (0usize, 0usize);
+        let mut outcome = TaskOutcome::default();
         for segment in self.page_cache.plan(fd, chunk.file_offset, chunk.len, ordinal, budget) {
-            let at = dst + done as u64;
+            let at = dst + outcome.bytes as u64;
             match segment {
                 Segment::Registered { mapping, file_offset, len } => {
                     // SAFETY: the segment lies in the mapping (page_cache::plan) and in the chunk.
                     unsafe { device_io::copy_from_registered(kind, at, mapping.address_of(file_offset), len) }?;
-                    done += len;
-                    mapped += len;
+                    outcome.bytes += len;
+                    outcome.mapped_bytes += len;
                 }
                 Segment::Bounce { file_offset, len } => {
-                    let n = bounce(at, len, file_offset)?;
-                    done += n;
-                    if n < len {
+                    let read = bounce(at, len, file_offset)?;
+                    outcome.bytes += read.bytes;
+                    outcome.not_cached |= read.not_cached;
+                    if read.bytes < len {
                         break; // end of file
                     }
                 }
             }
         }
-        Ok((done, mapped))
+        Ok(outcome)
     }
 
-    /// One POSIX read of a chunk, as a task body.
+    /// One POSIX read of a chunk into host memory, as a task body.
     ///
     /// # Safety
     /// `dst` valid for `len` bytes.
-    unsafe fn read_chunk(&self, dst: *mut u8, len: usize, offset: u64) -> Result<usize> {
+    unsafe fn read_chunk(&self, dst: *mut u8, len: usize, offset: u64) -> Result<Delivered> {
         // SAFETY: forwarded from the caller.
-        unsafe { posix::read_full_at(self.fd.as_raw_fd(), dst, len, offset) }.map_err(|e| self.io_error("pread", offset, e))
+        unsafe { posix::read_full_at_ahead(self.fd.as_raw_fd(), dst, len, offset, len) }.map_err(|e| self.io_error("pread", offset, e))
     }
 }
+
 
 /// A caller's buffer pointer moved into a task. The caller guarantees (C API contract, or the
 /// borrow in `File::read_into`) that it stays valid until the operation finishes.
@@ -473,9 +475,9 @@ fn run_and_record(
     // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
     let task = AssertUnwindSafe(|| unsafe { file.run_task(plan, target, chunk, snapshot, compat_mode) });
     let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(panic_message(&p))));
-    let (bytes, mapped) = *result.as_ref().unwrap_or(&(0, 0));
-    stats::record_task(stats, plan.route, bytes as u64, mapped as u64, result.is_err());
-    result.map(|(bytes, _)| bytes)
+    let outcome = result.as_ref().copied().unwrap_or_default();
+    stats::record_task(stats, plan.route, &outcome, result.is_err());
+    result.map(|outcome| outcome.bytes)
 }
 
 /// Text of a caught panic payload.

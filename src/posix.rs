@@ -1,6 +1,13 @@
 //! The POSIX backend's system calls: `pread` until the range is full or the file ends. `EINTR`
 //! is retried and short reads are looped; reaching end of file is not an error (the caller gets
 //! the bytes read), which is the rule on every route.
+//!
+//! A task's first read does not wait for the disk (`read_full_at_ahead`): it takes what the page
+//! cache holds, and when that is not everything, the kernel is asked to read the rest of the task
+//! ahead before the waiting `pread`s. Why: cold, 16 threads reading a 1 GiB file in 4 MiB tasks
+//! on the H200 machine's disk reached a median of 1.81 GB/s this way against 1.54 with plain
+//! `pread`s (6 alternating passes, notes/benchmarks.md session 5), and warm reads pay nothing
+//! (the first `pread` is merely flagged).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -31,6 +38,63 @@ pub unsafe fn read_full_at(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> 
         done += n as usize;
     }
     Ok(done)
+}
+
+/// Bytes a read delivered, and whether its first bytes were not in the page cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivered {
+    pub bytes: usize,
+    /// The read found its first bytes outside the page cache (they came from the disk) and asked
+    /// the kernel to read the rest of its range ahead. False when the kernel or the file system
+    /// cannot tell (no `RWF_NOWAIT`).
+    pub not_cached: bool,
+}
+
+/// Reads `len` bytes at `offset` into `dst` like `read_full_at`, but starts without waiting for
+/// the disk: `preadv2(RWF_NOWAIT)` takes what the page cache holds, and if that is not all of
+/// `len`, `POSIX_FADV_WILLNEED` asks for `offset .. offset + ahead_len` (`ahead_len >= len`: a
+/// task read in pieces advises the whole task on its first piece) before the waiting reads.
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes for the duration of the call.
+pub unsafe fn read_full_at_ahead(fd: RawFd, dst: *mut u8, len: usize, offset: u64, ahead_len: usize) -> io::Result<Delivered> {
+    // SAFETY: forwarded from the caller.
+    let cached = unsafe { read_cached(fd, dst, len, offset) };
+    let advised = match cached {
+        Some(n) if n < len => {
+            let rest = ahead_len.max(len) - n;
+            // Advice only: a failure changes nothing but the speed.
+            // SAFETY: plain system call on the caller's descriptor.
+            let _ = unsafe { libc::posix_fadvise(fd, (offset + n as u64) as libc::off_t, rest as libc::off_t, libc::POSIX_FADV_WILLNEED) };
+            true
+        }
+        _ => false,
+    };
+    let n = cached.unwrap_or(0);
+    // SAFETY: dst + n .. dst + len lies in the caller's range (n <= len).
+    let rest = unsafe { read_full_at(fd, dst.add(n), len - n, offset + n as u64) }?;
+    // A short non-blocking read followed by nothing is the end of the file, not the disk.
+    Ok(Delivered { bytes: n + rest, not_cached: advised && rest > 0 })
+}
+
+/// What of `len` bytes at `offset` the page cache holds, read into `dst` without waiting for I/O
+/// (a prefix; 0 when the first page is not cached). `None` when that cannot be told: the kernel
+/// or file system has no `RWF_NOWAIT` for reads, or the call failed for another reason (the
+/// waiting read that follows reports real errors).
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes for the duration of the call.
+unsafe fn read_cached(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> Option<usize> {
+    let iov = libc::iovec { iov_base: dst.cast(), iov_len: len.min(MAX_SYSCALL_BYTES) };
+    // SAFETY: iov describes the caller's writable range (or a prefix of it).
+    let n = unsafe { libc::preadv2(fd, &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) };
+    if n >= 0 {
+        return Some(n as usize);
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Some(0),
+        _ => None,
+    }
 }
 
 /// Linux transfers at most 0x7ffff000 bytes per read call; asking for less keeps the loop honest
@@ -70,10 +134,36 @@ mod tests {
         assert_eq!(file_size(f.as_raw_fd()).unwrap(), 10_000);
     }
 
+    /// A temporary file of random bytes (in the page cache: just written).
+    fn random_file(len: usize, seed: u64) -> (std::fs::File, Vec<u8>) {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let data: Vec<u8> = std::iter::repeat_with(|| rng.u8(..)).take(len).collect();
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&data).unwrap();
+        (f, data)
+    }
+
+    // Ranges not in the page cache: tests/posix_reads.rs (it evicts files from the cache).
+    #[test]
+    fn cached_ranges_are_read_in_one_go_and_not_flagged() {
+        let (f, data) = random_file(1 << 20, 1);
+        let mut buf = vec![0xA5u8; (1 << 20) + 4096];
+        let got = unsafe { read_full_at_ahead(f.as_raw_fd(), buf.as_mut_ptr(), 1 << 20, 0, 1 << 20) }.unwrap();
+        assert_eq!(got, Delivered { bytes: 1 << 20, not_cached: false });
+        assert!(buf[..1 << 20] == data[..]);
+        assert!(buf[1 << 20..].iter().all(|&b| b == 0xA5));
+        // Past the end: the short read is the end of the file, not the disk.
+        let got = unsafe { read_full_at_ahead(f.as_raw_fd(), buf.as_mut_ptr(), 8192, (1 << 20) - 100, 8192) }.unwrap();
+        assert_eq!(got, Delivered { bytes: 100, not_cached: false });
+        assert!(buf[..100] == data[(1 << 20) - 100..]);
+    }
+
     #[test]
     fn bad_descriptor_is_an_error() {
         let mut buf = [0u8; 4];
         let err = unsafe { read_full_at(-1, buf.as_mut_ptr(), 4, 0) }.unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+        let err = unsafe { read_full_at_ahead(-1, buf.as_mut_ptr(), 4, 0, 4) }.unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
     }
 }

@@ -43,6 +43,23 @@ pub enum CufileStatsState {
     Disabled = 4,
 }
 
+/// What one task delivered, as the counters take it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskOutcome {
+    pub bytes: usize,
+    /// Of `bytes`, copied straight from the registered page cache.
+    pub mapped_bytes: usize,
+    /// The task's first POSIX read found its bytes outside the page cache.
+    pub not_cached: bool,
+}
+
+impl TaskOutcome {
+    /// A task served by POSIX reads alone.
+    pub fn from_posix(read: crate::posix::Delivered) -> Self {
+        TaskOutcome { bytes: read.bytes, mapped_bytes: 0, not_cached: read.not_cached }
+    }
+}
+
 /// A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order
 /// is append-only and every field is a `u64`.
 #[repr(C)]
@@ -116,6 +133,10 @@ pub struct Counters {
     /// `mmap` failed, or process exit began; those ranges stay on the bounce route (process-wide;
     /// 0 per handle; not reset by `gdsroute_stats_reset`).
     pub page_cache_refusals: u64,
+    /// POSIX tasks whose first bytes were not in the page cache (or not readable without
+    /// waiting): they came from the disk, and the kernel was asked to read the rest of the task
+    /// ahead (`POSIX_FADV_WILLNEED`). Stays 0 where the kernel cannot tell (no `RWF_NOWAIT`).
+    pub posix_tasks_not_cached: u64,
 }
 
 impl Counters {
@@ -124,7 +145,7 @@ impl Counters {
 
     /// Every field with its name, in layout order. The text and JSON renderers and the tests
     /// walk this one list.
-    pub fn entries(&self) -> [(&'static str, u64); 32] {
+    pub fn entries(&self) -> [(&'static str, u64); 33] {
         [
             ("struct_size", self.struct_size),
             ("calls", self.calls),
@@ -158,6 +179,7 @@ impl Counters {
             ("page_cache_pinned_bytes_peak", self.page_cache_pinned_bytes_peak),
             ("page_cache_registrations", self.page_cache_registrations),
             ("page_cache_refusals", self.page_cache_refusals),
+            ("posix_tasks_not_cached", self.posix_tasks_not_cached),
         ]
     }
 
@@ -187,9 +209,10 @@ impl Counters {
         format!("{{{}}}", body.join(","))
     }
 
-    fn add_task(&mut self, route: Route, bytes: u64, mapped_bytes: u64, failed: bool) {
+    fn add_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
+        let bytes = outcome.bytes as u64;
         self.tasks += 1;
-        self.posix_mapped_bytes += mapped_bytes;
+        self.posix_mapped_bytes += outcome.mapped_bytes as u64;
         self.tasks_failed += failed as u64;
         self.task_bytes += bytes;
         match route {
@@ -200,6 +223,7 @@ impl Counters {
             Route::Posix(reason) => {
                 self.posix_tasks += 1;
                 self.posix_bytes += bytes;
+                self.posix_tasks_not_cached += outcome.not_cached as u64;
                 *match reason {
                     PosixReason::HostMemory => &mut self.posix_tasks_host_memory,
                     PosixReason::BelowThreshold => &mut self.posix_tasks_below_threshold,
@@ -248,11 +272,10 @@ pub fn global() -> &'static StatsCell {
     &GLOBAL
 }
 
-/// Records one finished task in the process-wide counters and in the handle's; `mapped_bytes`
-/// of its `bytes` came from the registered page cache.
-pub fn record_task(handle: &StatsCell, route: Route, bytes: u64, mapped_bytes: u64, failed: bool) {
+/// Records one finished task in the process-wide counters and in the handle's.
+pub fn record_task(handle: &StatsCell, route: Route, outcome: &TaskOutcome, failed: bool) {
     for cell in [global(), handle] {
-        cell.lock().add_task(route, bytes, mapped_bytes, failed);
+        cell.lock().add_task(route, outcome, failed);
     }
 }
 
@@ -282,15 +305,17 @@ mod tests {
         let cell = StatsCell::default();
         let mut c = cell.snapshot();
         assert_eq!(c.struct_size, Counters::SIZE);
-        c.add_task(Route::Posix(PosixReason::HostMemory), 10, 0, false);
-        c.add_task(Route::Posix(PosixReason::AutoFallback), 5, 3, false);
-        c.add_task(Route::Cufile, 7, 0, false);
-        c.add_task(Route::Posix(PosixReason::BelowThreshold), 0, 0, true);
+        let task = |bytes, mapped_bytes, not_cached| TaskOutcome { bytes, mapped_bytes, not_cached };
+        c.add_task(Route::Posix(PosixReason::HostMemory), &task(10, 0, true), false);
+        c.add_task(Route::Posix(PosixReason::AutoFallback), &task(5, 3, false), false);
+        c.add_task(Route::Cufile, &task(7, 0, false), false);
+        c.add_task(Route::Posix(PosixReason::BelowThreshold), &task(0, 0, false), true);
         c.add_call(30, 22, false);
         assert_eq!((c.tasks, c.task_bytes, c.tasks_failed), (4, 22, 1));
         assert_eq!((c.posix_tasks, c.posix_bytes, c.cufile_tasks, c.cufile_bytes), (3, 15, 1, 7));
         assert_eq!(c.posix_tasks_host_memory + c.posix_tasks_auto_fallback + c.posix_tasks_below_threshold, 3);
         assert_eq!(c.posix_mapped_bytes, 3);
+        assert_eq!(c.posix_tasks_not_cached, 1);
         assert_eq!((c.calls, c.calls_short, c.bytes_read), (1, 1, 22));
         let json = c.to_json();
         assert!(json.starts_with("{\"struct_size\":") && json.contains("\"posix_tasks\":3"), "{json}");

@@ -54,6 +54,44 @@ fn device_reads_on_every_route_are_byte_exact() {
 
 #[test]
 #[ignore = "needs a GPU"]
+fn device_reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
+    // The bounce route's first piece of each task finds the bytes missing and has the kernel
+    // read the whole task ahead; pieces of 2 MiB, of an odd size and of one page. The registered
+    // page cache is off: pinned windows could not be evicted.
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let data = random_bytes((9 << 20) + 777, 13);
+    let tmp = file_with(&data);
+    let s = settings::global().unwrap();
+    let pin_max = s.page_cache_pin_max();
+    s.set_page_cache_pin_max(0);
+    let file = open(&tmp, CompatMode::On);
+    let default_bounce = settings::DEFAULT_BOUNCE_BUFFER_SIZE;
+    for &(task, threads, bounce) in &[(4u64 << 20, 4usize, default_bounce), (1 << 20, 2, (1 << 20) + 4097), (65536, 8, 4096)] {
+        s.set_task_size(task).unwrap();
+        s.set_bounce_buffer_size(bounce).unwrap();
+        thread_pool::set_global_num_threads(threads).unwrap();
+        for &(size, offset) in &[(data.len(), 0u64), ((5 << 20) + 3, 4097), (20000, data.len() as u64 - 50)] {
+            let evicted = common::evict(tmp.path(), 0);
+            let before = file.stats();
+            check_device_read(&file, &data, size, offset, false);
+            let after = file.stats();
+            let not_cached = after.posix_tasks_not_cached - before.posix_tasks_not_cached;
+            assert!(not_cached <= after.posix_tasks - before.posix_tasks);
+            if evicted {
+                assert!(not_cached > 0, "task {task} bounce {bounce} size {size} offset {offset}: no task counted as not cached");
+            } else {
+                eprintln!("{} keeps evicted pages: bytes checked, counter not", tmp.path().display());
+            }
+        }
+    }
+    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    s.set_bounce_buffer_size(default_bounce).unwrap();
+    s.set_page_cache_pin_max(pin_max);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
 fn managed_pinned_and_foreign_thread_destinations() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let _ctx = on_device0();

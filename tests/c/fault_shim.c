@@ -1,4 +1,5 @@
-/* LD_PRELOAD fault injector for pread/pread64, used by test_faults (and tests/faults.rs).
+/* LD_PRELOAD fault injector for pread/pread64 and preadv2/preadv64v2 (one iovec; the library's
+ * first read of a task, flagged RWF_NOWAIT), used by test_faults (and tests/faults.rs).
  *
  * Environment variables, read at every call (so a test may change them between reads):
  *   FAULT_EINTR_EVERY=N   every Nth intercepted call returns -1 with errno EINTR (nothing read)
@@ -19,10 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 typedef ssize_t (*pread_fn)(int, void *, size_t, off_t);
+typedef ssize_t (*preadv2_fn)(int, const struct iovec *, int, off_t, int);
+
+/* How an intercepted call reads for real: a pread-like call through `real` with `ctx`. */
+typedef ssize_t (*read_at_fn)(void *ctx, int fd, void *buf, size_t count, off_t offset);
 
 static _Atomic unsigned long long calls;      /* intercepted calls on matching descriptors */
 static _Atomic unsigned long long eintr_count;
@@ -60,13 +66,9 @@ static int fd_matches(int fd) {
     return strstr(target, want) != NULL;
 }
 
-static ssize_t faulty(pread_fn real, int fd, void *buf, size_t count, off_t offset) {
-    if (real == NULL) {
-        errno = ENOSYS;
-        return -1;
-    }
+static ssize_t faulty(read_at_fn read_at, void *ctx, int fd, void *buf, size_t count, off_t offset) {
     if (!fd_matches(fd)) {
-        return real(fd, buf, count, offset);
+        return read_at(ctx, fd, buf, count, offset);
     }
     calls++;
     int present;
@@ -91,29 +93,71 @@ static ssize_t faulty(pread_fn real, int fd, void *buf, size_t count, off_t offs
     every = env_u64("FAULT_SHORT_EVERY", &present);
     if (present && every > 0 && count > 1 && ++short_seq % every == 0) {
         short_count++;
-        return real(fd, buf, count / 2, offset);
+        return read_at(ctx, fd, buf, count / 2, offset);
     }
-    return real(fd, buf, count, offset);
+    return read_at(ctx, fd, buf, count, offset);
 }
 
-static pread_fn next_symbol(const char *name) {
-    return (pread_fn)dlsym(RTLD_NEXT, name);
+static ssize_t through_pread(void *ctx, int fd, void *buf, size_t count, off_t offset) {
+    return ((pread_fn)ctx)(fd, buf, count, offset);
+}
+
+struct preadv2_call {
+    preadv2_fn real;
+    int flags;
+};
+
+static ssize_t through_preadv2(void *ctx, int fd, void *buf, size_t count, off_t offset) {
+    struct preadv2_call *call = ctx;
+    struct iovec one = {buf, count};
+    return call->real(fd, &one, 1, offset, call->flags);
+}
+
+static ssize_t shim_pread(const char *name, pread_fn *real, int fd, void *buf, size_t count, off_t offset) {
+    if (*real == NULL) {
+        *real = (pread_fn)dlsym(RTLD_NEXT, name);
+    }
+    if (*real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return faulty(through_pread, (void *)*real, fd, buf, count, offset);
+}
+
+static ssize_t shim_preadv2(const char *name, preadv2_fn *real, int fd, const struct iovec *iov, int iovcnt,
+                            off_t offset, int flags) {
+    if (*real == NULL) {
+        *real = (preadv2_fn)dlsym(RTLD_NEXT, name);
+    }
+    if (*real == NULL) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (iovcnt != 1) { /* not how the library reads: passed through unfaulted */
+        return (*real)(fd, iov, iovcnt, offset, flags);
+    }
+    struct preadv2_call call = {*real, flags};
+    return faulty(through_preadv2, &call, fd, iov[0].iov_base, iov[0].iov_len, offset);
 }
 
 ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
     static pread_fn real;
-    if (real == NULL) {
-        real = next_symbol("pread");
-    }
-    return faulty(real, fd, buf, count, offset);
+    return shim_pread("pread", &real, fd, buf, count, offset);
 }
 
 ssize_t pread64(int fd, void *buf, size_t count, off_t offset) {
     static pread_fn real;
-    if (real == NULL) {
-        real = next_symbol("pread64");
-    }
-    return faulty(real, fd, buf, count, offset);
+    return shim_pread("pread64", &real, fd, buf, count, offset);
+}
+
+ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+    static preadv2_fn real;
+    return shim_preadv2("preadv2", &real, fd, iov, iovcnt, offset, flags);
+}
+
+ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
+    static preadv2_fn real;
+    return shim_preadv2("preadv64v2", &real, fd, iov, iovcnt, offset, flags);
 }
 
 __attribute__((destructor)) static void write_counts(void) {

@@ -38,3 +38,38 @@ pub fn temp_file_in(dir: Option<&str>, data: &[u8]) -> tempfile::NamedTempFile {
 pub fn open(path: &std::path::Path, compat: Option<gdsroute::settings::CompatMode>) -> gdsroute::File {
     gdsroute::File::open(path.as_os_str().as_encoded_bytes(), "r", 0, compat).unwrap()
 }
+
+/// Drops the file at `path` from the page cache (written to the disk first, readahead still in
+/// flight waited for), then reads back its first `cached_prefix` bytes without readahead. True
+/// if its last page is now out of the cache; false on file systems that keep their pages
+/// (tmpfs): tests then check bytes only.
+pub fn evict(path: &std::path::Path, cached_prefix: usize) -> bool {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path).unwrap();
+    f.sync_all().unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    let mut all = vec![0u8; len];
+    f.read_exact_at(&mut all, 0).unwrap(); // waits for pages under readahead
+    let fd = f.as_raw_fd();
+    assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    if cached_prefix > 0 {
+        assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_RANDOM) }, 0);
+        f.read_exact_at(&mut all[..cached_prefix], 0).unwrap();
+    }
+    !is_resident(&f, len - 1)
+}
+
+/// Whether the page of `f` holding `offset` is in the page cache (`mincore` on a mapping, which
+/// starts no I/O, unlike a probing read).
+fn is_resident(f: &std::fs::File, offset: usize) -> bool {
+    use std::os::fd::AsRawFd;
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let start = offset / page * page;
+    let map = unsafe { libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), start as i64) };
+    assert_ne!(map, libc::MAP_FAILED);
+    let mut vec = 0u8;
+    assert_eq!(unsafe { libc::mincore(map, page, &mut vec) }, 0);
+    unsafe { libc::munmap(map, page) };
+    vec & 1 == 1
+}
