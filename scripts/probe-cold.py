@@ -13,10 +13,12 @@ in several ways, each timed once per pass:
     nowait       preadv2(RWF_NOWAIT) of the first 2 MiB; when short, WILLNEED over the rest of
                  the task, then pread (what the POSIX route could do without slowing warm reads)
     one-thread   one thread, 64 MiB preads in file order (the kernel's sequential readahead)
+    one-thread-4m  one thread, 4 MiB preads in file order
+    limit2, limit4 16 threads, at most 2 or 4 of them in a pread at once (fewer requests in flight)
     dd-buffered  dd bs=4M (one thread, through the page cache)
     dd-direct    dd bs=4M iflag=direct
 
-    python3 scripts/probe-cold.py FILE [PASSES]
+    python3 scripts/probe-cold.py FILE [PASSES]      # PROBE_COLD_MODES="a b ..." picks modes
 """
 import ctypes, mmap, os, subprocess, sys, threading, time
 
@@ -40,16 +42,18 @@ def threaded(mode):
         os.posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
     if mode == "willneed-all":
         os.posix_fadvise(fd, 0, size, POSIX_FADV_WILLNEED)
-    if mode == "one-thread":
-        buf = mmap.mmap(-1, 64 << 20)
+    if mode.startswith("one-thread"):
+        step = 4 << 20 if mode == "one-thread-4m" else 64 << 20
+        buf = mmap.mmap(-1, step)
         t0 = time.perf_counter()
-        for off in range(0, size, 64 << 20):
+        for off in range(0, size, step):
             os.preadv(fd, [buf], off)
         secs = time.perf_counter() - t0
         os.close(fd)
         return size / secs / 1e9
     tasks = iter(range(0, size, TASK))
     lock = threading.Lock()
+    in_pread = threading.Semaphore(int(mode[5:]) if mode.startswith("limit") else THREADS)
 
     def body():
         buf = mmap.mmap(-1, TASK)  # page-aligned, as O_DIRECT needs
@@ -69,7 +73,8 @@ def threaded(mode):
                     first = 0
                 if first < TASK // 2:
                     os.posix_fadvise(fd, off + first, TASK - first, POSIX_FADV_WILLNEED)
-            got = os.preadv(fd, [buf], off)
+            with in_pread:
+                got = os.preadv(fd, [buf], off)
             assert got == min(TASK, size - off), (got, off)
 
     threads = [threading.Thread(target=body) for _ in range(THREADS)]
@@ -100,8 +105,9 @@ for q in ("read_ahead_kb", "max_sectors_kb", "nr_requests", "rotational", "sched
         p = f"/sys/class/block/{parent}/queue/{q}"
     print(f"  {q}: {open(p).read().strip() if os.path.exists(p) else '?'}")
 results = {}
-MODES = ("dd-direct", "buffered", "willneed", "sequential", "direct", "dd-buffered", "willneed-all", "ahead",
-         "nowait", "one-thread")
+MODES = tuple(os.environ.get("PROBE_COLD_MODES", "").split()) or (
+    "dd-direct", "buffered", "willneed", "sequential", "direct", "dd-buffered", "willneed-all", "ahead", "nowait",
+    "one-thread", "one-thread-4m", "limit2", "limit4")
 for rep in range(passes):
     row = []
     for i in range(len(MODES)):  # the order rotates from pass to pass
