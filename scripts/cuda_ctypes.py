@@ -2,6 +2,7 @@
 driver calls they use, a CUresult check, device 0's primary context, and warming a file."""
 import ctypes
 import ctypes.util
+import time
 
 PROT_READ, MAP_SHARED, MAP_POPULATE = 1, 1, 0x8000
 CU_MEMHOSTREGISTER_READ_ONLY = 0x08
@@ -43,3 +44,12 @@ def warm(path):
     with open(path, "rb") as f:
         while f.read(64 << 20):
             pass
+
+
+def timed_copy_ms(dev, src, n, stream):
+    """Milliseconds for one host-to-device copy of `n` bytes from `src` to `dev` on `stream`,
+    waited for."""
+    t = time.perf_counter()
+    check(cu.cuMemcpyHtoDAsync_v2(dev, src, n, stream), "copy")
+    check(cu.cuStreamSynchronize(stream), "sync")
+    return (time.perf_counter() - t) * 1e3

@@ -11,7 +11,7 @@ with the earlier ones still pinned (about 0.8 GiB). Run on 2026-11-30: notes/ben
     python3 scripts/probe-pinning.py
 """
 import ctypes, threading, time
-from cuda_ctypes import check, cu, libc, primary_context
+from cuda_ctypes import check, cu, libc, primary_context, timed_copy_ms
 
 MiB = 1 << 20
 PROT_RW, MAP_PRIVATE, MAP_ANON, MADV_HUGEPAGE, MADV_NOHUGEPAGE = 3, 2, 0x20, 14, 15
@@ -53,10 +53,7 @@ check(cu.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")
 
 
 def copy_ms(src, n):
-    t = time.perf_counter()
-    check(cu.cuMemcpyHtoDAsync_v2(dev.value, src, n, stream), "copy")
-    check(cu.cuStreamSynchronize(stream), "sync")
-    return ms(t)
+    return timed_copy_ms(dev.value, src, n, stream)
 
 
 for size in (4 * MiB, 64 * MiB):

@@ -10,7 +10,7 @@ and a copy to the device; then 16 threads at once.
     python3 scripts/probe-vmm-host.py FILE [host-access: yes|no]
 """
 import ctypes, os, sys, threading, time
-from cuda_ctypes import check, cu, libc, primary_context
+from cuda_ctypes import check, cu, libc, primary_context, timed_copy_ms
 
 MiB = 1 << 20
 CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST = 1, 1, 2
@@ -82,10 +82,7 @@ fd = os.open(path, os.O_RDONLY)
 
 
 def copy_ms(src, n):
-    t = time.perf_counter()
-    check(cu.cuMemcpyHtoDAsync_v2(dev.value, src, n, stream), "copy")
-    check(cu.cuStreamSynchronize(stream), "sync")
-    return ms(t)
+    return timed_copy_ms(dev.value, src, n, stream)
 
 
 for size in (4 * MiB, 64 * MiB):

@@ -72,17 +72,8 @@ fn device_reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
         s.set_bounce_buffer_size(bounce).unwrap();
         thread_pool::set_global_num_threads(threads).unwrap();
         for &(size, offset) in &[(data.len(), 0u64), ((5 << 20) + 3, 4097), (20000, data.len() as u64 - 50)] {
-            let evicted = common::evict(tmp.path(), 0);
-            let before = file.stats();
-            check_device_read(&file, &data, size, offset, false);
-            let after = file.stats();
-            let not_cached = after.posix_tasks_not_cached - before.posix_tasks_not_cached;
-            assert!(not_cached <= after.posix_tasks - before.posix_tasks);
-            if evicted {
-                assert!(not_cached > 0, "task {task} bounce {bounce} size {size} offset {offset}: no task counted as not cached");
-            } else {
-                eprintln!("{} keeps evicted pages: bytes checked, counter not", tmp.path().display());
-            }
+            let what = format!("task {task} bounce {bounce} size {size} offset {offset}");
+            common::check_read_of_evicted(tmp.path(), &file, &what, || check_device_read(&file, &data, size, offset, false));
         }
     }
     s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();

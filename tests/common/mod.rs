@@ -60,6 +60,23 @@ pub fn evict(path: &std::path::Path, cached_prefix: usize) -> bool {
     !is_resident(&f, len - 1)
 }
 
+/// Evicts the file at `path` (`evict`), runs `read` (a read through `file` that checks its own
+/// bytes), and checks that the handle counted some of the read's POSIX tasks as not cached, and
+/// no more than it ran. Where the eviction did not take (tmpfs) only `read`'s checks apply.
+pub fn check_read_of_evicted(path: &std::path::Path, file: &gdsroute::File, what: &str, read: impl FnOnce()) {
+    let evicted = evict(path, 0);
+    let before = file.stats();
+    read();
+    let after = file.stats();
+    let not_cached = after.posix_tasks_not_cached - before.posix_tasks_not_cached;
+    assert!(not_cached <= after.posix_tasks - before.posix_tasks, "{what}: more tasks counted than ran");
+    if evicted {
+        assert!(not_cached > 0, "{what}: no task counted as not cached");
+    } else {
+        eprintln!("{} keeps evicted pages: bytes checked, counter not ({what})", path.display());
+    }
+}
+
 /// Whether the page of `f` holding `offset` is in the page cache (`mincore` on a mapping, which
 /// starts no I/O, unlike a probing read).
 fn is_resident(f: &std::fs::File, offset: usize) -> bool {
