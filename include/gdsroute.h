@@ -464,9 +464,11 @@ typedef struct {
    */
   uint64_t page_cache_refusals;
   /**
-   * POSIX tasks whose first bytes were not in the page cache (or not readable without
-   * waiting): they came from the disk, and the kernel was asked to read the rest of the task
-   * ahead (`POSIX_FADV_WILLNEED`). Stays 0 where the kernel cannot tell (no `RWF_NOWAIT`).
+   * POSIX tasks whose first, non-blocking read (`RWF_NOWAIT`) did not get all it asked for
+   * and whose next read then had to wait for the disk: part of the range was not in the page
+   * cache, and the kernel was asked to read the rest of the task ahead
+   * (`POSIX_FADV_WILLNEED`). The first read is the whole task for host memory and a bounce
+   * piece (at most 2 MiB) for device memory. Stays 0 where the kernel cannot tell.
    */
   uint64_t posix_tasks_not_cached;
 } gdsroute_stats;

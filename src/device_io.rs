@@ -68,9 +68,11 @@ impl Drop for DrainOnDrop {
 }
 
 /// Reads `len` bytes at `offset` from `fd` into device memory at `dst` through pinned bounce
-/// buffers: pread a piece into one half of the buffer while the other half's copy runs. The
-/// first piece's read asks the kernel to read the whole range ahead if it is not cached
-/// (`posix::read_full_at_ahead`). Returns the bytes read (short only at end of file).
+/// buffers: pread a piece into one half of the buffer while the other half's copy runs. Only the
+/// first piece's read is non-blocking (`posix::read_full_at_ahead`): if it finds its bytes not
+/// all cached, the whole range is advised ahead; a range whose first piece is cached and later
+/// ones are not is read with plain `pread`s and not counted. Returns the bytes read (short only
+/// at end of file).
 ///
 /// # Safety
 /// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.

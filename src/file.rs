@@ -115,8 +115,9 @@ impl OpenFile {
         self.cufile.get_or_init(|| self.register_with_cufile(compat_mode)).as_ref().map_err(Clone::clone)
     }
 
-    /// One task: `chunk` of the call into `target`, by the planned route. Returns the bytes
-    /// delivered and, of those, the bytes copied from the registered page cache.
+    /// One task: `chunk` of the call into `target`, by the planned route. Returns what it
+    /// delivered for the counters (bytes, those copied from the registered page cache, and
+    /// whether a POSIX read had to wait for the disk).
     ///
     /// # Safety
     /// The target range of the chunk is writable memory of the caller.
@@ -193,7 +194,6 @@ impl OpenFile {
         unsafe { posix::read_full_at_ahead(self.fd.as_raw_fd(), dst, len, offset, len) }.map_err(|e| self.io_error("pread", offset, e))
     }
 }
-
 
 /// A caller's buffer pointer moved into a task. The caller guarantees (C API contract, or the
 /// borrow in `File::read_into`) that it stays valid until the operation finishes.

@@ -14,6 +14,7 @@ pub mod file;
 pub mod operation;
 pub mod page_cache;
 pub mod posix;
+pub mod readahead;
 pub mod route;
 pub mod settings;
 pub mod startup;

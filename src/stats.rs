@@ -49,7 +49,7 @@ pub struct TaskOutcome {
     pub bytes: usize,
     /// Of `bytes`, copied straight from the registered page cache.
     pub mapped_bytes: usize,
-    /// The task's first POSIX read found its bytes outside the page cache.
+    /// The task's first POSIX read had to wait for the disk (`posix::Delivered::not_cached`).
     pub not_cached: bool,
 }
 
@@ -133,9 +133,11 @@ pub struct Counters {
     /// `mmap` failed, or process exit began; those ranges stay on the bounce route (process-wide;
     /// 0 per handle; not reset by `gdsroute_stats_reset`).
     pub page_cache_refusals: u64,
-    /// POSIX tasks whose first bytes were not in the page cache (or not readable without
-    /// waiting): they came from the disk, and the kernel was asked to read the rest of the task
-    /// ahead (`POSIX_FADV_WILLNEED`). Stays 0 where the kernel cannot tell (no `RWF_NOWAIT`).
+    /// POSIX tasks whose first, non-blocking read (`RWF_NOWAIT`) did not get all it asked for
+    /// and whose next read then had to wait for the disk: part of the range was not in the page
+    /// cache, and the kernel was asked to read the rest of the task ahead
+    /// (`POSIX_FADV_WILLNEED`). The first read is the whole task for host memory and a bounce
+    /// piece (at most 2 MiB) for device memory. Stays 0 where the kernel cannot tell.
     pub posix_tasks_not_cached: u64,
 }
 
@@ -308,7 +310,7 @@ mod tests {
         let task = |bytes, mapped_bytes, not_cached| TaskOutcome { bytes, mapped_bytes, not_cached };
         c.add_task(Route::Posix(PosixReason::HostMemory), &task(10, 0, true), false);
         c.add_task(Route::Posix(PosixReason::AutoFallback), &task(5, 3, false), false);
-        c.add_task(Route::Cufile, &task(7, 0, false), false);
+        c.add_task(Route::Cufile, &task(7, 0, true), false); // never counted as not cached
         c.add_task(Route::Posix(PosixReason::BelowThreshold), &task(0, 0, false), true);
         c.add_call(30, 22, false);
         assert_eq!((c.tasks, c.task_bytes, c.tasks_failed), (4, 22, 1));

@@ -1,7 +1,7 @@
 //! Faults and hostile files through the Rust API (POSIX backend).
 //!
-//! With the pread shim (tests/c/fault_shim.c, compiled here with `cc` and preloaded into a
-//! child run of this test binary): EINTR and short reads must leave every byte right; EIO in the
+//! With the read shim (tests/c/fault_shim.c, for pread and preadv2; compiled here with `cc` and
+//! preloaded into a child run of this test binary): EINTR and short reads must leave every byte right; EIO in the
 //! middle of a multi-task read gives `IoError` with EIO, the path and the task's offset, nothing
 //! written outside the buffer, and the library keeps working. Without it: a directory, a FIFO
 //! (writer present), /dev/zero, /dev/null, a file that grows after open and one truncated by

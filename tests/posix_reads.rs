@@ -115,7 +115,7 @@ fn reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
         check_read(&file, &data, data.len(), 0, false);
         let after = file.stats();
         let (counted, tasks) = (after.posix_tasks_not_cached - before.posix_tasks_not_cached, after.posix_tasks - before.posix_tasks);
-        assert!(counted * 10 < tasks, "warm: {counted} of {tasks} tasks counted as not cached (task {task})");
+        assert!(counted <= (tasks / 10).max(1), "warm: {counted} of {tasks} tasks counted as not cached (task {task})");
     }
     s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }
@@ -140,7 +140,7 @@ fn a_read_that_finds_only_a_prefix_cached_reads_the_rest_ahead() {
         if evicted {
             assert!(got.not_cached, "offset {offset}: not flagged");
         } else {
-            eprintln!("the temporary directory keeps evicted pages (tmpfs?): only the bytes were checked");
+            eprintln!("{} keeps its pages or has no RWF_NOWAIT: only the bytes were checked", tmp.path().display());
         }
     }
 }

@@ -113,50 +113,53 @@ static ssize_t through_preadv2(void *ctx, int fd, void *buf, size_t count, off_t
     return call->real(fd, &one, 1, offset, call->flags);
 }
 
-static ssize_t shim_pread(const char *name, pread_fn *real, int fd, void *buf, size_t count, off_t offset) {
-    if (*real == NULL) {
-        *real = (pread_fn)dlsym(RTLD_NEXT, name);
+/* The next definition of `name` (libc's), looked up once into *slot; NULL with errno ENOSYS when
+ * there is none. */
+static void *next_definition(const char *name, void **slot) {
+    if (*slot == NULL) {
+        *slot = dlsym(RTLD_NEXT, name);
     }
-    if (*real == NULL) {
+    if (*slot == NULL) {
         errno = ENOSYS;
-        return -1;
     }
-    return faulty(through_pread, (void *)*real, fd, buf, count, offset);
+    return *slot;
 }
 
-static ssize_t shim_preadv2(const char *name, preadv2_fn *real, int fd, const struct iovec *iov, int iovcnt,
+static ssize_t shim_pread(const char *name, void **slot, int fd, void *buf, size_t count, off_t offset) {
+    pread_fn real = (pread_fn)next_definition(name, slot);
+    return real == NULL ? -1 : faulty(through_pread, (void *)real, fd, buf, count, offset);
+}
+
+static ssize_t shim_preadv2(const char *name, void **slot, int fd, const struct iovec *iov, int iovcnt,
                             off_t offset, int flags) {
-    if (*real == NULL) {
-        *real = (preadv2_fn)dlsym(RTLD_NEXT, name);
-    }
-    if (*real == NULL) {
-        errno = ENOSYS;
+    preadv2_fn real = (preadv2_fn)next_definition(name, slot);
+    if (real == NULL) {
         return -1;
     }
     if (iovcnt != 1) { /* not how the library reads: passed through unfaulted */
-        return (*real)(fd, iov, iovcnt, offset, flags);
+        return real(fd, iov, iovcnt, offset, flags);
     }
-    struct preadv2_call call = {*real, flags};
+    struct preadv2_call call = {real, flags};
     return faulty(through_preadv2, &call, fd, iov[0].iov_base, iov[0].iov_len, offset);
 }
 
 ssize_t pread(int fd, void *buf, size_t count, off_t offset) {
-    static pread_fn real;
+    static void *real;
     return shim_pread("pread", &real, fd, buf, count, offset);
 }
 
 ssize_t pread64(int fd, void *buf, size_t count, off_t offset) {
-    static pread_fn real;
+    static void *real;
     return shim_pread("pread64", &real, fd, buf, count, offset);
 }
 
 ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
-    static preadv2_fn real;
+    static void *real;
     return shim_preadv2("preadv2", &real, fd, iov, iovcnt, offset, flags);
 }
 
 ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
-    static preadv2_fn real;
+    static void *real;
     return shim_preadv2("preadv64v2", &real, fd, iov, iovcnt, offset, flags);
 }
 

@@ -1,4 +1,4 @@
-/* Faults under the POSIX backend, with the pread shim (fault_shim.c) preloaded by ctest:
+/* Faults under the POSIX backend, with the pread/preadv2 shim (fault_shim.c) preloaded by ctest:
  * EINTR and short reads (every byte must still be right, status OK), EIO in the middle of a
  * multi-task pread (IO_ERROR, errno EIO, message with path and offset, nothing written outside
  * the buffer, the library works for the next call), a file truncated by another thread during a
@@ -472,7 +472,7 @@ int main(int argc, char **argv) {
 
     unsigned long long c[4];
     shim_counts(c);
-    printf("faults injected: %llu (eintr %llu, short %llu, eio %llu) over %llu intercepted preads\n",
+    printf("faults injected: %llu (eintr %llu, short %llu, eio %llu) over %llu intercepted reads\n",
            c[0] + c[1] + c[2], c[0], c[1], c[2], c[3]);
     printf("hostile inputs tried: %d; reads completed: %d\n", bad_inputs, operations);
 

@@ -39,25 +39,59 @@ pub fn open(path: &std::path::Path, compat: Option<gdsroute::settings::CompatMod
     gdsroute::File::open(path.as_os_str().as_encoded_bytes(), "r", 0, compat).unwrap()
 }
 
-/// Drops the file at `path` from the page cache (written to the disk first, readahead still in
-/// flight waited for), then reads back its first `cached_prefix` bytes without readahead. True
-/// if its last page is now out of the cache; false on file systems that keep their pages
-/// (tmpfs): tests then check bytes only.
+/// Drops the file at `path` from the page cache, then reads back its first `cached_prefix` bytes
+/// without readahead. True once exactly those pages are in the cache (checked with `mincore`,
+/// retried: a page still in a CPU's LRU batch resists the first eviction) and the kernel has
+/// `RWF_NOWAIT` for the file; false on file systems that keep their pages (tmpfs) or lack
+/// `RWF_NOWAIT`: tests then check bytes only.
 pub fn evict(path: &std::path::Path, cached_prefix: usize) -> bool {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::open(path).unwrap();
     f.sync_all().unwrap();
     let len = f.metadata().unwrap().len() as usize;
-    let mut all = vec![0u8; len];
-    f.read_exact_at(&mut all, 0).unwrap(); // waits for pages under readahead
-    let fd = f.as_raw_fd();
-    assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
-    if cached_prefix > 0 {
-        assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_RANDOM) }, 0);
-        f.read_exact_at(&mut all[..cached_prefix], 0).unwrap();
+    if len == 0 {
+        return false;
     }
-    !is_resident(&f, len - 1)
+    // Reading everything first waits for readahead still in flight from earlier reads, and lets
+    // the RWF_NOWAIT probe below find its page cached (it starts no I/O then).
+    let mut all = vec![0u8; len];
+    f.read_exact_at(&mut all, 0).unwrap();
+    let mut byte = 0u8;
+    let iov = libc::iovec { iov_base: (&mut byte as *mut u8).cast(), iov_len: 1 };
+    if unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, 0, libc::RWF_NOWAIT) } < 0 {
+        return false; // no RWF_NOWAIT here: the library cannot tell either
+    }
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let prefix_pages = cached_prefix.div_ceil(page);
+    let fd = f.as_raw_fd();
+    for _ in 0..10 {
+        assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+        if cached_prefix > 0 {
+            assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_RANDOM) }, 0);
+            f.read_exact_at(&mut all[..cached_prefix], 0).unwrap();
+        }
+        let resident = resident_pages(&f, len);
+        if resident.iter().enumerate().all(|(i, &r)| r == (i < prefix_pages)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+/// For each page of the first `len` bytes of `f`, whether it is in the page cache (`mincore` on
+/// a mapping, which starts no I/O, unlike a probing read).
+pub fn resident_pages(f: &std::fs::File, len: usize) -> Vec<bool> {
+    use std::os::fd::AsRawFd;
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let pages = len.div_ceil(page);
+    let map = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0 as libc::off_t) };
+    assert_ne!(map, libc::MAP_FAILED);
+    let mut vec = vec![0u8; pages];
+    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
+    assert_eq!(unsafe { libc::munmap(map, len) }, 0);
+    vec.iter().map(|&v| v & 1 == 1).collect()
 }
 
 /// Evicts the file at `path` (`evict`), runs `read` (a read through `file` that checks its own
@@ -75,18 +109,4 @@ pub fn check_read_of_evicted(path: &std::path::Path, file: &gdsroute::File, what
     } else {
         eprintln!("{} keeps evicted pages: bytes checked, counter not ({what})", path.display());
     }
-}
-
-/// Whether the page of `f` holding `offset` is in the page cache (`mincore` on a mapping, which
-/// starts no I/O, unlike a probing read).
-fn is_resident(f: &std::fs::File, offset: usize) -> bool {
-    use std::os::fd::AsRawFd;
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-    let start = offset / page * page;
-    let map = unsafe { libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), start as i64) };
-    assert_ne!(map, libc::MAP_FAILED);
-    let mut vec = 0u8;
-    assert_eq!(unsafe { libc::mincore(map, page, &mut vec) }, 0);
-    unsafe { libc::munmap(map, page) };
-    vec & 1 == 1
 }
