@@ -1,7 +1,9 @@
 """ctypes bindings shared by the probe scripts (GPU machine): libc's mmap family and the CUDA
-driver calls they use, a CUresult check, device 0's primary context, and warming a file."""
+driver calls they use, a CUresult check, device 0's primary context, warming a file, and timing
+helpers (milliseconds, a copy, the same call on 16 threads at once)."""
 import ctypes
 import ctypes.util
+import threading
 import time
 
 PROT_READ, MAP_SHARED, MAP_POPULATE = 1, 1, 0x8000
@@ -20,6 +22,7 @@ cu.cuMemcpyHtoDAsync_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_s
 cu.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
 cu.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
 cu.cuMemAllocHost_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+cu.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
 
 
 def check(rc, what):
@@ -53,3 +56,28 @@ def timed_copy_ms(dev, src, n, stream):
     check(cu.cuMemcpyHtoDAsync_v2(dev, src, n, stream), "copy")
     check(cu.cuStreamSynchronize(stream), "sync")
     return (time.perf_counter() - t) * 1e3
+
+
+def ms(t0):
+    """Milliseconds since the `time.perf_counter()` value `t0`."""
+    return (time.perf_counter() - t0) * 1e3
+
+
+def on_threads(ctx, fn, n=16):
+    """Runs `fn` on `n` threads at once, each with `ctx` current; returns the wall milliseconds
+    and each thread's."""
+    each = [0.0] * n
+
+    def body(i):
+        check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        t = time.perf_counter()
+        fn()
+        each[i] = ms(t)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ms(t0), each

@@ -12,7 +12,7 @@ their stream before their copy. Second part (PRIME lines): a fresh allocation af
     python3 scripts/probe-first-copy.py
 """
 import ctypes, time
-from cuda_ctypes import check, cu, primary_context
+from cuda_ctypes import check, cu, primary_context, timed_copy_ms
 
 SIZE = 1 << 30
 PIECE = 64 << 20
@@ -78,10 +78,7 @@ for rep in range(3):
 
 
 def copy_ms(dst, length):
-    t0 = time.perf_counter()
-    check(cu.cuMemcpyHtoDAsync_v2(dst, host.value, length, streams[0]), "copy")
-    check(cu.cuStreamSynchronize(streams[0]), "sync")
-    return (time.perf_counter() - t0) * 1e3
+    return timed_copy_ms(dst, host.value, length, streams[0])
 
 
 def memset_small_ms(dst, length):

@@ -7,39 +7,17 @@ threads, and the first versus second 4 MiB copy out of a freshly pinned buffer.
 
     python3 scripts/probe-first-read-costs.py
 """
-import ctypes, threading, time
-from cuda_ctypes import check, cu, primary_context
+import ctypes, time
+from cuda_ctypes import check, cu, ms, on_threads, primary_context, timed_copy_ms
 
 MiB = 1 << 20
 ctx = primary_context()
-cu.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
-
-
-def ms(t0):
-    return (time.perf_counter() - t0) * 1e3
 
 
 def alloc_host(n):
     p = ctypes.c_void_p()
     check(cu.cuMemAllocHost_v2(ctypes.byref(p), n), "cuMemAllocHost")
     return p
-
-
-def parallel(fn, n=16):
-    """Runs fn in n threads (each with the context current); returns the wall ms and each ms."""
-    each = [0.0] * n
-    def body(i):
-        check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-        t = time.perf_counter()
-        fn()
-        each[i] = ms(t)
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return ms(t0), each
 
 
 dev = ctypes.c_uint64()
@@ -51,7 +29,7 @@ for rep in range(2):
     seq = []
     for _ in range(8):
         t = time.perf_counter(); alloc_host(4 * MiB); seq.append(ms(t))
-    wall, each = parallel(lambda: alloc_host(4 * MiB))
+    wall, each = on_threads(ctx, lambda: alloc_host(4 * MiB))
     t = time.perf_counter(); big = alloc_host(64 * MiB); big_ms = ms(t)
     print(f"PINNED rep={rep} sequential 4MiB: {' '.join(f'{x:.2f}' for x in seq)} ms; 16 threads x 4MiB: wall {wall:.2f} ms "
           f"(each {min(each):.2f}-{max(each):.2f}); one 64MiB: {big_ms:.2f} ms", flush=True)
@@ -59,15 +37,12 @@ for rep in range(2):
     ctypes.memset(buf, 1, 4 * MiB)
     times = []
     for _ in range(3):
-        t = time.perf_counter()
-        check(cu.cuMemcpyHtoDAsync_v2(dev.value, buf.value, 4 * MiB, stream), "copy")
-        check(cu.cuStreamSynchronize(stream), "sync")
-        times.append(ms(t))
+        times.append(timed_copy_ms(dev.value, buf.value, 4 * MiB, stream))
     print(f"COPY rep={rep} 4MiB from a freshly pinned buffer: {' '.join(f'{x:.3f}' for x in times)} ms", flush=True)
 
 def make_stream_and_events():
     s = ctypes.c_void_p(); check(cu.cuStreamCreate(ctypes.byref(s), 0), "cuStreamCreate")
     for _ in range(2):
         e = ctypes.c_void_p(); check(cu.cuEventCreate(ctypes.byref(e), 2), "cuEventCreate")
-wall, each = parallel(make_stream_and_events)
+wall, each = on_threads(ctx, make_stream_and_events)
 print(f"STREAMS 16 threads x (stream + 2 events): wall {wall:.2f} ms (each {min(each):.2f}-{max(each):.2f})", flush=True)

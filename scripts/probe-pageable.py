@@ -24,7 +24,6 @@ THREADS = 16
 libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
 libc.pread.restype = ctypes.c_ssize_t
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-cu.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
 cu.cuStreamCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
 
 ctx = primary_context()

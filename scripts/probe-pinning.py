@@ -10,8 +10,8 @@ with the earlier ones still pinned (about 0.8 GiB). Run on 2026-11-30: notes/ben
 
     python3 scripts/probe-pinning.py
 """
-import ctypes, threading, time
-from cuda_ctypes import check, cu, libc, primary_context, timed_copy_ms
+import ctypes, time
+from cuda_ctypes import check, cu, libc, ms, on_threads, primary_context, timed_copy_ms
 
 MiB = 1 << 20
 PROT_RW, MAP_PRIVATE, MAP_ANON, MADV_HUGEPAGE, MADV_NOHUGEPAGE = 3, 2, 0x20, 14, 15
@@ -19,13 +19,8 @@ CU_MEMHOSTREGISTER_PORTABLE = 1
 MAP_FAILED = ctypes.c_void_p(-1).value
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 ctx = primary_context()
-cu.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
 print("THP:", open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip(),
       "defrag:", open("/sys/kernel/mm/transparent_hugepage/defrag").read().strip(), flush=True)
-
-
-def ms(t0):
-    return (time.perf_counter() - t0) * 1e3
 
 
 def alloc_host(n):
@@ -85,12 +80,5 @@ for flags_name, flags in (("PORTABLE", 1), ("PORTABLE|READ_ONLY", 1 | CU_MEMHOST
     print(f"FLAGS {flags_name}: register only {' '.join(f'{c:.2f}' for c in costs)} ms", flush=True)
 
 for name, huge in (("mmap+register", False), ("mmap+hugepage+register", True)):
-    each = [0.0] * 16
-    def body(i):
-        check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-        t = time.perf_counter(); mmap_register(4 * MiB, huge); each[i] = ms(t)
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(16)]
-    t0 = time.perf_counter()
-    for t in threads: t.start()
-    for t in threads: t.join()
-    print(f"PIN16 16 threads x 4MiB {name}: wall {ms(t0):.2f} ms (each {min(each):.2f}-{max(each):.2f})", flush=True)
+    wall, each = on_threads(ctx, lambda: mmap_register(4 * MiB, huge))
+    print(f"PIN16 16 threads x 4MiB {name}: wall {wall:.2f} ms (each {min(each):.2f}-{max(each):.2f})", flush=True)

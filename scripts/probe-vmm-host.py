@@ -9,8 +9,8 @@ and a copy to the device; then 16 threads at once.
 
     python3 scripts/probe-vmm-host.py FILE [host-access: yes|no]
 """
-import ctypes, os, sys, threading, time
-from cuda_ctypes import check, cu, libc, primary_context, timed_copy_ms
+import ctypes, os, sys, time
+from cuda_ctypes import check, cu, libc, ms, on_threads, primary_context, timed_copy_ms
 
 MiB = 1 << 20
 CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_LOCATION_TYPE_HOST = 1, 1, 2
@@ -38,7 +38,6 @@ class AccessDesc(ctypes.Structure):
 path = sys.argv[1]
 host_access = (sys.argv[2] if len(sys.argv) > 2 else "yes") == "yes"
 ctx = primary_context()
-cu.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
 cu.cuMemCreate.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.POINTER(AllocationProp), ctypes.c_ulonglong]
 cu.cuMemAddressReserve.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_ulonglong]
 cu.cuMemMap.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_ulonglong]
@@ -56,10 +55,6 @@ print(f"VMM host granularity {gran.value} bytes; host access requested: {host_ac
 descs = (AccessDesc * 2)()
 descs[0].location.type, descs[0].location.id, descs[0].flags = CU_MEM_LOCATION_TYPE_DEVICE, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 descs[1].location.type, descs[1].location.id, descs[1].flags = CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-
-
-def ms(t0):
-    return (time.perf_counter() - t0) * 1e3
 
 
 def vmm_host(n):
@@ -94,12 +89,5 @@ for size in (4 * MiB, 64 * MiB):
         copy_ms(p, size); cp = min(copy_ms(p, size) for _ in range(3))
         print(f"; cpu write {w:.2f} ms, pread {got} B {r:.2f} ms ({size / r / 1e6:.1f} GB/s), copy {cp:.3f} ms ({size / cp / 1e6:.1f} GB/s)", flush=True)
 
-each = [0.0] * 16
-def body(i):
-    check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    t = time.perf_counter(); vmm_host(4 * MiB); each[i] = ms(t)
-threads = [threading.Thread(target=body, args=(i,)) for i in range(16)]
-t0 = time.perf_counter()
-for t in threads: t.start()
-for t in threads: t.join()
-print(f"VMM16 16 threads x 4MiB: wall {ms(t0):.2f} ms (each {min(each):.2f}-{max(each):.2f})", flush=True)
+wall, each = on_threads(ctx, lambda: vmm_host(4 * MiB))
+print(f"VMM16 16 threads x 4MiB: wall {wall:.2f} ms (each {min(each):.2f}-{max(each):.2f})", flush=True)
