@@ -106,8 +106,8 @@ unsafe fn read_cached(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> Optio
 /// on other kernels too.
 const MAX_SYSCALL_BYTES: usize = 0x7fff_f000;
 
-/// The size of an open file, from `fstat`.
-pub fn file_size(fd: RawFd) -> io::Result<u64> {
+/// `fstat` of an open file.
+pub fn stat(fd: RawFd) -> io::Result<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: fstat writes a full `struct stat` on success; we read it only then.
     let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
@@ -115,7 +115,12 @@ pub fn file_size(fd: RawFd) -> io::Result<u64> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: rc == 0, so the struct was filled.
-    Ok(unsafe { st.assume_init() }.st_size as u64)
+    Ok(unsafe { st.assume_init() })
+}
+
+/// The size of an open file, from `fstat`.
+pub fn file_size(fd: RawFd) -> io::Result<u64> {
+    Ok(stat(fd)?.st_size as u64)
 }
 
 #[cfg(test)]

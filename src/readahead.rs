@@ -31,13 +31,8 @@ pub fn advise_willneed(fd: RawFd, offset: u64, len: usize) {
 
 /// The most one advice reads ahead on the device holding `fd`'s file.
 fn piece_for(fd: RawFd) -> usize {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: fstat writes a full `struct stat` on success; we read it only then.
-    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
-        return FALLBACK_PIECE;
-    }
-    // SAFETY: fstat succeeded.
-    let dev = unsafe { st.assume_init() }.st_dev;
+    let Ok(st) = crate::posix::stat(fd) else { return FALLBACK_PIECE };
+    let dev = st.st_dev;
     let mut pieces = PIECES.lock().unwrap_or_else(|p| p.into_inner());
     *pieces.get_or_insert_with(HashMap::new).entry(dev).or_insert_with(|| device_limit(dev).unwrap_or(FALLBACK_PIECE))
 }

@@ -84,12 +84,7 @@ impl Identity {
 }
 
 fn identity_of(fd: RawFd) -> std::io::Result<Identity> {
-    // SAFETY: zeroed stat is a valid out-buffer; fstat writes it or fails.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is open for the duration of the call (the caller holds it); valid out-pointer.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let st = crate::posix::stat(fd)?;
     Ok(Identity {
         dev: st.st_dev,
         ino: st.st_ino,
