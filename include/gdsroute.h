@@ -227,35 +227,6 @@ typedef uint32_t gdsroute_cufile_fd;
 #endif // __cplusplus
 
 /**
- * When the tasks of a parallel POSIX read take turns in file order for their disk reads.
- */
-enum gdsroute_cold_order
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
-  /**
-   * On devices the kernel reports as rotational (`queue/rotational`).
-   */
-  GDSROUTE_COLD_ORDER_AUTO = 0,
-  /**
-   * On every device.
-   */
-  GDSROUTE_COLD_ORDER_ON = 1,
-  /**
-   * Never: every task reads as soon as a thread runs it (KvikIO's behaviour).
-   */
-  GDSROUTE_COLD_ORDER_OFF = 2,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum gdsroute_cold_order gdsroute_cold_order;
-#else
-typedef uint32_t gdsroute_cold_order;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
-
-/**
  * Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
  */
 enum gdsroute_cufile_stats_state
@@ -500,12 +471,6 @@ typedef struct {
    * piece (at most 2 MiB) for device memory. Stays 0 where the kernel cannot tell.
    */
   uint64_t posix_tasks_not_cached;
-  /**
-   * POSIX tasks of parallel reads that read in turn, in file order: their range did not look
-   * cached (`cachestat` of its first, middle and last page) and `GDSROUTE_COLD_ORDER` applied
-   * to the file's device. Stays 0 where the kernel has no `cachestat` (Linux < 6.5).
-   */
-  uint64_t posix_tasks_in_file_order;
 } gdsroute_stats;
 
 
@@ -786,21 +751,6 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_fd(uint32_t *fd);
  * nvidia-fs, else `O_DIRECT`). Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_fd(uint32_t fd);
-
-/**
- * Reads which devices read cold ranges in file order (a `gdsroute_cold_order` value;
- * `GDSROUTE_COLD_ORDER`, default auto) into `*order`.
- */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cold_order(uint32_t *order);
-
-/**
- * Chooses, for reads started from now on, on which devices the tasks of a parallel POSIX read
- * take turns in file order when their ranges are not in the page cache:
- * `GDSROUTE_COLD_ORDER_AUTO` (devices the kernel reports as rotational), `_ON` (all) or `_OFF`
- * (none, as KvikIO). Cached ranges are always read in parallel. See README, "Cold reads".
- * Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
- */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cold_order(uint32_t order);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

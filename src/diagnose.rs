@@ -27,7 +27,6 @@ pub fn report(path: Option<&[u8]>) -> String {
             );
             let _ = writeln!(out, "cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" });
             let _ = writeln!(out, "cuFile descriptor (GDSROUTE_CUFILE_FD): {}", s.cufile_fd().name());
-            let _ = writeln!(out, "cold ranges read in file order (GDSROUTE_COLD_ORDER): {}", s.cold_order().name());
             let usage = crate::page_cache::usage();
             let _ = writeln!(
                 out,
@@ -104,10 +103,6 @@ pub fn report(path: Option<&[u8]>) -> String {
             Err(e) => {
                 let _ = writeln!(out, "file {shown:?}: cannot open: {e}");
             }
-        }
-        if let Ok(in_order) = File::open(path, "r", 0, None).and_then(|f| f.reads_cold_ranges_in_order()) {
-            let how = if in_order { "in file order, one task at a time" } else { "in parallel" };
-            let _ = writeln!(out, "  ranges not in the page cache are read {how} (parallel POSIX reads)");
         }
     }
     out

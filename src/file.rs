@@ -3,18 +3,16 @@
 //! `Operation`). Reads in flight keep the descriptor alive, so closing a handle never lets a
 //! task read from a recycled descriptor.
 
-use crate::block_device;
 use crate::cuda::{self, MemoryKind};
 use crate::cufile_file::CufileFile;
 use crate::device_io;
-use crate::disk_order::{Turn, Turns};
 use crate::error::{Error, Result};
 use crate::gds::{self, FallbackReason, Unusable};
 use crate::operation::{Claimable, Operation};
 use crate::page_cache::{DeviceReadInFlight, PageCache, Segment};
 use crate::posix::{self, Delivered};
 use crate::route::{self, Plan};
-use crate::settings::{self, ColdOrder, CompatMode, FdChoice, Snapshot};
+use crate::settings::{self, CompatMode, FdChoice, Snapshot};
 use crate::stats::{self, Counters, Route, StatsCell, TaskOutcome};
 use crate::task_split::{self, Chunk};
 use crate::thread_pool;
@@ -117,41 +115,13 @@ impl OpenFile {
         self.cufile.get_or_init(|| self.register_with_cufile(compat_mode)).as_ref().map_err(Clone::clone)
     }
 
-    /// Whether `order` gives the tasks of this file's parallel POSIX reads turns in file order
-    /// (`disk_order`) for ranges not in the page cache.
-    fn reads_cold_ranges_in_order(&self, order: ColdOrder) -> bool {
-        order.applies(block_device::of(self.fd.as_raw_fd()).rotational)
-    }
-
-    /// One task: `chunk` of the call into `target`, by the planned route, after its turn in file
-    /// order if it has one and its range is not cached. Returns what it delivered for the
-    /// counters (bytes, those copied from the registered page cache, whether a POSIX read had to
-    /// wait for the disk, whether it read in turn).
+    /// One task: `chunk` of the call into `target`, by the planned route. Returns what it
+    /// delivered for the counters (bytes, those copied from the registered page cache, and
+    /// whether a POSIX read had to wait for the disk).
     ///
     /// # Safety
     /// The target range of the chunk is writable memory of the caller.
-    unsafe fn run_task(
-        &self,
-        plan: Plan,
-        target: &Target,
-        chunk: Chunk,
-        snapshot: &Snapshot,
-        compat_mode: CompatMode,
-        turn: Option<Turn>,
-    ) -> Result<TaskOutcome> {
-        let turn = turn.and_then(|t| t.wait_if_cold(self.fd.as_raw_fd(), chunk.file_offset, chunk.len));
-        let in_file_order = turn.as_ref().is_some_and(Turn::waited_in_turn);
-        // SAFETY: forwarded from the caller.
-        let outcome = unsafe { self.run_task_by_route(plan, target, chunk, snapshot, compat_mode) };
-        drop(turn); // the reads are done: the next task's turn
-        outcome.map(|o| TaskOutcome { in_file_order, ..o })
-    }
-
-    /// `run_task` without the turn.
-    ///
-    /// # Safety
-    /// As `run_task`.
-    unsafe fn run_task_by_route(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<TaskOutcome> {
+    unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<TaskOutcome> {
         let _in_flight = matches!(target, Target::Device { .. }).then(DeviceReadInFlight::enter);
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
@@ -375,13 +345,6 @@ impl File {
         Ok(file.cufile(self.compat_mode).map(|_| ()))
     }
 
-    /// Whether the tasks of this handle's parallel POSIX reads take turns in file order for
-    /// ranges not in the page cache, under the cold-order setting in effect now.
-    pub fn reads_cold_ranges_in_order(&self) -> Result<bool> {
-        let order = settings::global()?.cold_order();
-        Ok(self.open_file()?.reads_cold_ranges_in_order(order))
-    }
-
     /// Which descriptor cuFile registered for this file, and why; `None` before a device read or
     /// `cufile_verdict` registered it, when it could not be, or after `close`.
     pub fn cufile_descriptor(&self) -> Option<FdChoice> {
@@ -418,7 +381,7 @@ impl File {
         }
         let chunk = Chunk { buf_offset: 0, file_offset: offset, len: size };
         // SAFETY: forwarded from the caller.
-        let result = run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode, None);
+        let result = run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode);
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
         stats::record_call(&self.stats, size as u64, delivered, result.is_err());
         result
@@ -454,13 +417,10 @@ impl File {
         let (operation, slots) = Operation::new(chunks.iter().map(|c| c.len).collect(), size as u64, Arc::clone(&self.stats));
         if plan.inline {
             for (chunk, slot) in chunks.into_iter().zip(slots) {
-                slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode, None));
+                slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode));
             }
             return Ok(operation);
         }
-        // With one pool thread the tasks run in file order anyway.
-        let in_order = matches!(plan.route, Route::Posix(_)) && chunks.len() > 1 && pool.num_threads() > 1 && file.reads_cold_ranges_in_order(snapshot.cold_order);
-        let mut turns = if in_order { Turns::for_tasks(chunks.len()) } else { Vec::new() }.into_iter();
         let bodies: Vec<Arc<Claimable>> = chunks
             .into_iter()
             .zip(slots)
@@ -468,8 +428,7 @@ impl File {
                 let file = Arc::clone(&file);
                 let stats = Arc::clone(&self.stats);
                 let compat_mode = self.compat_mode;
-                let turn = turns.next();
-                Claimable::new(move || slot.finish(run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode, turn)))
+                Claimable::new(move || slot.finish(run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode)))
             })
             .collect();
         operation.set_claimable(bodies.clone());
@@ -501,7 +460,6 @@ fn sync_default_stream(target: &Target) -> Result<()> {
 
 /// Runs one task of a call (on a worker or the calling thread), catching panics, and counts it.
 /// The caller of the public read functions guarantees the target range stays writable.
-#[allow(clippy::too_many_arguments)] // one task's whole context, passed straight through
 fn run_and_record(
     file: &OpenFile,
     stats: &StatsCell,
@@ -510,13 +468,12 @@ fn run_and_record(
     chunk: Chunk,
     snapshot: &Snapshot,
     compat_mode: CompatMode,
-    turn: Option<Turn>,
 ) -> Result<usize> {
     if chunk.len == 0 {
         return Ok(0);
     }
     // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
-    let task = AssertUnwindSafe(|| unsafe { file.run_task(plan, target, chunk, snapshot, compat_mode, turn) });
+    let task = AssertUnwindSafe(|| unsafe { file.run_task(plan, target, chunk, snapshot, compat_mode) });
     let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(panic_message(&p))));
     let outcome = result.as_ref().copied().unwrap_or_default();
     stats::record_task(stats, plan.route, &outcome, result.is_err());

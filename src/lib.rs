@@ -2,13 +2,11 @@
 //! which route every read took. The safe core lives in the modules below; `ffi` is the only place
 //! with `extern "C"`.
 
-pub mod block_device;
 pub mod cuda;
 pub mod cufile;
 pub mod cufile_file;
 pub mod device_io;
 pub mod diagnose;
-pub mod disk_order;
 pub mod error;
 pub mod ffi;
 pub mod gds;

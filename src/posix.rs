@@ -102,48 +102,6 @@ unsafe fn read_cached(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> Optio
     }
 }
 
-/// Whether the page cache holds the first, middle and last page of `offset .. offset + len`
-/// (`len > 0`), asked with `cachestat` (Linux 6.5), which starts no I/O, unlike a non-blocking
-/// read. A sample, because `cachestat` walks every page of its range: about 43 us for 4 MiB of
-/// small pages here, against 1 us for three single pages. `None` where `cachestat` is missing
-/// or refuses the file.
-pub fn looks_cached(fd: RawFd, offset: u64, len: usize) -> Option<bool> {
-    debug_assert!(len > 0);
-    let last = offset + len as u64 - 1;
-    for at in [offset, offset + (last - offset) / 2, last] {
-        if !page_cached(fd, at)? {
-            return Some(false);
-        }
-    }
-    Some(true)
-}
-
-/// `cachestat` for the page holding byte `at`: whether it is in the page cache.
-fn page_cached(fd: RawFd, at: u64) -> Option<bool> {
-    /// `struct cachestat_range` and `struct cachestat` of `<linux/mman.h>`.
-    #[repr(C)]
-    struct Range {
-        off: u64,
-        len: u64,
-    }
-    #[repr(C)]
-    #[derive(Default)]
-    struct Cachestat {
-        nr_cache: u64,
-        nr_dirty: u64,
-        nr_writeback: u64,
-        nr_evicted: u64,
-        nr_recently_evicted: u64,
-    }
-    /// The same number on every Linux architecture (the common system call table).
-    const SYS_CACHESTAT: libc::c_long = 451;
-    let range = Range { off: at, len: 1 };
-    let mut stat = Cachestat::default();
-    // SAFETY: both structs match the kernel's layout and live across the call; flags must be 0.
-    let rc = unsafe { libc::syscall(SYS_CACHESTAT, fd, &range as *const Range, &mut stat as *mut Cachestat, 0u32) };
-    (rc == 0).then_some(stat.nr_cache > 0)
-}
-
 /// Linux transfers at most 0x7ffff000 bytes per read call; asking for less keeps the loop honest
 /// on other kernels too.
 const MAX_SYSCALL_BYTES: usize = 0x7fff_f000;
@@ -241,38 +199,6 @@ mod tests {
         let zeros = vec![0u8; 1 << 20];
         assert!(buf[..len - 4].chunks(1 << 20).all(|c| c == &zeros[..c.len()]), "zeros expected");
         assert_eq!(&buf[len - 4..], b"mark");
-    }
-
-    #[test]
-    fn cached_ranges_look_cached_and_evicted_ones_do_not() {
-        let (f, _) = random_file(3 << 20, 2);
-        let fd = f.as_raw_fd();
-        if looks_cached(fd, 0, 4096).is_none() {
-            eprintln!("skipped: no cachestat here");
-            return;
-        }
-        f.sync_all().unwrap();
-        assert_eq!(looks_cached(fd, 0, 3 << 20), Some(true));
-        assert_eq!(looks_cached(fd, 5, 1), Some(true));
-        // Past the end nothing is cached.
-        assert_eq!(looks_cached(fd, 4 << 20, 4096), Some(false));
-        // Written back, so the kernel can drop it (it may take a few tries).
-        let evicted = (0..100).any(|_| {
-            unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
-            looks_cached(fd, 0, 3 << 20) == Some(false) && looks_cached(fd, 0, 4096) == Some(false)
-        });
-        if !evicted {
-            eprintln!("skipped: the kernel kept the file cached");
-            return;
-        }
-        // Read back the first MiB without readahead: the sample sees the uncached end.
-        unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_RANDOM) };
-        let mut buf = vec![0u8; 1 << 20];
-        assert_eq!(unsafe { read_full_at(fd, buf.as_mut_ptr(), 1 << 20, 0) }.unwrap(), 1 << 20);
-        assert_eq!(looks_cached(fd, 0, 1 << 20), Some(true));
-        assert_eq!(looks_cached(fd, 0, 3 << 20), Some(false), "the last page is sampled");
-        assert_eq!(looks_cached(fd, 2 << 20, 4096), Some(false));
-        assert_eq!(looks_cached(-1, 0, 4096), None);
     }
 
     #[test]

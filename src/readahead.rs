@@ -2,13 +2,18 @@
 //! whole. Linux reads ahead at most max(`read_ahead_kb`, `max_sectors_kb`) of the device per
 //! advice and drops the rest of a longer range, so a 4 MiB task advised in one call is read ahead
 //! completely on the H200 machine's disk (8192 KiB) but only 128 KiB to 1.25 MiB of it on a
-//! default NVMe setup. The limit comes from `block_device`.
+//! default NVMe setup. The limit is looked up once per device in sysfs.
 
+use std::collections::HashMap;
 use std::os::fd::RawFd;
+use std::sync::Mutex;
 
 /// The kernel's default `read_ahead_kb`: the piece used where the device's limit cannot be read
 /// (file systems without a block device, such as NFS, tmpfs or overlayfs).
 const FALLBACK_PIECE: usize = 128 << 10;
+
+/// Limits found so far, by device number.
+static PIECES: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
 
 /// Advises `POSIX_FADV_WILLNEED` over `offset .. offset + len` of `fd`, one call per piece the
 /// device's readahead limit allows. Advice only: failures are ignored.
@@ -26,7 +31,20 @@ pub fn advise_willneed(fd: RawFd, offset: u64, len: usize) {
 
 /// The most one advice reads ahead on the device holding `fd`'s file.
 fn piece_for(fd: RawFd) -> usize {
-    crate::block_device::of(fd).readahead_limit.unwrap_or(FALLBACK_PIECE)
+    let Ok(st) = crate::posix::stat(fd) else { return FALLBACK_PIECE };
+    let dev = st.st_dev;
+    let mut pieces = PIECES.lock().unwrap_or_else(|p| p.into_inner());
+    *pieces.get_or_insert_with(HashMap::new).entry(dev).or_insert_with(|| device_limit(dev).unwrap_or(FALLBACK_PIECE))
+}
+
+/// max(`read_ahead_kb`, `max_sectors_kb`) in bytes for the block device `dev` (its disk's queue
+/// for a partition), or None where sysfs has no such device.
+fn device_limit(dev: u64) -> Option<usize> {
+    let base = format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev));
+    let queue = if std::path::Path::new(&base).join("partition").exists() { format!("{base}/../queue") } else { format!("{base}/queue") };
+    let kib = |name: &str| std::fs::read_to_string(format!("{queue}/{name}")).ok()?.trim().parse::<usize>().ok();
+    let limit = kib("read_ahead_kb").unwrap_or(0).max(kib("max_sectors_kb").unwrap_or(0));
+    (limit > 0).then_some(limit << 10)
 }
 
 #[cfg(test)]
@@ -42,6 +60,8 @@ mod tests {
         // Cached: the same answer without sysfs.
         assert_eq!(piece_for(f.as_raw_fd()), piece);
         assert_eq!(piece_for(-1), FALLBACK_PIECE);
+        // A device that does not exist has no limit.
+        assert_eq!(device_limit(libc::makedev(4095, 1_048_575)), None);
     }
 
     #[test]

@@ -5,7 +5,6 @@
 mod common;
 
 use common::{POISON, random_bytes};
-use gdsroute::settings::ColdOrder;
 use gdsroute::{File, settings, stats, thread_pool};
 use std::sync::Mutex;
 
@@ -118,49 +117,6 @@ fn reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
         let (counted, tasks) = (after.posix_tasks_not_cached - before.posix_tasks_not_cached, after.posix_tasks - before.posix_tasks);
         assert!(counted <= (tasks / 10).max(1), "warm: {counted} of {tasks} tasks counted as not cached (task {task})");
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-}
-
-#[test]
-fn cold_ranges_are_read_in_turn_where_the_cold_order_setting_applies() {
-    // Tasks of a parallel read whose ranges are not cached take turns in file order
-    // (disk_order); cached ones do not, and nor do reads on a pool of one thread. Bytes exact
-    // and guards intact in every case; the turns counted in posix_tasks_in_file_order.
-    let _lock = SETTINGS_LOCK.lock().unwrap();
-    let data = random_bytes((12 << 20) + 4097, 23);
-    let (tmp, file) = file_with(&data);
-    let s = settings::global().unwrap();
-    s.set_task_size(1 << 20).unwrap();
-    let (has_cachestat, rotational) = {
-        use std::os::fd::AsRawFd;
-        let f = std::fs::File::open(tmp.path()).unwrap();
-        (gdsroute::posix::looks_cached(f.as_raw_fd(), 0, 1).is_some(), gdsroute::block_device::of(f.as_raw_fd()).rotational)
-    };
-    for (order, threads) in [(ColdOrder::On, 4usize), (ColdOrder::On, 1), (ColdOrder::Off, 4), (ColdOrder::Auto, 4)] {
-        s.set_cold_order(order);
-        thread_pool::set_global_num_threads(threads).unwrap();
-        let applies = file.reads_cold_ranges_in_order().unwrap();
-        assert_eq!(applies, order == ColdOrder::On || (order == ColdOrder::Auto && rotational));
-        let expect_turns = applies && threads > 1 && has_cachestat;
-        let what = format!("{order:?} with {threads} threads");
-        for (size, offset) in [(data.len(), 0u64), ((7 << 20) + 5, 4095)] {
-            let evicted = common::evict(tmp.path(), 0);
-            let before = file.stats();
-            check_read(&file, &data, size, offset, false);
-            let after = file.stats();
-            let (turns, tasks) = (after.posix_tasks_in_file_order - before.posix_tasks_in_file_order, after.posix_tasks - before.posix_tasks);
-            if !expect_turns {
-                assert_eq!(turns, 0, "{what}: tasks took turns");
-            } else if evicted {
-                // At least the first task; later ones may find their range read ahead already.
-                assert!((1..=tasks).contains(&turns), "{what}: {turns} turns in {tasks} tasks");
-            }
-        }
-        let before = file.stats();
-        check_read(&file, &data, data.len(), 0, false);
-        assert_eq!(file.stats().posix_tasks_in_file_order, before.posix_tasks_in_file_order, "{what}: warm tasks took turns");
-    }
-    s.set_cold_order(ColdOrder::Auto);
     s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }
 

@@ -781,8 +781,6 @@ impl Bench {
         pinned.push_str(&format!(" mapped_bytes={}", after.posix_mapped_bytes - before.posix_mapped_bytes));
         // Tasks of the timed repetitions whose data had to come from the disk (src/posix.rs).
         pinned.push_str(&format!(" not_cached_tasks={}", after.posix_tasks_not_cached - before.posix_tasks_not_cached));
-        // Of all tasks, those that read in turn in file order (src/disk_order.rs).
-        pinned.push_str(&format!(" in_order_tasks={}", after.posix_tasks_in_file_order - before.posix_tasks_in_file_order));
         let mut pin_max = 0u64;
         // SAFETY: valid out-pointer.
         let _ = unsafe { gdsroute::ffi::settings::gdsroute_settings_get_page_cache_pin_max(&mut pin_max) };

@@ -4,7 +4,7 @@
 //! message naming the variable and its value.
 
 use super::{guard, out, write_out};
-use crate::settings::{self, ColdOrder, CompatMode, CufileFd};
+use crate::settings::{self, CompatMode, CufileFd};
 use crate::status::Status;
 use crate::thread_pool;
 
@@ -171,30 +171,6 @@ pub extern "C" fn gdsroute_settings_set_cufile_fd(fd: u32) -> Status {
     guard(|| {
         let fd = CufileFd::from_raw(fd)?;
         settings::global()?.set_cufile_fd(fd);
-        Ok(())
-    })
-}
-
-/// Reads which devices read cold ranges in file order (a `gdsroute_cold_order` value;
-/// `GDSROUTE_COLD_ORDER`, default auto) into `*order`.
-#[must_use]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdsroute_settings_get_cold_order(order: *mut u32) -> Status {
-    // SAFETY: the caller passes NULL or a writable pointer.
-    unsafe { read_setting(order, "order", |s| s.cold_order() as u32) }
-}
-
-/// Chooses, for reads started from now on, on which devices the tasks of a parallel POSIX read
-/// take turns in file order when their ranges are not in the page cache:
-/// `GDSROUTE_COLD_ORDER_AUTO` (devices the kernel reports as rotational), `_ON` (all) or `_OFF`
-/// (none, as KvikIO). Cached ranges are always read in parallel. See README, "Cold reads".
-/// Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
-#[must_use]
-#[unsafe(no_mangle)]
-pub extern "C" fn gdsroute_settings_set_cold_order(order: u32) -> Status {
-    guard(|| {
-        let order = ColdOrder::from_raw(order)?;
-        settings::global()?.set_cold_order(order);
         Ok(())
     })
 }

@@ -2,12 +2,10 @@
 //! that needs them, and changeable at run time through setters (atomics, so thread-safe). A bad
 //! environment value never aborts: every call that needs settings returns it as an error.
 
-mod cold_order;
 mod compat_mode;
 mod cufile_fd;
 pub mod env;
 
-pub use cold_order::ColdOrder;
 pub use compat_mode::CompatMode;
 pub use cufile_fd::{CufileFd, Descriptor, FdChoice};
 
@@ -36,8 +34,6 @@ pub mod vars {
     pub const PAGE_CACHE_PIN_MAX: &str = "GDSROUTE_PAGE_CACHE_PIN_MAX";
     /// gdsroute's own: which descriptor cuFile is given: auto/direct/buffered.
     pub const CUFILE_FD: &str = "GDSROUTE_CUFILE_FD";
-    /// gdsroute's own: which devices read cold ranges in file order: auto/on/off.
-    pub const COLD_ORDER: &str = "GDSROUTE_COLD_ORDER";
 }
 
 /// KvikIO's default task size: 4 MiB.
@@ -103,8 +99,6 @@ pub struct Snapshot {
     pub bounce_buffer_size: u64,
     /// Most page-cache bytes the registered page cache may pin; 0 turns it off.
     pub page_cache_pin_max: u64,
-    /// Which devices get turns in file order for cold ranges.
-    pub cold_order: ColdOrder,
 }
 
 /// The live settings.
@@ -118,7 +112,6 @@ pub struct Settings {
     cufile_stats: AtomicBool,
     page_cache_pin_max: AtomicU64,
     cufile_fd: AtomicU8,
-    cold_order: AtomicU8,
 }
 
 fn positive(name: &str, value: u64) -> Result<u64> {
@@ -155,7 +148,6 @@ impl Settings {
         let cufile_stats = env::read_bool(env, vars::CUFILE_STATS)?;
         let pin_max = env::read_unsigned(env, vars::PAGE_CACHE_PIN_MAX, true)?;
         let cufile_fd = env::read_word(env, vars::CUFILE_FD, CufileFd::parse, "auto, direct or buffered (any case)")?;
-        let cold_order = env::read_word(env, vars::COLD_ORDER, ColdOrder::parse, "auto, on or off (any case)")?;
         let source = if compat.is_some() { Source::Environment } else { Source::Default };
         Ok(Settings {
             compat_mode: AtomicU8::new(compat.unwrap_or(CompatMode::Auto) as u8),
@@ -167,7 +159,6 @@ impl Settings {
             cufile_stats: AtomicBool::new(cufile_stats.unwrap_or(true)),
             page_cache_pin_max: AtomicU64::new(pin_max.unwrap_or_else(crate::page_cache::default_pin_max)),
             cufile_fd: AtomicU8::new(cufile_fd.unwrap_or_default() as u8),
-            cold_order: AtomicU8::new(cold_order.unwrap_or_default() as u8),
         })
     }
 
@@ -179,7 +170,6 @@ impl Settings {
             gds_threshold: self.gds_threshold.load(Ordering::Relaxed),
             bounce_buffer_size: self.bounce_buffer_size.load(Ordering::Relaxed),
             page_cache_pin_max: self.page_cache_pin_max.load(Ordering::Relaxed),
-            cold_order: self.cold_order(),
         }
     }
 
@@ -278,16 +268,6 @@ impl Settings {
     pub fn set_cufile_fd(&self, fd: CufileFd) {
         self.cufile_fd.store(fd as u8, Ordering::Relaxed);
     }
-
-    /// Which devices get turns in file order for cold ranges.
-    pub fn cold_order(&self) -> ColdOrder {
-        ColdOrder::from_raw(self.cold_order.load(Ordering::Relaxed) as u32).unwrap_or_default()
-    }
-
-    /// Chooses the devices whose cold ranges are read in file order, for reads started from now on.
-    pub fn set_cold_order(&self, order: ColdOrder) {
-        self.cold_order.store(order as u8, Ordering::Relaxed);
-    }
 }
 
 static GLOBAL: OnceCell<std::result::Result<Settings, String>> = OnceCell::new();
@@ -319,7 +299,6 @@ mod tests {
         assert!((4..=16).contains(&s.num_threads()));
         assert_eq!(s.compat_mode_source(), Source::Default);
         assert_eq!(s.cufile_fd(), CufileFd::Auto);
-        assert_eq!(snap.cold_order, ColdOrder::Auto);
     }
 
     #[test]
@@ -332,7 +311,6 @@ mod tests {
             ("KVIKIO_BOUNCE_BUFFER_SIZE", "65536"),
             ("GDSROUTE_PAGE_CACHE_PIN_MAX", "0"),
             ("GDSROUTE_CUFILE_FD", " Buffered "),
-            ("GDSROUTE_COLD_ORDER", "Off"),
         ]);
         let s = Settings::from_env(&env).unwrap();
         assert_eq!(s.compat_mode(), CompatMode::On);
@@ -343,7 +321,6 @@ mod tests {
         assert_eq!(s.bounce_buffer_size(), 65536);
         assert_eq!(s.page_cache_pin_max(), 0);
         assert_eq!(s.cufile_fd(), CufileFd::Buffered);
-        assert_eq!(s.snapshot().cold_order, ColdOrder::Off);
     }
 
     #[test]
@@ -362,8 +339,6 @@ mod tests {
             ("GDSROUTE_CUFILE_FD", "o_direct"),
             ("GDSROUTE_CUFILE_FD", ""),
             ("GDSROUTE_CUFILE_FD", "1"),
-            ("GDSROUTE_COLD_ORDER", "rotational"),
-            ("GDSROUTE_COLD_ORDER", ""),
         ] {
             let err = Settings::from_env(&MapEnv::of(&[(k, v)])).err().unwrap_or_else(|| panic!("{k}={v}"));
             assert!(matches!(err, Error::InvalidSetting(_)));
@@ -384,7 +359,5 @@ mod tests {
         assert_eq!(s.compat_mode_source(), Source::Api);
         s.set_cufile_fd(CufileFd::Direct);
         assert_eq!(s.cufile_fd(), CufileFd::Direct);
-        s.set_cold_order(ColdOrder::On);
-        assert_eq!(s.cold_order(), ColdOrder::On);
     }
 }
