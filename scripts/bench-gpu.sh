@@ -83,6 +83,10 @@ if dd and cold:
         per_pass = [c / d for c, d in zip(cold, dd)]
         print("cold, per pass (gdsroute / dd just before): " + " ".join(f"{r:.2f}" for r in per_pass)
               + f"; median {statistics.median(per_pass):.2f}")
+dd_buffered = [float(f["gbps"]) for k in order for f in rows[k].get("dd-buffered", [])]
+if dd_buffered and cold:
+    print(f"cold: dd buffered (page cache, one stream) median {statistics.median(dd_buffered):.2f} GB/s ({len(dd_buffered)} passes);"
+          f" gdsroute / dd buffered {statistics.median(cold) / statistics.median(dd_buffered):.2f}")
 print("GB/s: median over the lines of each side (fresh-process first reads: one line per process);")
 print("ratio = gdsroute/KvikIO GB/s (reads/s for rand kinds is the same ratio); cpu g/k = CPU s/GB ratio, lower is better for gdsroute")
 PY
@@ -180,25 +184,29 @@ echo "=== device random reads 4 KiB and 64 KiB, 16 threads, 4 callers"
 step 1 device-rand 120 --mem device --kinds rand4k,rand64k --cache warm --modes auto --threads 16 --reps "$REPS"
 echo "=== default settings (device big warm)"
 step 0 defaults 120 --default-settings --mem device --kinds big --cache warm --reps "$REPS"
-# dd_direct: one `dd iflag=direct` of the whole file after dropping caches, as a RESULT line.
-dd_direct() {
+# dd_read IMPL [FLAG]: one `dd` of the whole file after dropping caches, as a RESULT line of
+# impl=IMPL; FLAG is dd's iflag (direct: the disk without the page cache).
+dd_read() {
     sync; echo 3 > /proc/sys/vm/drop_caches
     local line bytes secs
-    line=$(dd if="$FILE" of=/dev/null bs=4M iflag=direct 2>&1 | tail -1)
-    echo "--- dd: $line" >> "$LOG"
+    line=$(dd if="$FILE" of=/dev/null bs=4M ${2:+iflag=$2} 2>&1 | tail -1)
+    echo "--- $1: $line" >> "$LOG"
     bytes=${line%% bytes*}
     secs=$(echo "$line" | sed -E 's/.*copied, ([0-9.]+) s.*/\1/')
-    awk -v b="$bytes" -v s="$secs" 'BEGIN { printf "RESULT impl=dd mem=device mode=on threads=16 task=4194304 cache=cold kind=big phase=steady settings=set callers=1 gbps=%.3f\n", b / s / 1e9 }' | tee -a "$RESULTS"
+    awk -v i="$1" -v b="$bytes" -v s="$secs" 'BEGIN { printf "RESULT impl=%s mem=device mode=on threads=16 task=4194304 cache=cold kind=big phase=steady settings=set callers=1 gbps=%.3f\n", i, b / s / 1e9 }' | tee -a "$RESULTS"
 }
 COLD_PASSES=${BENCH_COLD_PASSES:-5}
 echo "=== cold: dd iflag=direct, then device big 16 threads (2 reps, caches dropped before each), $COLD_PASSES passes"
 # The registered page cache is off here: pinned pages survive drop_caches, so with it on the
 # repetitions after the second would not be cold.
 # gdsroute right after dd in every pass (the per-pass ratio pairs them), then KvikIO.
+# Last, a buffered `dd` (one stream through the page cache): what page-cache reads of this disk
+# reach at the moment, beside the direct ones (session 6: 1.7-1.8 against 2.3 GB/s).
 for p in $(seq "$COLD_PASSES"); do
-    dd_direct
+    dd_read dd direct
     GDSROUTE_PAGE_CACHE_PIN_MAX=0 G "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
     K "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
+    dd_read dd-buffered
 done
 cat "$FILE" > /dev/null
 
