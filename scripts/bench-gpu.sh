@@ -8,8 +8,8 @@
 #
 # Environment: BENCH_FILE (default /var/tmp/gdsroute-bench-1g.bin), BENCH_SIZE (1073741824), BENCH_REPS (3),
 # PYTHON (python3),
-# BENCH_FIRST_PROCS (3: fresh processes per first-read configuration), BENCH_COLD_PASSES (5: dd, then
-# both libraries, cold), BENCH_HOST_PASSES (3: alternating host-read invocations),
+# BENCH_FIRST_PROCS (3: fresh processes per first-read configuration), BENCH_COLD_PASSES (5: dd iflag=direct,
+# both libraries cold, then a buffered dd), BENCH_HOST_PASSES (3: alternating host-read invocations),
 # BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile),
 # BENCH_CUFILE_ROUTE=0 to skip the closing cuFile-route steps (udev record written, then removed).
 set -uo pipefail

@@ -110,9 +110,8 @@ int main(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     uint64_t next = 0, done = 0;
-    unsigned in_flight = 0;
+    unsigned in_flight = 0, to_submit = 0; /* to_submit: queued since the last io_uring_enter */
     while (done < size) {
-        unsigned queued = 0;
         while (nfree > 0 && next < size) {
             unsigned slot = free_slots[--nfree];
             size_t len = size - next < bs ? (size_t)(size - next) : bs;
@@ -121,13 +120,13 @@ int main(int argc, char **argv) {
             filled[slot] = 0;
             queue_read(&r, fd, bufs[slot], (unsigned)len, next, slot, async);
             next += len;
-            queued++;
+            to_submit++;
+            in_flight++;
         }
-        in_flight += queued;
-        if (syscall(__NR_io_uring_enter, r.fd, queued, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0 && errno != EINTR)
+        if (syscall(__NR_io_uring_enter, r.fd, to_submit, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0 && errno != EINTR)
             die("io_uring_enter");
+        to_submit = 0;
         unsigned head = *r.cq_head, tail = __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE);
-        unsigned requeued = 0;
         for (; head != tail; head++) {
             struct io_uring_cqe *cqe = &r.cqes[head & *r.cq_mask];
             unsigned slot = (unsigned)cqe->user_data;
@@ -143,7 +142,8 @@ int main(int argc, char **argv) {
                 want_len[slot] -= got;
                 filled[slot] += got;
                 queue_read(&r, fd, bufs[slot] + filled[slot], (unsigned)want_len[slot], want_off[slot], slot, async);
-                requeued++;
+                to_submit++; /* submitted with the next io_uring_enter */
+                in_flight++;
             } else if (got == 0 && want_len[slot] > 0) {
                 fprintf(stderr, "probe-uring: unexpected end of file at %llu\n", (unsigned long long)want_off[slot]);
                 return 1;
@@ -152,10 +152,6 @@ int main(int argc, char **argv) {
             }
         }
         __atomic_store_n(r.cq_head, head, __ATOMIC_RELEASE);
-        if (requeued) {
-            in_flight += requeued;
-            if (syscall(__NR_io_uring_enter, r.fd, requeued, 0, 0, NULL, 0) < 0 && errno != EINTR) die("io_uring_enter");
-        }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
