@@ -37,6 +37,12 @@
 
 
 /**
+ * Alignment of `O_DIRECT` offsets, lengths and memory: a page, as KvikIO uses (a multiple of
+ * every logical block size Linux block devices report in practice).
+ */
+#define ALIGN 4096
+
+/**
  * KvikIO's default task size: 4 MiB.
  */
 #define GDSROUTE_DEFAULT_TASK_SIZE (4 << 20)
@@ -471,6 +477,11 @@ typedef struct {
    * piece (at most 2 MiB) for device memory. Stays 0 where the kernel cannot tell.
    */
   uint64_t posix_tasks_not_cached;
+  /**
+   * Of `posix_bytes`: bytes read through an `O_DIRECT` descriptor, bypassing the page cache
+   * (the `auto_direct_io_read` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ`).
+   */
+  uint64_t posix_direct_bytes;
 } gdsroute_stats;
 
 
@@ -751,6 +762,21 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_fd(uint32_t *fd);
  * nvidia-fs, else `O_DIRECT`). Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_fd(uint32_t fd);
+
+/**
+ * Reads whether POSIX reads use direct I/O for page-aligned ranges (`KVIKIO_AUTO_DIRECT_IO_READ`,
+ * default off, as in KvikIO) into `*enabled`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_auto_direct_io_read(bool *enabled);
+
+/**
+ * Turns direct I/O for POSIX reads on or off, for reads started from now on (KvikIO's
+ * `set_auto_direct_io_read`). On: the page-aligned middle of each POSIX read (host memory, and
+ * the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
+ * bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
+ * direct I/O are read through the page cache as before. See README, "Direct I/O".
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_auto_direct_io_read(bool enabled);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

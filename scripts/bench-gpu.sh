@@ -9,7 +9,7 @@
 # Environment: BENCH_FILE (default /var/tmp/gdsroute-bench-1g.bin), BENCH_SIZE (1073741824), BENCH_REPS (3),
 # PYTHON (python3),
 # BENCH_FIRST_PROCS (3: fresh processes per first-read configuration), BENCH_COLD_PASSES (5: dd iflag=direct,
-# both libraries cold, then a buffered dd), BENCH_HOST_PASSES (3: alternating host-read invocations),
+# both libraries cold, then a buffered dd, then both with direct I/O unless BENCH_COLD_DIRECT=0), BENCH_HOST_PASSES (3: alternating host-read invocations),
 # BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile),
 # BENCH_CUFILE_ROUTE=0 to skip the closing cuFile-route steps (udev record written, then removed).
 set -uo pipefail
@@ -72,7 +72,8 @@ for key in order:
     cpu = gc / kc if gc is not None and kc else None
     print(f"{fmt(gg, '9.2f')} {fmt(kg, '9.2f')} {fmt(ratio, '6.2f')} {fmt(cpu, '8.2f')} {len(g):>3}/{len(k):<2}  {name}")
 dd = [float(f["gbps"]) for k in order for f in rows[k].get("dd", [])]
-cold = [float(f["gbps"]) for k in order if dict(k).get("cache") == "cold" for f in rows[k].get("gdsroute", [])]
+cold = [float(f["gbps"]) for k in order if dict(k).get("cache") == "cold" and "tag" not in dict(k) for f in rows[k].get("gdsroute", [])]
+cold_direct = [float(f["gbps"]) for k in order if dict(k).get("cache") == "cold" and dict(k).get("tag") == "direct-io" for f in rows[k].get("gdsroute", [])]
 if dd and cold:
     print(f"cold: gdsroute median {statistics.median(cold):.2f} GB/s, dd iflag=direct median {statistics.median(dd):.2f} GB/s"
           f" ({len(dd)} passes): ratio {statistics.median(cold) / statistics.median(dd):.2f}")
@@ -87,6 +88,9 @@ dd_buffered = [float(f["gbps"]) for k in order for f in rows[k].get("dd-buffered
 if dd_buffered and cold:
     print(f"cold: dd buffered (page cache, one stream) median {statistics.median(dd_buffered):.2f} GB/s ({len(dd_buffered)} passes);"
           f" gdsroute / dd buffered {statistics.median(cold) / statistics.median(dd_buffered):.2f}")
+if dd and cold_direct:
+    print(f"cold, direct I/O on (KVIKIO_AUTO_DIRECT_IO_READ=1): gdsroute median {statistics.median(cold_direct):.2f} GB/s"
+          f" / dd iflag=direct {statistics.median(dd):.2f}: ratio {statistics.median(cold_direct) / statistics.median(dd):.2f}")
 print("GB/s: median over the lines of each side (fresh-process first reads: one line per process);")
 print("ratio = gdsroute/KvikIO GB/s (reads/s for rand kinds is the same ratio); cpu g/k = CPU s/GB ratio, lower is better for gdsroute")
 PY
@@ -110,7 +114,7 @@ START=$SECONDS
 
 # The KVIKIO_* variables are read by both libraries: none may leak into the runs.
 unset KVIKIO_COMPAT_MODE KVIKIO_NTHREADS KVIKIO_NUM_THREADS KVIKIO_TASK_SIZE KVIKIO_GDS_THRESHOLD \
-      KVIKIO_BOUNCE_BUFFER_SIZE GDSROUTE_CUFILE_STATS GDSROUTE_PAGE_CACHE_PIN_MAX GDSROUTE_CUFILE_FD \
+      KVIKIO_BOUNCE_BUFFER_SIZE KVIKIO_AUTO_DIRECT_IO_READ GDSROUTE_CUFILE_STATS GDSROUTE_PAGE_CACHE_PIN_MAX GDSROUTE_CUFILE_FD \
       BENCH_TAG BENCH_VARIANT
 export CUFILE_LOGFILE_PATH=/dev/null   # no cufile.log in the working directory
 
@@ -200,13 +204,17 @@ echo "=== cold: dd iflag=direct, then device big 16 threads (2 reps, caches drop
 # The registered page cache is off here: pinned pages survive drop_caches, so with it on the
 # repetitions after the second would not be cold.
 # gdsroute right after dd in every pass (the per-pass ratio pairs them), then KvikIO.
-# Last, a buffered `dd` (one stream through the page cache): what page-cache reads of this disk
-# reach at the moment, beside the direct ones (session 6: 1.7-1.8 against 2.3 GB/s).
+# Then a buffered `dd` (one stream through the page cache): what page-cache reads of this disk
+# reach at the moment, beside the direct ones (session 6: 1.7-1.8 against 2.3 GB/s). Last, both
+# libraries with KVIKIO_AUTO_DIRECT_IO_READ=1 (tag direct-io; BENCH_COLD_DIRECT=0 skips them).
 for p in $(seq "$COLD_PASSES"); do
     dd_read dd direct
     GDSROUTE_PAGE_CACHE_PIN_MAX=0 G "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
     K "device-big-cold#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
     dd_read dd-buffered
+    if [ "${BENCH_COLD_DIRECT:-1}" = 1 ]; then
+        BENCH_TAG=direct-io KVIKIO_AUTO_DIRECT_IO_READ=1 step "$p" "device-big-cold-direct#$p" 120 --mem device --kinds big --cache cold --modes on --threads 16 --reps 2
+    fi
 done
 cat "$FILE" > /dev/null
 

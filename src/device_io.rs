@@ -71,12 +71,15 @@ impl Drop for DrainOnDrop {
 /// buffers: pread a piece into one half of the buffer while the other half's copy runs. Only the
 /// first piece's read is non-blocking (`posix::read_full_at_ahead`): if it finds its bytes not
 /// all cached, the whole range is advised ahead; a range whose first piece is cached and later
-/// ones are not is read with plain `pread`s and not counted. Returns the bytes read (short only
-/// at end of file).
+/// ones are not is read with plain `pread`s and not counted. With `direct` (an `O_DIRECT`
+/// descriptor of the file: the `auto_direct_io_read` setting) every piece is read by
+/// `direct_io::read_full_at_direct` instead, into the page-aligned halves of the buffer. Returns
+/// the bytes read (short only at end of file).
 ///
 /// # Safety
 /// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
-pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+#[allow(clippy::too_many_arguments)] // the read's range, its descriptors and its buffer size
+pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
     crate::trace::event("bounce.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
@@ -91,6 +94,7 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
     let mut done = 0usize;
     let mut step = 0usize;
     let mut not_cached = false;
+    let mut direct_bytes = 0usize;
     while done < len {
         let slot = step % halves;
         if in_flight[slot] {
@@ -100,7 +104,11 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
         // SAFETY: slot * piece + want <= buffer.len(); no copy reads this half any more.
         let host = unsafe { base.add(slot * piece) };
         let pos = offset + done as u64;
-        let read = if step == 0 {
+        let read = if let Some(direct) = direct {
+            // SAFETY: as above; the halves start on pages (buffers are page-aligned, pieces are
+            // 2 MiB or the whole buffer).
+            unsafe { crate::direct_io::read_full_at_direct(fd, direct, host, want, pos) }.inspect(|r| direct_bytes += r.direct_bytes).map(|r| r.bytes)
+        } else if step == 0 {
             // SAFETY: as above.
             unsafe { posix::read_full_at_ahead(fd, host, want, pos, len) }.inspect(|d| not_cached = d.not_cached).map(|d| d.bytes)
         } else {
@@ -124,7 +132,7 @@ pub unsafe fn bounce_read(fd: RawFd, path: &str, kind: &MemoryKind, dst: u64, le
     }
     cuda::synchronize(stream).map_err(cuda_error)?;
     crate::trace::event("bounce.end", done as u64);
-    Ok(Delivered { bytes: done, not_cached })
+    Ok(Delivered { bytes: done, not_cached, direct_bytes })
 }
 
 /// Copies `len` bytes from a registered page-cache mapping at `src` to device memory at `dst`

@@ -27,6 +27,11 @@ pub fn report(path: Option<&[u8]>) -> String {
             );
             let _ = writeln!(out, "cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" });
             let _ = writeln!(out, "cuFile descriptor (GDSROUTE_CUFILE_FD): {}", s.cufile_fd().name());
+            let _ = writeln!(
+                out,
+                "direct I/O for POSIX reads (KVIKIO_AUTO_DIRECT_IO_READ): {}",
+                if snap.direct_io_read { "on (page-aligned ranges bypass the page cache)" } else { "off" }
+            );
             let usage = crate::page_cache::usage();
             let _ = writeln!(
                 out,
@@ -89,6 +94,17 @@ pub fn report(path: Option<&[u8]>) -> String {
     }
     if let Some(path) = path {
         let shown = String::from_utf8_lossy(path);
+        let direct_io_wanted = settings::global().is_ok_and(|s| s.auto_direct_io_read());
+        if direct_io_wanted && let Ok(verdict) = File::open(path, "r", 0, None).and_then(|f| f.direct_io_verdict()) {
+            match verdict {
+                Ok(()) => {
+                    let _ = writeln!(out, "file {shown:?}: POSIX reads take page-aligned ranges with direct I/O");
+                }
+                Err(why) => {
+                    let _ = writeln!(out, "file {shown:?}: POSIX reads go through the page cache ({why})");
+                }
+            }
+        }
         match File::open(path, "r", 0, None).and_then(|f| f.cufile_verdict().map(|v| (f.compat_mode(), v, f.cufile_descriptor()))) {
             Ok((mode, Ok(()), choice)) => {
                 let _ = writeln!(out, "file {shown:?}: device reads >= threshold use cuFile (compat mode {})", mode.name());

@@ -79,6 +79,9 @@ struct OpenFile {
     cufile: OnceCell<std::result::Result<CufileFile, Unusable>>,
     /// Windows of this file registered for direct copies (device POSIX reads).
     page_cache: Arc<PageCache>,
+    /// A second descriptor with `O_DIRECT` for POSIX reads under `auto_direct_io_read`, opened at
+    /// the first such read; the error where the file system has no direct I/O.
+    direct: OnceCell<std::result::Result<OwnedFd, String>>,
 }
 
 impl OpenFile {
@@ -90,6 +93,22 @@ impl OpenFile {
             op
         };
         Error::Io { op, path: self.path.clone(), offset, source }
+    }
+
+    /// The `O_DIRECT` descriptor for reads under `auto_direct_io_read`, opened on first use;
+    /// `None` where the file cannot be read that way (no direct I/O on its file system, or a
+    /// handle opened write-only, whose reads must fail as before).
+    fn direct_fd(&self) -> Option<RawFd> {
+        self.direct_descriptor().ok()
+    }
+
+    /// `direct_fd`, or why there is none.
+    fn direct_descriptor(&self) -> std::result::Result<RawFd, String> {
+        if self.flags == OpenFlags::Write {
+            return Err("the handle is write-only".into());
+        }
+        let opened = self.direct.get_or_init(|| crate::direct_io::open_direct(self.fd.as_raw_fd()).map_err(|e| format!("O_DIRECT open failed: {e}")));
+        opened.as_ref().map(|fd| fd.as_raw_fd()).map_err(Clone::clone)
     }
 
     /// Registers the file with cuFile (the per-file probe), on the descriptor the
@@ -125,7 +144,9 @@ impl OpenFile {
         let _in_flight = matches!(target, Target::Device { .. }).then(DeviceReadInFlight::enter);
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
-            (_, Target::Host(ptr)) => unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset) }.map(TaskOutcome::from_posix),
+            (_, Target::Host(ptr)) => {
+                unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset, snapshot.direct_io_read) }.map(TaskOutcome::from_posix)
+            }
             (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
                 self.read_device_posix(kind, address + chunk.buf_offset as u64, chunk, snapshot)
             },
@@ -155,11 +176,14 @@ impl OpenFile {
     /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
     unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<TaskOutcome> {
         let fd = self.fd.as_raw_fd();
+        let direct = snapshot.direct_io_read.then(|| self.direct_fd()).flatten();
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
-            unsafe { device_io::bounce_read(fd, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
+            unsafe { device_io::bounce_read(fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
         };
-        let (Some(ordinal), budget @ 1..) = (kind.device_ordinal(), snapshot.page_cache_pin_max) else {
+        // Direct I/O bypasses the page cache, so the registered page cache (which maps it) is not
+        // used either.
+        let (Some(ordinal), budget @ 1.., None) = (kind.device_ordinal(), snapshot.page_cache_pin_max, direct) else {
             return bounce(dst, chunk.len, chunk.file_offset).map(TaskOutcome::from_posix);
         };
         let mut outcome = TaskOutcome::default();
@@ -176,6 +200,7 @@ impl OpenFile {
                     let read = bounce(at, len, file_offset)?;
                     outcome.bytes += read.bytes;
                     outcome.not_cached |= read.not_cached;
+                    outcome.direct_bytes += read.direct_bytes;
                     if read.bytes < len {
                         break; // end of file
                     }
@@ -185,13 +210,20 @@ impl OpenFile {
         Ok(outcome)
     }
 
-    /// One POSIX read of a chunk into host memory, as a task body.
+    /// One POSIX read of a chunk into host memory, as a task body: with `direct_io` (and a file
+    /// that allows it) the page-aligned middle through the `O_DIRECT` descriptor.
     ///
     /// # Safety
     /// `dst` valid for `len` bytes.
-    unsafe fn read_chunk(&self, dst: *mut u8, len: usize, offset: u64) -> Result<Delivered> {
+    unsafe fn read_chunk(&self, dst: *mut u8, len: usize, offset: u64, direct_io: bool) -> Result<Delivered> {
+        let fd = self.fd.as_raw_fd();
+        if let Some(direct) = direct_io.then(|| self.direct_fd()).flatten() {
+            // SAFETY: forwarded from the caller.
+            let read = unsafe { crate::direct_io::read_full_at_direct(fd, direct, dst, len, offset) }.map_err(|e| self.io_error("pread", offset, e))?;
+            return Ok(Delivered { bytes: read.bytes, not_cached: false, direct_bytes: read.direct_bytes });
+        }
         // SAFETY: forwarded from the caller.
-        unsafe { posix::read_full_at_ahead(self.fd.as_raw_fd(), dst, len, offset, len) }.map_err(|e| self.io_error("pread", offset, e))
+        unsafe { posix::read_full_at_ahead(fd, dst, len, offset, len) }.map_err(|e| self.io_error("pread", offset, e))
     }
 }
 
@@ -286,6 +318,7 @@ impl File {
                 flags,
                 cufile: OnceCell::new(),
                 page_cache: PageCache::new(),
+                direct: OnceCell::new(),
             }))),
             compat_mode: compat_mode.unwrap_or_else(|| settings.compat_mode()),
             stats: Arc::new(StatsCell::default()),
@@ -343,6 +376,12 @@ impl File {
             return Ok(Err(Unusable::new(FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")));
         }
         Ok(file.cufile(self.compat_mode).map(|_| ()))
+    }
+
+    /// Whether this file's POSIX reads can take direct I/O (the `auto_direct_io_read` setting),
+    /// opening the `O_DIRECT` descriptor now if no read has; the reason where they cannot.
+    pub fn direct_io_verdict(&self) -> Result<std::result::Result<(), String>> {
+        Ok(self.open_file()?.direct_descriptor().map(|_| ()))
     }
 
     /// Which descriptor cuFile registered for this file, and why; `None` before a device read or
@@ -412,7 +451,8 @@ impl File {
         let chunks = if plan.inline {
             vec![Chunk { buf_offset: 0, file_offset: offset, len: size }].into_iter().filter(|c| c.len > 0).collect()
         } else {
-            task_split::split(size, offset, snapshot.task_size)
+            let split = if snapshot.direct_io_read { task_split::split_for_direct_io } else { task_split::split };
+            split(size, offset, snapshot.task_size)
         };
         let (operation, slots) = Operation::new(chunks.iter().map(|c| c.len).collect(), size as u64, Arc::clone(&self.stats));
         if plan.inline {

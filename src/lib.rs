@@ -7,6 +7,7 @@ pub mod cufile;
 pub mod cufile_file;
 pub mod device_io;
 pub mod diagnose;
+pub mod direct_io;
 pub mod error;
 pub mod ffi;
 pub mod gds;

@@ -50,6 +50,8 @@ pub struct Delivered {
     /// waiting read then found more bytes (so it was not the end of the file). False where the
     /// kernel or file system has no `RWF_NOWAIT` for reads.
     pub not_cached: bool,
+    /// Of `bytes`, read through an `O_DIRECT` descriptor (`direct_io`).
+    pub direct_bytes: usize,
 }
 
 /// Reads `len` bytes at `offset` into `dst` like `read_full_at`, but starts without waiting for
@@ -75,7 +77,7 @@ pub unsafe fn read_full_at_ahead(fd: RawFd, dst: *mut u8, len: usize, offset: u6
     // SAFETY: dst + n .. dst + len lies in the caller's range (n <= asked <= len).
     let rest = unsafe { read_full_at(fd, dst.add(n), len - n, offset + n as u64) }?;
     // A short non-blocking read followed by nothing is the end of the file, not the disk.
-    Ok(Delivered { bytes: n + rest, not_cached: advised && rest > 0 })
+    Ok(Delivered { bytes: n + rest, not_cached: advised && rest > 0, direct_bytes: 0 })
 }
 
 /// What of `len` (at most `MAX_SYSCALL_BYTES`) bytes at `offset` the page cache holds, read into
@@ -159,12 +161,12 @@ mod tests {
         let (f, data) = random_file(1 << 20, 1);
         let mut buf = vec![0xA5u8; (1 << 20) + 4096];
         let got = unsafe { read_full_at_ahead(f.as_raw_fd(), buf.as_mut_ptr(), 1 << 20, 0, 1 << 20) }.unwrap();
-        assert_eq!(got, Delivered { bytes: 1 << 20, not_cached: false });
+        assert_eq!(got, Delivered { bytes: 1 << 20, ..Delivered::default() });
         assert!(buf[..1 << 20] == data[..]);
         assert!(buf[1 << 20..].iter().all(|&b| b == 0xA5));
         // Past the end: the short read is the end of the file, not the disk.
         let got = unsafe { read_full_at_ahead(f.as_raw_fd(), buf.as_mut_ptr(), 8192, (1 << 20) - 100, 8192) }.unwrap();
-        assert_eq!(got, Delivered { bytes: 100, not_cached: false });
+        assert_eq!(got, Delivered { bytes: 100, ..Delivered::default() });
         assert!(buf[..100] == data[(1 << 20) - 100..]);
     }
 
@@ -195,7 +197,7 @@ mod tests {
         assert_eq!(unsafe { read_full_at(fd, buf.as_mut_ptr(), len, 0) }.unwrap(), len); // warm
         buf.fill(0xA5);
         let got = unsafe { read_full_at_ahead(fd, buf.as_mut_ptr(), len, 0, len) }.unwrap();
-        assert_eq!(got, Delivered { bytes: len, not_cached: false });
+        assert_eq!(got, Delivered { bytes: len, ..Delivered::default() });
         let zeros = vec![0u8; 1 << 20];
         assert!(buf[..len - 4].chunks(1 << 20).all(|c| c == &zeros[..c.len()]), "zeros expected");
         assert_eq!(&buf[len - 4..], b"mark");

@@ -51,12 +51,14 @@ pub struct TaskOutcome {
     pub mapped_bytes: usize,
     /// The task's first POSIX read had to wait for the disk (`posix::Delivered::not_cached`).
     pub not_cached: bool,
+    /// Of `bytes`, read with direct I/O (`posix::Delivered::direct_bytes`).
+    pub direct_bytes: usize,
 }
 
 impl TaskOutcome {
     /// A task served by POSIX reads alone.
     pub fn from_posix(read: crate::posix::Delivered) -> Self {
-        TaskOutcome { bytes: read.bytes, mapped_bytes: 0, not_cached: read.not_cached }
+        TaskOutcome { bytes: read.bytes, mapped_bytes: 0, not_cached: read.not_cached, direct_bytes: read.direct_bytes }
     }
 }
 
@@ -139,6 +141,9 @@ pub struct Counters {
     /// (`POSIX_FADV_WILLNEED`). The first read is the whole task for host memory and a bounce
     /// piece (at most 2 MiB) for device memory. Stays 0 where the kernel cannot tell.
     pub posix_tasks_not_cached: u64,
+    /// Of `posix_bytes`: bytes read through an `O_DIRECT` descriptor, bypassing the page cache
+    /// (the `auto_direct_io_read` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ`).
+    pub posix_direct_bytes: u64,
 }
 
 impl Counters {
@@ -147,7 +152,7 @@ impl Counters {
 
     /// Every field with its name, in layout order. The text and JSON renderers and the tests
     /// walk this one list.
-    pub fn entries(&self) -> [(&'static str, u64); 33] {
+    pub fn entries(&self) -> [(&'static str, u64); 34] {
         [
             ("struct_size", self.struct_size),
             ("calls", self.calls),
@@ -182,6 +187,7 @@ impl Counters {
             ("page_cache_registrations", self.page_cache_registrations),
             ("page_cache_refusals", self.page_cache_refusals),
             ("posix_tasks_not_cached", self.posix_tasks_not_cached),
+            ("posix_direct_bytes", self.posix_direct_bytes),
         ]
     }
 
@@ -226,6 +232,7 @@ impl Counters {
                 self.posix_tasks += 1;
                 self.posix_bytes += bytes;
                 self.posix_tasks_not_cached += outcome.not_cached as u64;
+                self.posix_direct_bytes += outcome.direct_bytes as u64;
                 *match reason {
                     PosixReason::HostMemory => &mut self.posix_tasks_host_memory,
                     PosixReason::BelowThreshold => &mut self.posix_tasks_below_threshold,
@@ -307,20 +314,22 @@ mod tests {
         let cell = StatsCell::default();
         let mut c = cell.snapshot();
         assert_eq!(c.struct_size, Counters::SIZE);
-        let task = |bytes, mapped_bytes, not_cached| TaskOutcome { bytes, mapped_bytes, not_cached };
+        let task = |bytes, mapped_bytes, not_cached| TaskOutcome { bytes, mapped_bytes, not_cached, direct_bytes: 0 };
         c.add_task(Route::Posix(PosixReason::HostMemory), &task(10, 0, true), false);
+        c.add_task(Route::Posix(PosixReason::CompatOn), &TaskOutcome { bytes: 8, direct_bytes: 8, ..TaskOutcome::default() }, false);
         c.add_task(Route::Posix(PosixReason::AutoFallback), &task(5, 3, false), false);
         c.add_task(Route::Cufile, &task(7, 0, true), false); // never counted as not cached
         c.add_task(Route::Posix(PosixReason::BelowThreshold), &task(0, 0, false), true);
         c.add_call(30, 22, false);
-        assert_eq!((c.tasks, c.task_bytes, c.tasks_failed), (4, 22, 1));
-        assert_eq!((c.posix_tasks, c.posix_bytes, c.cufile_tasks, c.cufile_bytes), (3, 15, 1, 7));
-        assert_eq!(c.posix_tasks_host_memory + c.posix_tasks_auto_fallback + c.posix_tasks_below_threshold, 3);
+        assert_eq!((c.tasks, c.task_bytes, c.tasks_failed), (5, 30, 1));
+        assert_eq!((c.posix_tasks, c.posix_bytes, c.cufile_tasks, c.cufile_bytes), (4, 23, 1, 7));
+        assert_eq!(c.posix_tasks_host_memory + c.posix_tasks_auto_fallback + c.posix_tasks_below_threshold + c.posix_tasks_compat_on, 4);
+        assert_eq!(c.posix_direct_bytes, 8);
         assert_eq!(c.posix_mapped_bytes, 3);
         assert_eq!(c.posix_tasks_not_cached, 1);
         assert_eq!((c.calls, c.calls_short, c.bytes_read), (1, 1, 22));
         let json = c.to_json();
-        assert!(json.starts_with("{\"struct_size\":") && json.contains("\"posix_tasks\":3"), "{json}");
+        assert!(json.starts_with("{\"struct_size\":") && json.contains("\"posix_tasks\":4"), "{json}");
         assert!(c.to_text().contains("cufile_tasks"));
     }
 }

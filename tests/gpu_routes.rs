@@ -16,6 +16,25 @@ use std::sync::Mutex;
 
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
 
+/// Bounce pieces of 2 MiB (the default buffer), of an odd size and of a page, with the task sizes
+/// and pool threads they are run with.
+const BOUNCE_SETUPS: [(u64, usize, u64); 3] =
+    [(4 << 20, 4, settings::DEFAULT_BOUNCE_BUFFER_SIZE), (1 << 20, 2, (1 << 20) + 4097), (65536, 8, 4096)];
+
+/// Runs `body(task, bounce)` under each (task size, pool threads, bounce buffer size) of
+/// `setups`, then restores the default task and bounce buffer sizes.
+fn with_each_setup(setups: &[(u64, usize, u64)], mut body: impl FnMut(u64, u64)) {
+    let s = settings::global().unwrap();
+    for &(task, threads, bounce) in setups {
+        s.set_task_size(task).unwrap();
+        s.set_bounce_buffer_size(bounce).unwrap();
+        thread_pool::set_global_num_threads(threads).unwrap();
+        body(task, bounce);
+    }
+    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    s.set_bounce_buffer_size(settings::DEFAULT_BOUNCE_BUFFER_SIZE).unwrap();
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn device_reads_on_every_route_are_byte_exact() {
@@ -23,22 +42,18 @@ fn device_reads_on_every_route_are_byte_exact() {
     let _ctx = on_device0();
     let data = random_bytes((9 << 20) + 777, 11);
     let tmp = file_with(&data);
-    let s = settings::global().unwrap();
     for mode in [CompatMode::On, CompatMode::Auto] {
         let file = open(&tmp, mode);
         // Bounce buffers of the default size (a 2 MiB piece), of an odd size, and of one page:
         // pieces end anywhere in a task and buffers change hands between threads.
-        let default_bounce = settings::DEFAULT_BOUNCE_BUFFER_SIZE;
-        for &(task, threads, bounce) in &[(1u64 << 20, 1usize, default_bounce), (4 << 20, 4, (1 << 20) + 4097), (65536, 8, 4096)] {
-            s.set_task_size(task).unwrap();
-            s.set_bounce_buffer_size(bounce).unwrap();
-            thread_pool::set_global_num_threads(threads).unwrap();
+        let setups = [(1u64 << 20, 1usize, settings::DEFAULT_BOUNCE_BUFFER_SIZE), (4 << 20, 4, (1 << 20) + 4097), (65536, 8, 4096)];
+        with_each_setup(&setups, |_, _| {
             for &size in &[1usize, 4095, 8192, 16383, 16384, 65537, (4 << 20) + 1, (9 << 20) + 3] {
                 for &offset in &[0u64, 1, 4096, 123_457, data.len() as u64 - 5, data.len() as u64 + 1] {
                     check_device_read(&file, &data, size, offset, false);
                 }
             }
-        }
+        });
         let c = file.stats();
         assert_eq!(c.calls_failed, 0);
         assert!(c.posix_tasks_below_threshold > 0);
@@ -48,8 +63,6 @@ fn device_reads_on_every_route_are_byte_exact() {
         }
         eprintln!("{mode:?}: {}", c.to_json());
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-    s.set_bounce_buffer_size(settings::DEFAULT_BOUNCE_BUFFER_SIZE).unwrap();
 }
 
 #[test]
@@ -66,19 +79,46 @@ fn device_reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
     let pin_max = s.page_cache_pin_max();
     s.set_page_cache_pin_max(0);
     let file = open(&tmp, CompatMode::On);
-    let default_bounce = settings::DEFAULT_BOUNCE_BUFFER_SIZE;
-    for &(task, threads, bounce) in &[(4u64 << 20, 4usize, default_bounce), (1 << 20, 2, (1 << 20) + 4097), (65536, 8, 4096)] {
-        s.set_task_size(task).unwrap();
-        s.set_bounce_buffer_size(bounce).unwrap();
-        thread_pool::set_global_num_threads(threads).unwrap();
+    with_each_setup(&BOUNCE_SETUPS, |task, bounce| {
         for &(size, offset) in &[(data.len(), 0u64), ((5 << 20) + 3, 4097), (20000, data.len() as u64 - 50)] {
             let what = format!("task {task} bounce {bounce} size {size} offset {offset}");
             common::check_read_of_evicted(tmp.path(), &file, &what, || check_device_read(&file, &data, size, offset, false));
         }
-    }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-    s.set_bounce_buffer_size(default_bounce).unwrap();
+    });
     s.set_page_cache_pin_max(pin_max);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn device_reads_with_direct_io_are_exact_counted_and_skip_the_page_cache() {
+    // KVIKIO_AUTO_DIRECT_IO_READ: bounce pieces read through the O_DIRECT descriptor into the
+    // pinned halves, the unaligned head and tail through the page cache; the registered page
+    // cache is not used (it maps the page cache). Pieces of 2 MiB, of an odd size and of a page.
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let data = random_bytes((9 << 20) + 777, 15);
+    let tmp = file_with(&data);
+    let direct = gdsroute::direct_io::open_direct(std::os::fd::AsRawFd::as_raw_fd(tmp.as_file())).is_ok();
+    let s = settings::global().unwrap();
+    s.set_auto_direct_io_read(true);
+    let file = open(&tmp, CompatMode::On);
+    with_each_setup(&BOUNCE_SETUPS, |_, _| {
+        for &size in &[1usize, 16384, 65537, (4 << 20) + 1, (9 << 20) + 3] {
+            for &offset in &[0u64, 1, 4096, 123_457, data.len() as u64 - 5] {
+                check_device_read(&file, &data, size, offset, false);
+            }
+        }
+        // Read again and again: with direct I/O no window is ever registered.
+        for _ in 0..3 {
+            check_device_read(&file, &data, data.len(), 0, false);
+        }
+    });
+    let c = file.stats();
+    s.set_auto_direct_io_read(false);
+    eprintln!("direct I/O: {}", c.to_json());
+    assert_eq!(c.posix_mapped_bytes, 0, "the registered page cache was used");
+    assert_eq!(direct, c.posix_direct_bytes > 0, "O_DIRECT available: {direct}");
+    assert!(c.posix_direct_bytes <= c.posix_bytes);
 }
 
 #[test]

@@ -781,6 +781,8 @@ impl Bench {
         pinned.push_str(&format!(" mapped_bytes={}", after.posix_mapped_bytes - before.posix_mapped_bytes));
         // Tasks of the timed repetitions whose data had to come from the disk (src/posix.rs).
         pinned.push_str(&format!(" not_cached_tasks={}", after.posix_tasks_not_cached - before.posix_tasks_not_cached));
+        // Bytes of the timed repetitions read with direct I/O (KVIKIO_AUTO_DIRECT_IO_READ).
+        pinned.push_str(&format!(" direct_bytes={}", after.posix_direct_bytes - before.posix_direct_bytes));
         let mut pin_max = 0u64;
         // SAFETY: valid out-pointer.
         let _ = unsafe { gdsroute::ffi::settings::gdsroute_settings_get_page_cache_pin_max(&mut pin_max) };

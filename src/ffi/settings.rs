@@ -174,3 +174,26 @@ pub extern "C" fn gdsroute_settings_set_cufile_fd(fd: u32) -> Status {
         Ok(())
     })
 }
+
+/// Reads whether POSIX reads use direct I/O for page-aligned ranges (`KVIKIO_AUTO_DIRECT_IO_READ`,
+/// default off, as in KvikIO) into `*enabled`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_read(enabled: *mut bool) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(enabled, "enabled", |s| s.auto_direct_io_read()) }
+}
+
+/// Turns direct I/O for POSIX reads on or off, for reads started from now on (KvikIO's
+/// `set_auto_direct_io_read`). On: the page-aligned middle of each POSIX read (host memory, and
+/// the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
+/// bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
+/// direct I/O are read through the page cache as before. See README, "Direct I/O".
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_auto_direct_io_read(enabled: bool) -> Status {
+    guard(|| {
+        settings::global()?.set_auto_direct_io_read(enabled);
+        Ok(())
+    })
+}

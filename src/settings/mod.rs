@@ -28,6 +28,8 @@ pub mod vars {
     pub const GDS_THRESHOLD: &str = "KVIKIO_GDS_THRESHOLD";
     /// Size of each pinned bounce buffer.
     pub const BOUNCE_BUFFER_SIZE: &str = "KVIKIO_BOUNCE_BUFFER_SIZE";
+    /// POSIX reads of page-aligned ranges through an `O_DIRECT` descriptor (default off).
+    pub const AUTO_DIRECT_IO_READ: &str = "KVIKIO_AUTO_DIRECT_IO_READ";
     /// gdsroute's own: collect cuFile's statistics (default on).
     pub const CUFILE_STATS: &str = "GDSROUTE_CUFILE_STATS";
     /// gdsroute's own: most page-cache bytes the registered page cache may pin (0 = off).
@@ -99,6 +101,8 @@ pub struct Snapshot {
     pub bounce_buffer_size: u64,
     /// Most page-cache bytes the registered page cache may pin; 0 turns it off.
     pub page_cache_pin_max: u64,
+    /// POSIX reads take page-aligned ranges with direct I/O (`direct_io`).
+    pub direct_io_read: bool,
 }
 
 /// The live settings.
@@ -112,6 +116,7 @@ pub struct Settings {
     cufile_stats: AtomicBool,
     page_cache_pin_max: AtomicU64,
     cufile_fd: AtomicU8,
+    auto_direct_io_read: AtomicBool,
 }
 
 fn positive(name: &str, value: u64) -> Result<u64> {
@@ -148,6 +153,7 @@ impl Settings {
         let cufile_stats = env::read_bool(env, vars::CUFILE_STATS)?;
         let pin_max = env::read_unsigned(env, vars::PAGE_CACHE_PIN_MAX, true)?;
         let cufile_fd = env::read_word(env, vars::CUFILE_FD, CufileFd::parse, "auto, direct or buffered (any case)")?;
+        let direct_io_read = env::read_bool(env, vars::AUTO_DIRECT_IO_READ)?;
         let source = if compat.is_some() { Source::Environment } else { Source::Default };
         Ok(Settings {
             compat_mode: AtomicU8::new(compat.unwrap_or(CompatMode::Auto) as u8),
@@ -159,6 +165,7 @@ impl Settings {
             cufile_stats: AtomicBool::new(cufile_stats.unwrap_or(true)),
             page_cache_pin_max: AtomicU64::new(pin_max.unwrap_or_else(crate::page_cache::default_pin_max)),
             cufile_fd: AtomicU8::new(cufile_fd.unwrap_or_default() as u8),
+            auto_direct_io_read: AtomicBool::new(direct_io_read.unwrap_or(false)),
         })
     }
 
@@ -170,6 +177,7 @@ impl Settings {
             gds_threshold: self.gds_threshold.load(Ordering::Relaxed),
             bounce_buffer_size: self.bounce_buffer_size.load(Ordering::Relaxed),
             page_cache_pin_max: self.page_cache_pin_max.load(Ordering::Relaxed),
+            direct_io_read: self.auto_direct_io_read(),
         }
     }
 
@@ -263,6 +271,17 @@ impl Settings {
         CufileFd::from_raw(self.cufile_fd.load(Ordering::Relaxed) as u32).unwrap_or_default()
     }
 
+    /// Whether POSIX reads take page-aligned ranges with direct I/O (KvikIO's
+    /// `auto_direct_io_read`, default off).
+    pub fn auto_direct_io_read(&self) -> bool {
+        self.auto_direct_io_read.load(Ordering::Relaxed)
+    }
+
+    /// Turns direct I/O for POSIX reads on or off, for reads started from now on.
+    pub fn set_auto_direct_io_read(&self, on: bool) {
+        self.auto_direct_io_read.store(on, Ordering::Relaxed);
+    }
+
     /// Chooses the descriptor for files registered from now on (a handle registers at its first
     /// device read that considers cuFile); files already registered keep theirs.
     pub fn set_cufile_fd(&self, fd: CufileFd) {
@@ -299,6 +318,7 @@ mod tests {
         assert!((4..=16).contains(&s.num_threads()));
         assert_eq!(s.compat_mode_source(), Source::Default);
         assert_eq!(s.cufile_fd(), CufileFd::Auto);
+        assert!(!snap.direct_io_read, "off by default, as in KvikIO");
     }
 
     #[test]
@@ -311,6 +331,7 @@ mod tests {
             ("KVIKIO_BOUNCE_BUFFER_SIZE", "65536"),
             ("GDSROUTE_PAGE_CACHE_PIN_MAX", "0"),
             ("GDSROUTE_CUFILE_FD", " Buffered "),
+            ("KVIKIO_AUTO_DIRECT_IO_READ", "On"),
         ]);
         let s = Settings::from_env(&env).unwrap();
         assert_eq!(s.compat_mode(), CompatMode::On);
@@ -321,6 +342,7 @@ mod tests {
         assert_eq!(s.bounce_buffer_size(), 65536);
         assert_eq!(s.page_cache_pin_max(), 0);
         assert_eq!(s.cufile_fd(), CufileFd::Buffered);
+        assert!(s.snapshot().direct_io_read);
     }
 
     #[test]
@@ -339,6 +361,8 @@ mod tests {
             ("GDSROUTE_CUFILE_FD", "o_direct"),
             ("GDSROUTE_CUFILE_FD", ""),
             ("GDSROUTE_CUFILE_FD", "1"),
+            ("KVIKIO_AUTO_DIRECT_IO_READ", "2"),
+            ("KVIKIO_AUTO_DIRECT_IO_READ", "enabled"),
         ] {
             let err = Settings::from_env(&MapEnv::of(&[(k, v)])).err().unwrap_or_else(|| panic!("{k}={v}"));
             assert!(matches!(err, Error::InvalidSetting(_)));
@@ -359,5 +383,7 @@ mod tests {
         assert_eq!(s.compat_mode_source(), Source::Api);
         s.set_cufile_fd(CufileFd::Direct);
         assert_eq!(s.cufile_fd(), CufileFd::Direct);
+        s.set_auto_direct_io_read(true);
+        assert!(s.snapshot().direct_io_read);
     }
 }
