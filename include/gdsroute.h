@@ -37,12 +37,6 @@
 
 
 /**
- * Alignment of `O_DIRECT` offsets, lengths and memory: a page, as KvikIO uses (a multiple of
- * every logical block size Linux block devices report in practice).
- */
-#define ALIGN 4096
-
-/**
  * KvikIO's default task size: 4 MiB.
  */
 #define GDSROUTE_DEFAULT_TASK_SIZE (4 << 20)

@@ -87,7 +87,15 @@ pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &M
     let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
     crate::trace::event("bounce.buffer", 0);
     let halves = if buffer.len() >= 2 { 2 } else { 1 };
-    let piece = buffer.len() / halves;
+    let mut piece = buffer.len() / halves;
+    // With direct I/O, pieces of whole pages, so that both halves start on a page; each piece is
+    // placed at its file offset's distance past a page (`lead`, non-zero for the first piece of
+    // an unaligned range only), so that the pages of the file and of the half line up and the
+    // direct reads go straight into the pinned memory.
+    let align_pieces = direct.is_some() && piece >= crate::direct_io::ALIGN;
+    if align_pieces {
+        piece -= piece % crate::direct_io::ALIGN;
+    }
     let base = buffer.as_mut_ptr();
     let _drain = DrainOnDrop(stream);
     let mut in_flight = [false; 2];
@@ -100,13 +108,13 @@ pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &M
         if in_flight[slot] {
             events[slot].synchronize().map_err(cuda_error)?;
         }
-        let want = (len - done).min(piece);
-        // SAFETY: slot * piece + want <= buffer.len(); no copy reads this half any more.
-        let host = unsafe { base.add(slot * piece) };
         let pos = offset + done as u64;
+        let lead = if align_pieces { (pos % crate::direct_io::ALIGN as u64) as usize } else { 0 };
+        let want = (len - done).min(piece - lead);
+        // SAFETY: slot * piece + lead + want <= buffer.len(); no copy reads this half any more.
+        let host = unsafe { base.add(slot * piece + lead) };
         let read = if let Some(direct) = direct {
-            // SAFETY: as above; the halves start on pages (buffers are page-aligned, pieces are
-            // 2 MiB or the whole buffer).
+            // SAFETY: as above.
             unsafe { crate::direct_io::read_full_at_direct(fd, direct, host, want, pos) }.inspect(|r| direct_bytes += r.direct_bytes).map(|r| r.bytes)
         } else if step == 0 {
             // SAFETY: as above.

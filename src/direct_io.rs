@@ -18,7 +18,7 @@ use crate::posix::read_full_at;
 
 /// Alignment of `O_DIRECT` offsets, lengths and memory: a page, as KvikIO uses (a multiple of
 /// every logical block size Linux block devices report in practice).
-pub const ALIGN: usize = 4096;
+pub(crate) const ALIGN: usize = 4096;
 
 /// Most bytes of one direct read through the scratch buffer (also the scratch buffer's largest
 /// size, per thread): one task of the default size.
@@ -52,9 +52,13 @@ pub fn open_direct(fd: RawFd) -> io::Result<OwnedFd> {
 
 /// Reads `len` bytes at `offset` into `dst`: the page-aligned middle through `direct` (an
 /// `O_DIRECT` descriptor of the same file) as far as the file has whole pages, the rest through
-/// `buffered`; bytes past those reported are never written. Falls back to `buffered`
-/// for the rest of the range if the direct descriptor refuses a read (`EINVAL`: an alignment the
-/// file system does not accept). Returns the bytes read, fewer than `len` only at end of file.
+/// `buffered`, so that no byte past those reported is written (unless the file shrinks during the
+/// call: a direct read that then meets the new end writes zeros past it, inside `dst .. dst +
+/// len`). Falls back to `buffered` for the rest of the range where the direct descriptor refuses
+/// a read (`EINVAL`: an alignment the file system does not accept; `EFAULT`, `EOPNOTSUPP`: memory
+/// or a file direct I/O cannot serve), where it stops short (a file system that ends direct
+/// reads early), and where no scratch buffer can be had. Returns the bytes read, fewer than
+/// `len` only at end of file.
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
@@ -65,7 +69,7 @@ pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, 
     }
     // Direct reads stay within the file's whole pages: the device writes whole blocks, so one
     // that ran into the end of the file would write past the bytes it reports.
-    let size = crate::posix::file_size(buffered)?;
+    let size = readable_size(buffered)?;
     let direct_end = size - size % ALIGN as u64;
     while read.bytes < len {
         let pos = offset + read.bytes as u64;
@@ -96,21 +100,22 @@ pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, 
         let want = if direct_to_dst { aligned } else { aligned.min(SCRATCH_MAX) };
         // SAFETY: into .. into + want lies in the caller's range.
         let direct_read = unsafe {
-            if direct_to_dst { read_aligned(direct, into, want, pos) } else { read_through_scratch(direct, into, want, pos) }
+            if direct_to_dst { read_aligned(direct, into, want, pos).map(Some) } else { read_through_scratch(direct, into, want, pos) }
         };
         let n = match direct_read {
-            Ok(n) => n,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                // SAFETY: as above, for the whole rest of the range.
-                read.bytes += unsafe { read_full_at(buffered, into, left, pos) }?;
-                break;
-            }
+            Ok(Some(n)) => n,
+            Ok(None) => 0, // no scratch buffer: the rest below, through the page cache
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EFAULT | libc::EOPNOTSUPP)) => 0,
             Err(e) => return Err(e),
         };
         read.bytes += n;
         read.direct_bytes += n;
         if n < want {
-            break; // end of file: direct reads stop short only there
+            // The end of the file, or a refusal or early stop of the direct descriptor: the rest
+            // through the page cache, which reads on to the true end of the file.
+            // SAFETY: read.bytes <= len; the rest of the caller's range.
+            read.bytes += unsafe { read_full_at(buffered, dst.add(read.bytes), len - read.bytes, offset + read.bytes as u64) }?;
+            break;
         }
     }
     Ok(read)
@@ -155,20 +160,43 @@ unsafe fn read_full_at_once(fd: RawFd, dst: *mut u8, len: usize, offset: u64) ->
 
 /// Reads `len` bytes (a multiple of `ALIGN`, at most `SCRATCH_MAX`) at the aligned `offset`
 /// through `direct` into this thread's aligned scratch buffer, and copies what was read to `dst`.
+/// `None` when the thread has no scratch buffer (allocation failed, or the thread is exiting).
 ///
 /// # Safety
 /// `dst` valid for writes of `len` bytes.
-unsafe fn read_through_scratch(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
-    SCRATCH.with_borrow_mut(|scratch| {
-        let buffer = scratch.get_or_insert_with(AlignedBuffer::new);
+unsafe fn read_through_scratch(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<Option<usize>> {
+    let read = SCRATCH.try_with(|scratch| {
+        let Ok(mut scratch) = scratch.try_borrow_mut() else { return Ok(None) };
+        if scratch.is_none() {
+            *scratch = AlignedBuffer::new();
+        }
+        let Some(buffer) = scratch.as_ref() else { return Ok(None) };
         // SAFETY: the scratch buffer holds SCRATCH_MAX >= len aligned bytes, owned by this thread.
         let n = unsafe { read_aligned(direct, buffer.ptr, len, offset) }?;
         // SAFETY: n <= len bytes were written to the scratch buffer; dst is the caller's, valid
         // for len bytes, and never overlaps memory this module allocated.
         unsafe { std::ptr::copy_nonoverlapping(buffer.ptr, dst, n) };
-        Ok(n)
-    })
+        Ok(Some(n))
+    });
+    read.unwrap_or(Ok(None))
 }
+
+/// The size that bounds direct reads: the file's size, or a block device's (whose `st_size` is 0).
+fn readable_size(fd: RawFd) -> io::Result<u64> {
+    let st = crate::posix::stat(fd)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFBLK {
+        return Ok(st.st_size as u64);
+    }
+    let mut bytes: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
+    if unsafe { libc::ioctl(fd, BLKGETSIZE64, &mut bytes) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(bytes)
+}
+
+/// `BLKGETSIZE64` of `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`.
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 thread_local! {
     /// This thread's scratch buffer for direct reads into unaligned destinations, allocated on
@@ -186,13 +214,11 @@ impl AlignedBuffer {
         std::alloc::Layout::from_size_align(SCRATCH_MAX, ALIGN).expect("constant, valid layout")
     }
 
-    fn new() -> Self {
+    /// `None` where the memory cannot be had (reads then go through the page cache).
+    fn new() -> Option<Self> {
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc(Self::layout()) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(Self::layout());
-        }
-        AlignedBuffer { ptr }
+        (!ptr.is_null()).then_some(AlignedBuffer { ptr })
     }
 }
 

@@ -18,15 +18,40 @@ const PAGE: usize = 4096;
 /// Settings are process-wide: one test at a time, each with direct I/O on.
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
 
-fn direct_io_on() -> MutexGuard<'static, ()> {
+/// Holds the settings for one test; on drop (also when the test fails) puts back direct I/O on
+/// and the default task size and thread count for the next test.
+struct DirectIoOn(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Drop for DirectIoOn {
+    fn drop(&mut self) {
+        let s = settings::global().unwrap();
+        s.set_auto_direct_io_read(true);
+        s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+        let _ = thread_pool::set_global_num_threads(settings::default_num_threads());
+    }
+}
+
+fn direct_io_on() -> DirectIoOn {
     let guard = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     settings::global().unwrap().set_auto_direct_io_read(true);
-    guard
+    DirectIoOn(guard)
 }
 
 /// Whether the file system of `file` has direct I/O (the library then uses it).
 fn has_direct_io(file: &std::fs::File) -> bool {
     gdsroute::direct_io::open_direct(file.as_raw_fd()).is_ok()
+}
+
+/// A temporary file of `len` random bytes and its data, on a file system with direct I/O; `None`
+/// (the test then has nothing to check) where the temporary directory has none.
+fn file_with_direct_io(len: usize, seed: u64) -> Option<(tempfile::NamedTempFile, Vec<u8>)> {
+    let data = random_bytes(len, seed);
+    let tmp = common::temp_file_in(None, &data);
+    if !has_direct_io(tmp.as_file()) {
+        eprintln!("skipped: no O_DIRECT on the temporary directory's file system");
+        return None;
+    }
+    Some((tmp, data))
 }
 
 /// Reads `size` bytes at `offset` (`pread`, or `read` when `sync`) into a destination that starts
@@ -83,7 +108,6 @@ fn every_size_offset_alignment_task_size_and_thread_count() {
             direct_total += check_read(&file, &data, size, offset, 0, true);
         }
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
     if direct {
         assert!(direct_total > 0, "nothing was read with direct I/O");
     } else {
@@ -95,12 +119,7 @@ fn every_size_offset_alignment_task_size_and_thread_count() {
 #[test]
 fn aligned_reads_go_direct_whole_and_leave_the_page_cache_alone() {
     let _on = direct_io_on();
-    let data = random_bytes(8 << 20, 32);
-    let tmp = common::temp_file_in(None, &data);
-    if !has_direct_io(tmp.as_file()) {
-        eprintln!("skipped: no O_DIRECT on the temporary directory's file system");
-        return;
-    }
+    let Some((tmp, data)) = file_with_direct_io(8 << 20, 32) else { return };
     thread_pool::set_global_num_threads(4).unwrap();
     let file = common::open(tmp.path(), None);
     let evicted = common::evict(tmp.path(), 0);
@@ -174,4 +193,40 @@ fn diagnose_reports_the_setting_and_the_files_verdict() {
     assert!(report.contains("(KVIKIO_AUTO_DIRECT_IO_READ): on"), "{report}");
     let verdict = if has_direct_io(tmp.as_file()) { "POSIX reads take page-aligned ranges with direct I/O" } else { "POSIX reads go through the page cache (O_DIRECT open failed" };
     assert!(report.contains(verdict), "{report}");
+}
+
+#[test]
+fn a_file_truncated_during_direct_reads_never_sees_writes_outside_the_range() {
+    // A direct read that meets an end of file moved by a concurrent truncation writes zeros past
+    // the bytes it reports (the device writes whole blocks), but never outside the requested
+    // range, and the bytes it reports are the file's. The file is cut and rewritten with the same
+    // bytes in a loop, so every byte read must equal the original.
+    let _on = direct_io_on();
+    let Some((tmp, data)) = file_with_direct_io(1 << 20, 36) else { return };
+    thread_pool::set_global_num_threads(4).unwrap();
+    let file = common::open(tmp.path(), None);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cutter = {
+        let (stop, f, data) = (stop.clone(), tmp.reopen().unwrap(), data.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                f.set_len(41_060).unwrap();
+                f.write_all_at(&data[41_060..], 41_060).unwrap();
+            }
+        })
+    };
+    let size = data.len();
+    let mut buf = vec![POISON; size + 2 * GUARD + PAGE];
+    let base = buf.as_ptr() as usize;
+    let start = (base + GUARD).next_multiple_of(PAGE) - base;
+    for _ in 0..300 {
+        buf.fill(POISON);
+        // SAFETY: size writable bytes at start; the read is waited for before the next use.
+        let n = unsafe { file.pread_raw(buf[start..].as_mut_ptr(), size, 0).unwrap().wait(None).unwrap() };
+        assert!(buf[start..start + n] == data[..n], "bytes differ ({n} read)");
+        assert!(buf[..start].iter().chain(&buf[start + size..]).all(|&b| b == POISON), "written outside the range");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    cutter.join().unwrap();
 }

@@ -100,6 +100,14 @@ fn device_reads_with_direct_io_are_exact_counted_and_skip_the_page_cache() {
     let tmp = file_with(&data);
     let direct = gdsroute::direct_io::open_direct(std::os::fd::AsRawFd::as_raw_fd(tmp.as_file())).is_ok();
     let s = settings::global().unwrap();
+    /// Turns direct I/O off again however the test ends.
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            settings::global().unwrap().set_auto_direct_io_read(false);
+        }
+    }
+    let _off = Off;
     s.set_auto_direct_io_read(true);
     let file = open(&tmp, CompatMode::On);
     with_each_setup(&BOUNCE_SETUPS, |_, _| {
@@ -114,7 +122,6 @@ fn device_reads_with_direct_io_are_exact_counted_and_skip_the_page_cache() {
         }
     });
     let c = file.stats();
-    s.set_auto_direct_io_read(false);
     eprintln!("direct I/O: {}", c.to_json());
     assert_eq!(c.posix_mapped_bytes, 0, "the registered page cache was used");
     assert_eq!(direct, c.posix_direct_bytes > 0, "O_DIRECT available: {direct}");
