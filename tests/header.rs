@@ -53,3 +53,21 @@ fn committed_header_is_current() {
         "include/gdsroute.h is stale: run `GDSROUTE_BLESS=1 cargo test --test header` and commit it"
     );
 }
+
+#[test]
+fn every_macro_and_function_of_the_header_carries_the_prefix() {
+    // A name without the prefix (a Rust `pub const` cbindgen picked up, say) would clash with
+    // the including program's own macros: session 7 leaked `#define ALIGN 4096` this way.
+    let header = generate();
+    for line in header.lines() {
+        let line = line.trim_start();
+        if let Some(rest) = line.strip_prefix("#define ") {
+            let name = rest.split_whitespace().next().unwrap_or("");
+            assert!(name.starts_with("GDSROUTE_") || name.starts_with("gdsroute_"), "unprefixed macro: {line}");
+        }
+        if let Some(open) = line.find('(').filter(|_| line.ends_with(");") && !line.starts_with('#')) {
+            let name = line[..open].split_whitespace().last().unwrap_or("").trim_start_matches('*');
+            assert!(name.starts_with("gdsroute_"), "unprefixed function: {line}");
+        }
+    }
+}
