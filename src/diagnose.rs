@@ -94,8 +94,9 @@ pub fn report(path: Option<&[u8]>) -> String {
     }
     if let Some(path) = path {
         let shown = String::from_utf8_lossy(path);
+        let file = File::open(path, "r", 0, None);
         let direct_io_wanted = settings::global().is_ok_and(|s| s.auto_direct_io_read());
-        if direct_io_wanted && let Ok(verdict) = File::open(path, "r", 0, None).and_then(|f| f.direct_io_verdict()) {
+        if let (true, Ok(Ok(verdict))) = (direct_io_wanted, file.as_ref().map(File::direct_io_verdict)) {
             match verdict {
                 Ok(()) => {
                     let _ = writeln!(out, "file {shown:?}: POSIX reads take page-aligned ranges with direct I/O");
@@ -105,7 +106,7 @@ pub fn report(path: Option<&[u8]>) -> String {
                 }
             }
         }
-        match File::open(path, "r", 0, None).and_then(|f| f.cufile_verdict().map(|v| (f.compat_mode(), v, f.cufile_descriptor()))) {
+        match file.and_then(|f| f.cufile_verdict().map(|v| (f.compat_mode(), v, f.cufile_descriptor()))) {
             Ok((mode, Ok(()), choice)) => {
                 let _ = writeln!(out, "file {shown:?}: device reads >= threshold use cuFile (compat mode {})", mode.name());
                 if let Some(choice) = choice {

@@ -14,7 +14,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
-use crate::posix::read_full_at;
+use crate::posix::{pread_once, read_full_at};
 
 /// Alignment of `O_DIRECT` offsets, lengths and memory: a page, as KvikIO uses (a multiple of
 /// every logical block size Linux block devices report in practice).
@@ -84,17 +84,13 @@ pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, 
             let n = unsafe { read_full_at(buffered, into, want, pos) }?;
             read.bytes += n;
             if n < want {
-                break; // end of file
+                return Ok(read); // end of file
             }
             continue;
         }
         let aligned = (left - left % ALIGN).min(direct_end.saturating_sub(pos).min(usize::MAX as u64) as usize);
         if aligned == 0 {
-            // Past the file's last whole page: the rest through the page cache (to the end of
-            // the file, or further if it grew).
-            // SAFETY: into .. into + left lies in the caller's range.
-            read.bytes += unsafe { read_full_at(buffered, into, left, pos) }?;
-            break;
+            break; // past the file's last whole page: the rest below
         }
         let direct_to_dst = (into as usize).is_multiple_of(ALIGN);
         let want = if direct_to_dst { aligned } else { aligned.min(SCRATCH_MAX) };
@@ -111,12 +107,14 @@ pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, 
         read.bytes += n;
         read.direct_bytes += n;
         if n < want {
-            // The end of the file, or a refusal or early stop of the direct descriptor: the rest
-            // through the page cache, which reads on to the true end of the file.
-            // SAFETY: read.bytes <= len; the rest of the caller's range.
-            read.bytes += unsafe { read_full_at(buffered, dst.add(read.bytes), len - read.bytes, offset + read.bytes as u64) }?;
-            break;
+            break; // the end of the file, or a refusal or early stop of the direct descriptor
         }
+    }
+    if read.bytes < len {
+        // Past the file's last whole page, or after a direct read that stopped short: through the
+        // page cache, which reads on to the true end of the file (or further if it grew).
+        // SAFETY: read.bytes < len; the rest of the caller's range.
+        read.bytes += unsafe { read_full_at(buffered, dst.add(read.bytes), len - read.bytes, offset + read.bytes as u64) }?;
     }
     Ok(read)
 }
@@ -131,31 +129,13 @@ unsafe fn read_aligned(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> 
     let mut done = 0usize;
     while done < len {
         // SAFETY: dst + done .. dst + len lies in the caller's range.
-        let n = unsafe { read_full_at_once(direct, dst.add(done), len - done, offset + done as u64) }?;
+        let n = unsafe { pread_once(direct, dst.add(done), len - done, offset + done as u64) }?;
         done += n;
         if n == 0 || !n.is_multiple_of(ALIGN) {
             break; // end of file (a direct read may end mid-page only there)
         }
     }
     Ok(done)
-}
-
-/// One `pread`, retried on `EINTR`.
-///
-/// # Safety
-/// `dst` valid for writes of `len` bytes.
-unsafe fn read_full_at_once(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
-    loop {
-        // SAFETY: forwarded from the caller.
-        let n = unsafe { libc::pread(fd, dst.cast(), len, offset as libc::off_t) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
 }
 
 /// Reads `len` bytes (a multiple of `ALIGN`, at most `SCRATCH_MAX`) at the aligned `offset`

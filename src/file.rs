@@ -95,11 +95,11 @@ impl OpenFile {
         Error::Io { op, path: self.path.clone(), offset, source }
     }
 
-    /// The `O_DIRECT` descriptor for reads under `auto_direct_io_read`, opened on first use;
-    /// `None` where the file cannot be read that way (no direct I/O on its file system, or a
-    /// handle opened write-only, whose reads must fail as before).
-    fn direct_fd(&self) -> Option<RawFd> {
-        self.direct_descriptor().ok()
+    /// The `O_DIRECT` descriptor for a read under `auto_direct_io_read` (`wanted`), opened on
+    /// first use; `None` when not wanted or where the file cannot be read that way (no direct I/O
+    /// on its file system, or a handle opened write-only, whose reads must fail as before).
+    fn direct_fd(&self, wanted: bool) -> Option<RawFd> {
+        wanted.then(|| self.direct_descriptor().ok()).flatten()
     }
 
     /// `direct_fd`, or why there is none.
@@ -176,7 +176,7 @@ impl OpenFile {
     /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
     unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<TaskOutcome> {
         let fd = self.fd.as_raw_fd();
-        let direct = snapshot.direct_io_read.then(|| self.direct_fd()).flatten();
+        let direct = self.direct_fd(snapshot.direct_io_read);
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
             unsafe { device_io::bounce_read(fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
@@ -217,7 +217,7 @@ impl OpenFile {
     /// `dst` valid for `len` bytes.
     unsafe fn read_chunk(&self, dst: *mut u8, len: usize, offset: u64, direct_io: bool) -> Result<Delivered> {
         let fd = self.fd.as_raw_fd();
-        if let Some(direct) = direct_io.then(|| self.direct_fd()).flatten() {
+        if let Some(direct) = self.direct_fd(direct_io) {
             // SAFETY: forwarded from the caller.
             let read = unsafe { crate::direct_io::read_full_at_direct(fd, direct, dst, len, offset) }.map_err(|e| self.io_error("pread", offset, e))?;
             return Ok(Delivered { bytes: read.bytes, not_cached: false, direct_bytes: read.direct_bytes });

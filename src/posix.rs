@@ -21,24 +21,35 @@ use std::os::fd::RawFd;
 pub unsafe fn read_full_at(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
     let mut done = 0usize;
     while done < len {
-        let pos = offset + done as u64;
-        let want = (len - done).min(MAX_SYSCALL_BYTES);
-        // SAFETY: dst + done .. dst + done + want lies inside the caller's range (done < len,
-        // want <= len - done); callers validated that offset + len fits in off_t.
-        let n = unsafe { libc::pread(fd, dst.add(done).cast(), want, pos as libc::off_t) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
+        // SAFETY: dst + done .. dst + len lies inside the caller's range (done < len); callers
+        // validated that offset + len fits in off_t.
+        let n = unsafe { pread_once(fd, dst.add(done), len - done, offset + done as u64) }?;
         if n == 0 {
             break;
         }
-        done += n as usize;
+        done += n;
     }
     Ok(done)
+}
+
+/// One `pread` of at most `len` bytes (and at most what one system call transfers), retried on
+/// `EINTR`; returns what it read.
+///
+/// # Safety
+/// `dst` must be valid for writes of `len` bytes for the duration of the call.
+pub(crate) unsafe fn pread_once(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
+    let want = len.min(MAX_SYSCALL_BYTES);
+    loop {
+        // SAFETY: forwarded from the caller (want <= len).
+        let n = unsafe { libc::pread(fd, dst.cast(), want, offset as libc::off_t) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
 }
 
 /// Bytes a read delivered, and whether it had to wait for the disk.
