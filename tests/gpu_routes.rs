@@ -82,7 +82,7 @@ fn device_reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
     with_each_setup(&BOUNCE_SETUPS, |task, bounce| {
         for &(size, offset) in &[(data.len(), 0u64), ((5 << 20) + 3, 4097), (20000, data.len() as u64 - 50)] {
             let what = format!("task {task} bounce {bounce} size {size} offset {offset}");
-            common::check_read_of_evicted(tmp.path(), &file, &what, || check_device_read(&file, &data, size, offset, false));
+            common::check_read_of_evicted(tmp.path(), &file, offset, size, &what, || check_device_read(&file, &data, size, offset, false));
         }
     });
     s.set_page_cache_pin_max(pin_max);

@@ -105,7 +105,7 @@ fn reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
         thread_pool::set_global_num_threads(threads).unwrap();
         for &(size, offset) in &[(data.len(), 0u64), ((5 << 20) + 3, 4097), (100, data.len() as u64 - 50)] {
             let what = format!("task {task} size {size} offset {offset}");
-            common::check_read_of_evicted(tmp.path(), &file, &what, || check_read(&file, &data, size, offset, false));
+            common::check_read_of_evicted(tmp.path(), &file, offset, size, &what, || check_read(&file, &data, size, offset, false));
         }
         // Warm (the first whole read brings back what the last cases left out): next to nothing
         // counted. Not exactly nothing: a non-blocking read also gives up on a cached page it
@@ -130,18 +130,15 @@ fn a_read_that_finds_only_a_prefix_cached_reads_the_rest_ahead() {
     let f = std::fs::File::open(tmp.path()).unwrap();
     use std::os::fd::AsRawFd;
     for &(offset, len, ahead) in &[(1000u64, (8 << 20) - 1017, (8 << 20) - 1017), (0, 1 << 20, 6 << 20), (5 << 20, 4097, 4097)] {
-        let evicted = common::evict(tmp.path(), 64 << 10);
-        let mut buf = vec![POISON; len + 2 * GUARD];
-        let got = unsafe { gdsroute::posix::read_full_at_ahead(f.as_raw_fd(), buf[GUARD..].as_mut_ptr(), len, offset, ahead) }.unwrap();
-        let at = offset as usize;
-        assert_eq!(got.bytes, len);
-        assert!(buf[GUARD..GUARD + len] == data[at..at + len], "bytes differ at offset {offset}");
-        assert!(buf[..GUARD].iter().chain(&buf[GUARD + len..]).all(|&b| b == POISON), "guard bytes overwritten");
-        if evicted {
-            assert!(got.not_cached, "offset {offset}: not flagged");
-        } else {
-            eprintln!("{} keeps its pages or has no RWF_NOWAIT: only the bytes were checked", tmp.path().display());
-        }
+        common::assert_misses_flagged(tmp.path(), 64 << 10, offset, len, &format!("offset {offset}"), || {
+            let mut buf = vec![POISON; len + 2 * GUARD];
+            let got = unsafe { gdsroute::posix::read_full_at_ahead(f.as_raw_fd(), buf[GUARD..].as_mut_ptr(), len, offset, ahead) }.unwrap();
+            let at = offset as usize;
+            assert_eq!(got.bytes, len);
+            assert!(buf[GUARD..GUARD + len] == data[at..at + len], "bytes differ at offset {offset}");
+            assert!(buf[..GUARD].iter().chain(&buf[GUARD + len..]).all(|&b| b == POISON), "guard bytes overwritten");
+            got.not_cached
+        });
     }
 }
 
