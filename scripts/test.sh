@@ -11,8 +11,9 @@ cd "$root"
 build_dir=${BUILD_DIR:-$root/build}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
-# KVIKIO_* variables from the caller's shell would change the defaults the tests expect.
-while read -r var; do unset "$var"; done < <(compgen -e | grep '^KVIKIO_' || true)
+# KVIKIO_*, CUFILE_* and GDSROUTE_* variables from the caller's shell would change the defaults
+# the tests expect (GDSROUTE_TEST_* are the tests' own switches and stay).
+while read -r var; do unset "$var"; done < <(compgen -e | grep -E '^(KVIKIO|CUFILE|GDSROUTE)_' | grep -v '^GDSROUTE_TEST_' || true)
 
 start=$SECONDS
 failed=()

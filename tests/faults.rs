@@ -272,13 +272,7 @@ fn truncated_during_a_read_gives_a_short_correct_count_or_an_error() {
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut).unwrap();
         match op.wait(None) {
             Ok(n) => {
-                // Bytes below the cut are never truncated: exact. Above it, Linux may hand a racing
-                // reader zeros (truncation zeroes the tail of a large folio that a reader may
-                // already be copying), so each byte is the file's or 0; observed about 1 run in 40.
-                let below = n.min(cut as usize);
-                assert!(buf[GUARD..GUARD + below] == data[..below], "bytes below the cut are wrong (cut {cut}, n {n})");
-                let above = buf[GUARD + below..GUARD + n].iter().zip(&data[below..n]);
-                assert!(above.clone().all(|(&got, &want)| got == want || got == 0), "bytes above the cut are neither the file's nor 0 (cut {cut}, n {n})");
+                common::assert_bytes_across_cut(&buf[GUARD..GUARD + n], &data, cut as usize, "pread");
                 short += usize::from(n < data.len());
             }
             Err(e) => {
