@@ -57,9 +57,7 @@ pub fn evict(path: &std::path::Path, cached_prefix: usize) -> bool {
     // the RWF_NOWAIT probe below find its page cached (it starts no I/O then).
     let mut all = vec![0u8; len];
     f.read_exact_at(&mut all, 0).unwrap();
-    let mut byte = 0u8;
-    let iov = libc::iovec { iov_base: (&mut byte as *mut u8).cast(), iov_len: 1 };
-    if unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, 0, libc::RWF_NOWAIT) } < 0 {
+    if read_nowait(&f, &mut [0u8; 1], 0) < 0 {
         return false; // no RWF_NOWAIT here: the library cannot tell either
     }
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
@@ -143,14 +141,17 @@ pub fn assert_misses_flagged(path: &std::path::Path, cached_prefix: usize, offse
 /// Whether a plain `preadv2(RWF_NOWAIT)` of `len` bytes at `offset` of the file at `path`
 /// (clipped to the file's end) comes up short.
 fn plain_nowait_misses(path: &std::path::Path, offset: u64, len: usize) -> bool {
-    use std::os::fd::AsRawFd;
     let f = std::fs::File::open(path).unwrap();
     let len = len.min(f.metadata().unwrap().len().saturating_sub(offset) as usize);
-    let mut buf = vec![0u8; len];
-    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: len };
-    // SAFETY: iov describes buf, alive for the call.
-    let n = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) };
-    n < len as isize
+    read_nowait(&f, &mut vec![0u8; len], offset) < len as isize
+}
+
+/// `preadv2(RWF_NOWAIT)` into `buf` at `offset` of `f`: the bytes the page cache gave, or -1.
+fn read_nowait(f: &std::fs::File, buf: &mut [u8], offset: u64) -> isize {
+    use std::os::fd::AsRawFd;
+    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: iov describes buf, alive and writable for the call.
+    unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, offset as libc::off_t, libc::RWF_NOWAIT) }
 }
 
 /// Reads `len` bytes at `offset` of the evicted file at `path` through `file` (`read` checks its
