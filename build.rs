@@ -6,5 +6,8 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         let major = std::env::var("CARGO_PKG_VERSION_MAJOR").expect("cargo sets CARGO_PKG_VERSION_MAJOR");
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libgdsroute.so.{major}");
+        // Never unmapped by dlclose: the library's pool threads and exit handlers run its code
+        // until the process ends (tests/exit/exit_dlopen.c).
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
     }
 }

@@ -9,6 +9,14 @@ cp target/release/libgdsroute.so .device/libgdsroute.so.0
 ln -sf libgdsroute.so.0 .device/libgdsroute.so
 cp target/release/gdsroute-diagnose .device/
 cc -O2 -Wall -Wextra -Werror -std=c11 -Iinclude examples-c/gpu_read.c -o .device/gpu_read -L.device -lgdsroute -ldl
+# The exit suite (tests/exit): -rdynamic so that exit_watch's __cxa_atexit sees every library's
+# exit-time destructors.
+cc -O1 -g -Wall -Wextra -Werror -std=gnu11 -rdynamic -Iinclude tests/exit/exit_paths.c tests/exit/exit_watch.c \
+   -o .device/exit_paths -L.device -lgdsroute -ldl -lpthread
+cc -O1 -g -Wall -Wextra -Werror -std=gnu11 -rdynamic tests/exit/exit_dlopen.c tests/exit/exit_watch.c \
+   -o .device/exit_dlopen -ldl -lpthread
+cc -O1 -g -Wall -Wextra -Werror -std=gnu11 -rdynamic tools/probes/cufile_exit_probe.c tests/exit/exit_watch.c \
+   -o .device/cufile_exit_probe -ldl -lpthread
 for variant in full:"" nostats:-DFAKE_CUFILE_NO_STATS; do
   cc -shared -fPIC -O1 -Wall -Wextra -Werror -pthread ${variant#*:} -o ".device/libfake_cufile_${variant%%:*}.so" tests/fake_cufile/fake_cufile.c
 done

@@ -8,7 +8,9 @@ use crate::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};
 use crate::stats::{Counters, CufileStatsState};
 use once_cell::sync::OnceCell;
 use std::path::Path;
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 /// Why cuFile is not used; stable numbers, reported through the C API.
 #[repr(u32)]
@@ -85,58 +87,100 @@ fn open_process() -> Result<Gds, Unusable> {
     Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled, pid: std::process::id() })
 }
 
-/// Every cuFile call after the driver opened holds this shared; shutdown takes it exclusively
-/// (without waiting) and sets it to true, after which cuFile is not called any more.
-static GATE: RwLock<bool> = RwLock::new(false);
+/// Who may call cuFile: every call after the driver opened holds the gate shared; shutdown
+/// closes it (no call starts once closing began, calls in flight drain) and then holds it
+/// exclusively while the driver closes.
+pub(crate) struct CallGate {
+    closing: AtomicBool,
+    shut: RwLock<bool>,
+}
 
-/// Measured on the H200 (cuFile 1.15, statistics level 3, notes/gpu-runs.md): a process that
-/// registered files and exits with the driver open crashes in a cuFile thread during exit
-/// (31 of 31 runs); stopping the statistics and closing the driver from this handler, which runs
-/// before cuFile's and CUDA's own exit-time destructors (registered earlier, run later), brought
-/// it to about 3 in 80; with statistics off (GDSROUTE_CUFILE_STATS=0) 0 of 43. Closing later,
-/// from a static destructor after CUDA's teardown, is the crash KvikIO and cuDF reported.
+/// Permission to call cuFile, held for the duration of one call.
+pub struct CufileCall(#[allow(dead_code)] RwLockReadGuard<'static, bool>);
+
+impl CallGate {
+    const fn new() -> CallGate {
+        CallGate { closing: AtomicBool::new(false), shut: RwLock::new(false) }
+    }
+
+    fn enter(&'static self) -> Option<CufileCall> {
+        if self.closing.load(Ordering::SeqCst) {
+            return None;
+        }
+        let guard = self.shut.read().unwrap_or_else(|p| p.into_inner());
+        (!*guard && !self.closing.load(Ordering::SeqCst)).then_some(CufileCall(guard))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closing.load(Ordering::SeqCst) || *self.shut.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Begins closing (once: a second call returns false at once), waits up to `drain` for the
+    /// calls in flight, then runs `close` with the gate held. False when it was already closing,
+    /// the calls did not drain in time (`close` is not run then), or `close` returned false.
+    fn close(&self, drain: Duration, close: impl FnOnce() -> bool) -> bool {
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        let deadline = Instant::now() + drain;
+        let mut shut = loop {
+            match self.shut.try_write() {
+                Ok(guard) => break guard,
+                Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Err(TryLockError::WouldBlock) => return false,
+            }
+        };
+        *shut = true;
+        close()
+    }
+}
+
+static GATE: CallGate = CallGate::new();
+
+/// How long shutdown waits for cuFile calls in flight (a 4 MiB cuFileRead takes milliseconds)
+/// before it gives up and leaves the driver open.
+const DRAIN_WAIT: Duration = Duration::from_millis(300);
+
+/// Measured on the H200 (cuFile 1.15.1, statistics level 3, docs/exit.md): cuFileDriverOpen starts
+/// five threads, one of which copies the statistics into their shared segment. Leaving the driver
+/// open at exit lets cuFile's own static destructors free its table under that thread (10 of 10
+/// processes crashed); cuFileStatsStop unmaps the segment while the thread still writes into it
+/// (crashes during the stop: 7 of 40 with stop + close, 1 of 40 with stop alone); cuFileDriverClose
+/// alone joins the threads before it frees anything (0 crashes). So this handler, registered
+/// after the driver opened and therefore run before cuFile's destructors, only closes the driver,
+/// after the cuFile calls in flight (a read still running on the pool) drained.
 extern "C" fn close_at_exit() {
     let _ = std::panic::catch_unwind(shutdown);
 }
 
-/// Stops cuFile's statistics and closes the driver reference gdsroute opened, unless a cuFile
-/// call is running (then nothing happens). Afterwards cuFile is never called: AUTO handles use the
-/// POSIX backend, OFF reads fail with `CufileUnavailable`. Does nothing in a forked child.
-/// Returns whether the driver was closed.
+/// Closes the driver reference gdsroute opened, which ends cuFile's threads (its statistics
+/// thread included); cuFileStatsStop is never called (above). No cuFile call starts once this
+/// began; calls in flight get [`DRAIN_WAIT`] to finish, else the driver is left open. Afterwards
+/// cuFile is never called: AUTO handles use the POSIX backend, OFF reads fail with
+/// `CufileUnavailable`. Does nothing in a forked child. Returns whether the driver was closed.
 pub fn shutdown() -> bool {
     let Some(Ok(gds)) = PROCESS.get() else { return false };
     if gds.pid != std::process::id() {
         return false;
     }
-    let Ok(mut shut) = GATE.try_write() else { return false };
-    if *shut {
-        return false;
-    }
-    *shut = true;
-    if let Some(stats) = gds.library.stats().filter(|_| gds.stats_enabled) {
-        let _ = stats.stop();
-    }
-    gds.library.driver_close().is_ok()
+    GATE.close(DRAIN_WAIT, || gds.library.driver_close().is_ok())
 }
 
-/// True once cuFile was shut down, or in a process other than the one that opened it.
+/// True once cuFile was shut down (or its shutdown began), or in a process other than the one
+/// that opened it.
 pub fn is_shut_down() -> bool {
     let forked = matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id());
-    forked || *GATE.read().unwrap_or_else(|p| p.into_inner())
+    forked || GATE.is_closed()
 }
 
-/// Permission to call cuFile: held for the duration of one call; shutdown cannot close the
-/// driver meanwhile.
-pub struct CufileCall(#[allow(dead_code)] RwLockReadGuard<'static, bool>);
-
 impl CufileCall {
-    /// `None` once cuFile has been shut down or in a forked child.
+    /// `None` once cuFile's shutdown began or in a forked child.
     pub fn enter() -> Option<CufileCall> {
         if matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id()) {
             return None;
         }
-        let guard = GATE.read().unwrap_or_else(|p| p.into_inner());
-        (!*guard).then_some(CufileCall(guard))
+        GATE.enter()
     }
 }
 
@@ -234,5 +278,48 @@ pub fn reset_process_counters() {
     crate::stats::global().reset();
     if let Some(Ok(gds)) = PROCESS.get() {
         gds.reset_counters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn leaked_gate() -> &'static CallGate {
+        Box::leak(Box::new(CallGate::new()))
+    }
+
+    #[test]
+    fn close_waits_for_the_call_in_flight_and_refuses_new_ones() {
+        let gate = leaked_gate();
+        let call = gate.enter().expect("an open gate lets calls in");
+        let (started, closing) = mpsc::channel();
+        let closer = std::thread::spawn(move || {
+            started.send(()).unwrap();
+            gate.close(Duration::from_secs(10), || true)
+        });
+        closing.recv().unwrap();
+        while !gate.closing.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        assert!(gate.enter().is_none(), "no call starts once closing began");
+        assert!(gate.is_closed());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!closer.is_finished(), "close must wait for the call in flight");
+        drop(call);
+        assert!(closer.join().unwrap(), "close runs once the call drained");
+        assert!(gate.enter().is_none());
+        assert!(!gate.close(Duration::ZERO, || panic!("a second close must not close again")));
+    }
+
+    #[test]
+    fn a_call_that_does_not_drain_leaves_the_driver_open() {
+        let gate = leaked_gate();
+        let _stuck = gate.enter().unwrap();
+        let t0 = Instant::now();
+        assert!(!gate.close(Duration::from_millis(30), || panic!("must not close under a running call")));
+        assert!(t0.elapsed() >= Duration::from_millis(30));
+        assert!(gate.enter().is_none(), "still closed to new calls");
     }
 }

@@ -186,7 +186,8 @@ impl CufileStats<'_> {
         call_void(self.lib.sym.stats_start, "cuFileStatsStart")
     }
 
-    /// `cuFileStatsStop`.
+    /// `cuFileStatsStop`. gdsroute never calls it: with cuFile 1.15 it unmaps the statistics
+    /// segment while cuFile's statistics thread still writes into it (docs/exit.md).
     pub fn stop(&self) -> Result<(), CufileFailure> {
         call_void(self.lib.sym.stats_stop, "cuFileStatsStop")
     }

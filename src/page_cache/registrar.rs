@@ -43,7 +43,7 @@ static REGISTRAR_PID: AtomicU64 = AtomicU64::new(0);
 
 /// How long exit waits for a registration in progress (it may be reading pages from a slow file
 /// system).
-const EXIT_WAIT: Duration = Duration::from_secs(2);
+const EXIT_WAIT: Duration = Duration::from_millis(300);
 
 /// True once process exit has begun (registrations stop; mappings are left to the OS).
 pub(super) fn exiting() -> bool {

@@ -1,0 +1,198 @@
+/*
+ * exit_paths: one way of ending a process that used gdsroute, chosen by the first argument.
+ * Run many times by tests/exit/run_exit_suite.py on the GPU machine; every mode must end with
+ * the expected status (never a crash or a hang) and, where main returns, within 1 s of it.
+ *
+ * usage: exit_paths MODE FILE [SIZE]
+ *   main-return       read SIZE bytes into device memory (pread + wait), print the counters,
+ *                     free everything, return from main
+ *   exit-in-flight    start a parallel device read of SIZE bytes and call exit(0) at once
+ *   exit-in-flight-bounce   the same on a handle opened with compat mode ON (POSIX bounce
+ *                     buffers and CUDA copies in flight instead of cuFile reads)
+ *   exit-from-thread  a second thread reads, then calls exit(0) while main waits in join
+ *   leak              read, never free the handle or the operation, open a second handle,
+ *                     return from main
+ *   shutdown-then-calls   read, gdsroute_shutdown(), then: an AUTO read (must fall back to
+ *                     POSIX and succeed), an OFF open or read (must fail with a status), the
+ *                     counters, a second shutdown; return
+ *   sigterm           read in a loop until killed (the suite sends SIGTERM)
+ * Prints "main-return-at T" (CLOCK_MONOTONIC seconds) just before returning from main.
+ * Exit status: 0, or 1 on an unexpected gdsroute result, 3 on a setup error.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exit_watch.h"
+#include "gdsroute.h"
+
+static int (*cu_init)(unsigned);
+static int (*cu_retain)(void **, int);
+static int (*cu_set_current)(void *);
+static int (*cu_mem_alloc)(uint64_t *, size_t);
+static void *ctx;
+static const char *path;
+static size_t size = 64u << 20;
+static uint64_t device;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cuda_setup(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) return 0;
+    cu_init = (int (*)(unsigned))dlsym(lib, "cuInit");
+    cu_retain = (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
+    cu_set_current = (int (*)(void *))dlsym(lib, "cuCtxSetCurrent");
+    cu_mem_alloc = (int (*)(uint64_t *, size_t))dlsym(lib, "cuMemAlloc_v2");
+    if (!cu_init || !cu_retain || !cu_set_current || !cu_mem_alloc) return 0;
+    return cu_init(0) == 0 && cu_retain(&ctx, 0) == 0 && cu_set_current(ctx) == 0 && cu_mem_alloc(&device, size) == 0;
+}
+
+static int check(const char *what, gdsroute_status st, gdsroute_status want) {
+    if (st == want) return 0;
+    char msg[512];
+    gdsroute_last_error_message(msg, sizeof msg);
+    printf("%s: status %u, expected %u: %s\n", what, (unsigned)st, (unsigned)want, msg);
+    return 1;
+}
+
+/* One device read through the pool; returns the bytes read or -1. */
+static long long read_once(gdsroute_file *file, int free_op) {
+    gdsroute_op *op = NULL;
+    if (check("pread", gdsroute_file_pread(file, (void *)(uintptr_t)device, size, 0, &op), GDSROUTE_STATUS_OK)) return -1;
+    size_t got = 0;
+    gdsroute_status st = gdsroute_op_wait(op, &got);
+    if (free_op) gdsroute_op_free(op);
+    return check("wait", st, GDSROUTE_STATUS_OK) ? -1 : (long long)got;
+}
+
+static void print_counters(void) {
+    gdsroute_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    if (gdsroute_stats_get(&s) != GDSROUTE_STATUS_OK) return;
+    printf("counters: cufile_tasks=%" PRIu64 " posix_tasks=%" PRIu64 " cufile_stats_state=%" PRIu64 " n=%" PRIu64 " nvfs=%" PRIu64
+           " posix=%" PRIu64 "\n",
+           s.cufile_tasks, s.posix_tasks, s.cufile_stats_state, s.cufile_n_total_reads, s.cufile_n_nvfs_reads,
+           s.cufile_n_posix_reads);
+}
+
+static void *thread_reads_then_exits(void *unused) {
+    (void)unused;
+    cu_set_current(ctx);
+    gdsroute_file *f = NULL;
+    if (gdsroute_file_open(path, "r", 0, &f) != GDSROUTE_STATUS_OK) exit(1);
+    long long got = read_once(f, 1);
+    printf("thread read %lld\n", got);
+    fflush(stdout);
+    exit_watch_phase("exit() from a second thread");
+    exit(got == (long long)size ? 0 : 1);
+}
+
+static int returning(int status) {
+    exit_watch_phase("main returned");
+    printf("main-return-at %.6f\n", now());
+    fflush(stdout);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s MODE FILE [SIZE]\n", argv[0]);
+        return 3;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *mode = argv[1];
+    path = argv[2];
+    if (argc > 3) size = (size_t)strtoull(argv[3], NULL, 0);
+    if (!cuda_setup()) {
+        fprintf(stderr, "no usable GPU\n");
+        return 3;
+    }
+    exit_watch_phase(mode);
+
+    if (strcmp(mode, "exit-from-thread") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, thread_reads_then_exits, NULL);
+        pthread_join(t, NULL);
+        return 1; /* not reached: the thread exits the process */
+    }
+
+    gdsroute_file *file = NULL;
+    int bounce = strcmp(mode, "exit-in-flight-bounce") == 0;
+    if (check("open",
+              bounce ? gdsroute_file_open_with_compat_mode(path, "r", 0, GDSROUTE_COMPAT_MODE_ON, &file)
+                     : gdsroute_file_open(path, "r", 0, &file),
+              GDSROUTE_STATUS_OK))
+        return 1;
+
+    if (strncmp(mode, "exit-in-flight", 14) == 0) {
+        gdsroute_op *op = NULL;
+        if (check("pread", gdsroute_file_pread(file, (void *)(uintptr_t)device, size, 0, &op), GDSROUTE_STATUS_OK)) return 1;
+        exit_watch_phase("exit() with a read in flight");
+        exit(0);
+    }
+    if (strcmp(mode, "sigterm") == 0) {
+        printf("reading until killed\n");
+        for (;;)
+            if (read_once(file, 1) < 0) return 1;
+    }
+
+    long long got = read_once(file, strcmp(mode, "leak") != 0);
+    printf("read %lld of %zu bytes\n", got, size);
+    if (got != (long long)size) return 1;
+    print_counters();
+
+    if (strcmp(mode, "main-return") == 0) {
+        gdsroute_file_free(file);
+        return returning(0);
+    }
+    if (strcmp(mode, "leak") == 0) {
+        gdsroute_file *second = NULL;
+        if (check("second open", gdsroute_file_open(path, "r", 0, &second), GDSROUTE_STATUS_OK)) return 1;
+        return returning(0);
+    }
+    if (strcmp(mode, "shutdown-then-calls") == 0) {
+        int bad = check("shutdown", gdsroute_shutdown(), GDSROUTE_STATUS_OK);
+        long long again = read_once(file, 1);
+        printf("AUTO read after shutdown: %lld bytes\n", again);
+        bad |= again != (long long)size;
+        uint32_t reason = 0;
+        char why[512] = "";
+        size_t len = 0;
+        bad |= check("verdict after shutdown", gdsroute_file_cufile_verdict(file, &reason, why, sizeof why, &len),
+                     GDSROUTE_STATUS_OK);
+        printf("verdict after shutdown: reason %u: %s\n", (unsigned)reason, why);
+        bad |= reason == 0;
+        gdsroute_file *off = NULL;
+        gdsroute_status st = gdsroute_file_open_with_compat_mode(path, "r", 0, GDSROUTE_COMPAT_MODE_OFF, &off);
+        if (st == GDSROUTE_STATUS_OK) {
+            gdsroute_op *op = NULL;
+            st = gdsroute_file_pread(off, (void *)(uintptr_t)device, size, 0, &op);
+            size_t n = 0;
+            if (st == GDSROUTE_STATUS_OK) st = gdsroute_op_wait(op, &n);
+            gdsroute_op_free(op);
+            gdsroute_file_free(off);
+        }
+        char msg[512];
+        gdsroute_last_error_message(msg, sizeof msg);
+        printf("OFF after shutdown: status %u (%s): %s\n", (unsigned)st, gdsroute_status_str(st), msg);
+        bad |= st == GDSROUTE_STATUS_OK;
+        print_counters();
+        bad |= check("second shutdown", gdsroute_shutdown(), GDSROUTE_STATUS_OK);
+        gdsroute_file_free(file);
+        return returning(bad);
+    }
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 3;
+}
