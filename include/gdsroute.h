@@ -669,6 +669,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_compat_mode(uint32_t *mo
 /**
  * Sets the default compat mode (`GDSROUTE_COMPAT_MODE_OFF`, `_ON` or `_AUTO`) for files opened
  * from now on; open handles keep theirs. Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+ * Works whatever the environment held: an invalid `KVIKIO_COMPAT_MODE` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_compat_mode(uint32_t mode);
 
@@ -680,8 +682,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_num_threads(size_t *thre
 /**
  * Resizes the shared worker pool (1 to 1024 threads). Running tasks finish first on surplus
  * threads; queued tasks run on the new set. Errors: `GDSROUTE_STATUS_INVALID_SETTING`.
+ * Works whatever the environment held: an invalid `KVIKIO_NTHREADS` (or alias) is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_num_threads(size_t threads);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_num_threads(size_t threads);
 
 /**
  * Reads the task size in bytes (default 4 MiB) into `*bytes`.
@@ -690,6 +695,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_task_size(size_t *bytes)
 
 /**
  * Sets the task size in bytes for reads started from now on; must be positive.
+ * Works whatever the environment held: an invalid `KVIKIO_TASK_SIZE` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_task_size(size_t bytes);
 
@@ -700,6 +707,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_gds_threshold(size_t *by
 
 /**
  * Sets the GDS threshold: device requests smaller than this use the POSIX backend. 0 is allowed.
+ * Works whatever the environment held: an invalid `KVIKIO_GDS_THRESHOLD` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_gds_threshold(size_t bytes);
 
@@ -711,8 +720,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_bounce_buffer_size(size_
 /**
  * Sets the bounce buffer size; must be positive. The pinned buffers the library allocates are
  * this size or 4 MiB, whichever is smaller (two 2 MiB pieces alternate; see README, Settings).
+ * Works whatever the environment held: an invalid `KVIKIO_BOUNCE_BUFFER_SIZE` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
 
 /**
  * Reads whether cuFile's own statistics are collected (`GDSROUTE_CUFILE_STATS`, default on).
@@ -724,6 +736,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_stats(bool *enabl
  * effect only if called before cuFile is first opened (the first device read that considers
  * cuFile, or `gdsroute_file_cufile_verdict` / `gdsroute_diagnose`). Off is the workaround for
  * cuFile 1.15's crash at process exit with statistics on (see README, "Known issues").
+ * Works whatever the environment held: an invalid `GDSROUTE_CUFILE_STATS` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_stats(bool enabled);
 
@@ -739,8 +753,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_page_cache_pin_max(uint6
  * before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
  * on: they use bounce buffers, and windows already registered stay pinned, unused, until their
  * file changes or its handle closes. See README, "Registered page cache".
+ * Works whatever the environment held: an invalid `GDSROUTE_PAGE_CACHE_PIN_MAX` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_page_cache_pin_max(uint64_t bytes);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_page_cache_pin_max(uint64_t bytes);
 
 /**
  * Reads which descriptor cuFile is given (a `gdsroute_cufile_fd` value; `GDSROUTE_CUFILE_FD`,
@@ -754,6 +771,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_fd(uint32_t *fd);
  * second descriptor opened with `O_DIRECT`, as KvikIO), `_BUFFERED` (the handle's own, so
  * cuFile's compat path reads the page cache) or `_AUTO` (buffered when cuFile reports no
  * nvidia-fs, else `O_DIRECT`). Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+ * Works whatever the environment held: an invalid `GDSROUTE_CUFILE_FD` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_fd(uint32_t fd);
 
@@ -769,8 +788,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_auto_direct_io_read(bool
  * the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
  * bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
  * direct I/O are read through the page cache as before. See README, "Direct I/O".
+ * Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_READ` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_auto_direct_io_read(bool enabled);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_auto_direct_io_read(bool enabled);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

@@ -272,6 +272,8 @@ fn target_of(dst: *mut u8) -> Result<Target> {
 /// An open file.
 pub struct File {
     open: RwLock<Option<Arc<OpenFile>>>,
+    /// The path as opened (lossy UTF-8), for messages after `close`.
+    path: String,
     compat_mode: CompatMode,
     stats: Arc<StatsCell>,
 }
@@ -311,6 +313,7 @@ impl File {
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         crate::warm_up::prepare_in_background();
         Ok(File {
+            path: display.clone(),
             open: RwLock::new(Some(Arc::new(OpenFile {
                 fd,
                 c_path,
@@ -326,7 +329,7 @@ impl File {
     }
 
     fn open_file(&self) -> Result<Arc<OpenFile>> {
-        self.open.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or(Error::ClosedHandle)
+        self.open.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| Error::ClosedHandle { path: self.path.clone() })
     }
 
     /// Closes the handle; idempotent. Reads in flight finish on the descriptor they hold.
