@@ -114,10 +114,8 @@ impl OpenFile {
     /// Registers the file with cuFile (the per-file probe), on the descriptor the
     /// `GDSROUTE_CUFILE_FD` setting chooses now.
     fn register_with_cufile(&self, compat_mode: CompatMode) -> std::result::Result<CufileFile, Unusable> {
-        if compat_mode == CompatMode::Auto {
-            gds::auto_environment_check()?;
-        }
-        let gds = gds::process()?;
+        // CUDA, libcufile, then AUTO's environment heuristics, then the driver (README's order).
+        let gds = gds::process_for(compat_mode)?;
         let setting = settings::global().map(|s| s.cufile_fd()).unwrap_or_default();
         CufileFile::register(gds.library, setting, &self.c_path, &self.path, &self.fd)
     }
