@@ -9,6 +9,11 @@
  *   GDSROUTE_STATUS_NULL_ARGUMENT. Free functions accept NULL.
  * - All functions are thread-safe. No panic or C++ exception crosses this boundary.
  * - A short read (end of file) is success with fewer bytes.
+ *
+ * Supported languages: C99 and later, C++11 and later. Tested: C99 (also with -Wc++-compat),
+ * C11 and C17, C++11, C++17 and C++20, each with -Wall -Wextra -Werror -pedantic. Before C23 the
+ * enum types are uint32_t typedefs of the same names and the enums carry no tag (a tag of the
+ * same name is invalid C++); in C++ and C23 they are enums with uint32_t as underlying type.
  */
 
 #ifndef GDSROUTE_H
@@ -60,10 +65,11 @@
  * Result of a gdsroute call. 0 is success; other values are grouped: 1xx bad arguments,
  * 2xx file-system and I/O, 3xx CUDA and cuFile, 4xx settings, 9xx internal.
  */
-enum gdsroute_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_status : uint32_t
+#else
+enum /* no tag before C23: gdsroute_status is the uint32_t typedef below */
+#endif
  {
   /**
    * Success.
@@ -145,10 +151,11 @@ typedef uint32_t gdsroute_status;
 /**
  * Output formats of `gdsroute_stats_render`.
  */
-enum gdsroute_stats_format
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_stats_format : uint32_t
+#else
+enum /* no tag before C23: gdsroute_stats_format is the uint32_t typedef below */
+#endif
  {
   /**
    * One `name value` line per counter, plus a cuFile `n= nvfs= posix=` summary line when live.
@@ -170,10 +177,11 @@ typedef uint32_t gdsroute_stats_format;
 /**
  * Whether device reads go through cuFile or our POSIX backend.
  */
-enum gdsroute_compat_mode
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_compat_mode : uint32_t
+#else
+enum /* no tag before C23: gdsroute_compat_mode is the uint32_t typedef below */
+#endif
  {
   /**
    * Always call cuFile; failures to use it are errors.
@@ -199,10 +207,11 @@ typedef uint32_t gdsroute_compat_mode;
 /**
  * The descriptor handed to `cuFileHandleRegister`.
  */
-enum gdsroute_cufile_fd
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_cufile_fd : uint32_t
+#else
+enum /* no tag before C23: gdsroute_cufile_fd is the uint32_t typedef below */
+#endif
  {
   /**
    * The buffered descriptor when cuFile's driver reports no nvidia-fs (version 0.0), else
@@ -229,10 +238,11 @@ typedef uint32_t gdsroute_cufile_fd;
 /**
  * Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
  */
-enum gdsroute_cufile_stats_state
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_cufile_stats_state : uint32_t
+#else
+enum /* no tag before C23: gdsroute_cufile_stats_state is the uint32_t typedef below */
+#endif
  {
   /**
    * cuFile has not been loaded in this process (no device read needed it yet, or it is absent).
@@ -266,10 +276,11 @@ typedef uint32_t gdsroute_cufile_stats_state;
 /**
  * Why cuFile is not used; stable numbers, reported through the C API.
  */
-enum gdsroute_fallback_reason
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_fallback_reason : uint32_t
+#else
+enum /* no tag before C23: gdsroute_fallback_reason is the uint32_t typedef below */
+#endif
  {
   /**
    * cuFile serves this file.
@@ -479,11 +490,6 @@ typedef struct {
 } gdsroute_stats;
 
 
-
-/**
- * Every status, in numeric order; used by `from_code` and the tests.
- */
-#define gdsroute_status_ALL { gdsroute_status_Ok, gdsroute_status_NullArgument, gdsroute_status_InvalidArgument, gdsroute_status_InvalidFlags, gdsroute_status_InvalidEnum, gdsroute_status_Overflow, gdsroute_status_ClosedHandle, gdsroute_status_InvalidPath, gdsroute_status_OpenFailed, gdsroute_status_IoError, gdsroute_status_CudaUnavailable, gdsroute_status_CudaError, gdsroute_status_CufileUnavailable, gdsroute_status_CufileError, gdsroute_status_InvalidSetting, gdsroute_status_Panic, gdsroute_status_Internal, }
 
 #ifdef __cplusplus
 extern "C" {
