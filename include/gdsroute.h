@@ -347,11 +347,15 @@ typedef struct {
    */
   uint64_t struct_size;
   /**
-   * Logical read calls that completed (one `read` or `pread` is one call, however many tasks).
+   * Logical read calls (one `gdsroute_file_read` or `gdsroute_file_pread` is one call, however
+   * many tasks), each counted once: when it finished, or when it returned an error before
+   * reading (a bad argument, a closed handle, an invalid setting, ...). A call with a NULL
+   * handle is counted in the process-wide counters only.
    */
   uint64_t calls;
   /**
-   * Logical calls that returned an error.
+   * Logical calls that returned an error, whatever the error: at the call itself, or for a
+   * `pread` at `gdsroute_op_wait`.
    */
   uint64_t calls_failed;
   /**
@@ -359,7 +363,7 @@ typedef struct {
    */
   uint64_t calls_short;
   /**
-   * Bytes requested by completed calls.
+   * Bytes requested by calls that started reading (a call rejected before reading adds 0).
    */
   uint64_t bytes_requested;
   /**
@@ -590,6 +594,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_file_size(const gdsroute_file *file, 
  * `buf[0, size)` is written. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `OVERFLOW` (`size` above
  * SSIZE_MAX or `file_offset + size` above the largest off_t), `IO_ERROR`.
  * Routes: host memory is read by the POSIX backend.
+ * Counters: every call counts once in `calls`, and in `calls_failed` if it returns an error,
+ * whatever the error (with a NULL `file`, in the process-wide counters only).
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_read(const gdsroute_file *file,
@@ -606,6 +612,8 @@ gdsroute_status gdsroute_file_read(const gdsroute_file *file,
  * The buffer must stay valid and untouched until the operation has finished (`gdsroute_op_wait`
  * returned, `gdsroute_op_poll` said done, or `gdsroute_op_free` returned). Errors found before
  * any task starts are returned here (as `gdsroute_file_read`); task errors by `gdsroute_op_wait`.
+ * Counters: as `gdsroute_file_read`; a call that fails here counts as failed at once, a started
+ * one when its operation finishes.
  * Ownership: free the operation with `gdsroute_op_free`. The handle may be closed or freed
  * while the operation runs; its tasks keep the descriptor open until they finish.
  */
