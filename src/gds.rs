@@ -321,7 +321,7 @@ mod tests {
             ran.set(ran.get() + 1);
             Ok(())
         };
-        let _ = in_order(true, fails(FallbackReason::CudaUnavailable), count, count, || count());
+        let _ = in_order(true, fails(FallbackReason::CudaUnavailable), count, count, count);
         assert_eq!(ran.get(), 0);
     }
 }
