@@ -29,7 +29,12 @@ unsafe fn open_args<'a>(path: *const c_char, flags: *const c_char) -> crate::Res
 ///
 /// # Safety
 /// `file` is NULL or a live handle.
-unsafe fn read_args<'a, T>(file: *const File, buf: *mut c_void, result: *mut T, result_name: &'static str) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
+unsafe fn read_args<'a, T>(
+    file: *const File,
+    buf: *mut c_void,
+    result: *mut T,
+    result_name: &'static str,
+) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
     // SAFETY: forwarded from the caller.
     let Some(file) = (unsafe { file.as_ref() }) else {
         crate::stats::record_rejected_call(None);
