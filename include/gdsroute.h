@@ -9,6 +9,11 @@
  *   GDSROUTE_STATUS_NULL_ARGUMENT. Free functions accept NULL.
  * - All functions are thread-safe. No panic or C++ exception crosses this boundary.
  * - A short read (end of file) is success with fewer bytes.
+ *
+ * Supported languages: C99 and later, C++11 and later. Tested: C99 (also with -Wc++-compat),
+ * C11 and C17, C++11, C++17 and C++20, each with -Wall -Wextra -Werror -pedantic. Before C23 the
+ * enum types are uint32_t typedefs of the same names and the enums carry no tag (a tag of the
+ * same name is invalid C++); in C++ and C23 they are enums with uint32_t as underlying type.
  */
 
 #ifndef GDSROUTE_H
@@ -60,10 +65,11 @@
  * Result of a gdsroute call. 0 is success; other values are grouped: 1xx bad arguments,
  * 2xx file-system and I/O, 3xx CUDA and cuFile, 4xx settings, 9xx internal.
  */
-enum gdsroute_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_status : uint32_t
+#else
+enum /* no tag before C23: gdsroute_status is the uint32_t typedef below */
+#endif
  {
   /**
    * Success.
@@ -145,10 +151,11 @@ typedef uint32_t gdsroute_status;
 /**
  * Output formats of `gdsroute_stats_render`.
  */
-enum gdsroute_stats_format
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_stats_format : uint32_t
+#else
+enum /* no tag before C23: gdsroute_stats_format is the uint32_t typedef below */
+#endif
  {
   /**
    * One `name value` line per counter, plus a cuFile `n= nvfs= posix=` summary line when live.
@@ -170,10 +177,11 @@ typedef uint32_t gdsroute_stats_format;
 /**
  * Whether device reads go through cuFile or our POSIX backend.
  */
-enum gdsroute_compat_mode
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_compat_mode : uint32_t
+#else
+enum /* no tag before C23: gdsroute_compat_mode is the uint32_t typedef below */
+#endif
  {
   /**
    * Always call cuFile; failures to use it are errors.
@@ -199,10 +207,11 @@ typedef uint32_t gdsroute_compat_mode;
 /**
  * The descriptor handed to `cuFileHandleRegister`.
  */
-enum gdsroute_cufile_fd
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_cufile_fd : uint32_t
+#else
+enum /* no tag before C23: gdsroute_cufile_fd is the uint32_t typedef below */
+#endif
  {
   /**
    * The buffered descriptor when cuFile's driver reports no nvidia-fs (version 0.0), else
@@ -229,10 +238,11 @@ typedef uint32_t gdsroute_cufile_fd;
 /**
  * Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
  */
-enum gdsroute_cufile_stats_state
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_cufile_stats_state : uint32_t
+#else
+enum /* no tag before C23: gdsroute_cufile_stats_state is the uint32_t typedef below */
+#endif
  {
   /**
    * cuFile has not been loaded in this process (no device read needed it yet, or it is absent).
@@ -266,10 +276,11 @@ typedef uint32_t gdsroute_cufile_stats_state;
 /**
  * Why cuFile is not used; stable numbers, reported through the C API.
  */
-enum gdsroute_fallback_reason
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_fallback_reason : uint32_t
+#else
+enum /* no tag before C23: gdsroute_fallback_reason is the uint32_t typedef below */
+#endif
  {
   /**
    * cuFile serves this file.
@@ -336,11 +347,15 @@ typedef struct {
    */
   uint64_t struct_size;
   /**
-   * Logical read calls that completed (one `read` or `pread` is one call, however many tasks).
+   * Logical read calls (one `gdsroute_file_read` or `gdsroute_file_pread` is one call, however
+   * many tasks), each counted once: when it finished, or when it returned an error before
+   * reading (a bad argument, a closed handle, an invalid setting, ...). A call with a NULL
+   * handle is counted in the process-wide counters only.
    */
   uint64_t calls;
   /**
-   * Logical calls that returned an error.
+   * Logical calls that returned an error, whatever the error: at the call itself, or for a
+   * `pread` at `gdsroute_op_wait`.
    */
   uint64_t calls_failed;
   /**
@@ -348,7 +363,7 @@ typedef struct {
    */
   uint64_t calls_short;
   /**
-   * Bytes requested by completed calls.
+   * Bytes requested by calls that started reading (a call rejected before reading adds 0).
    */
   uint64_t bytes_requested;
   /**
@@ -480,11 +495,6 @@ typedef struct {
 
 
 
-/**
- * Every status, in numeric order; used by `from_code` and the tests.
- */
-#define gdsroute_status_ALL { gdsroute_status_Ok, gdsroute_status_NullArgument, gdsroute_status_InvalidArgument, gdsroute_status_InvalidFlags, gdsroute_status_InvalidEnum, gdsroute_status_Overflow, gdsroute_status_ClosedHandle, gdsroute_status_InvalidPath, gdsroute_status_OpenFailed, gdsroute_status_IoError, gdsroute_status_CudaUnavailable, gdsroute_status_CudaError, gdsroute_status_CufileUnavailable, gdsroute_status_CufileError, gdsroute_status_InvalidSetting, gdsroute_status_Panic, gdsroute_status_Internal, }
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -584,6 +594,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_file_size(const gdsroute_file *file, 
  * `buf[0, size)` is written. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `OVERFLOW` (`size` above
  * SSIZE_MAX or `file_offset + size` above the largest off_t), `IO_ERROR`.
  * Routes: host memory is read by the POSIX backend.
+ * Counters: every call counts once in `calls`, and in `calls_failed` if it returns an error,
+ * whatever the error (with a NULL `file`, in the process-wide counters only).
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_read(const gdsroute_file *file,
@@ -600,6 +612,8 @@ gdsroute_status gdsroute_file_read(const gdsroute_file *file,
  * The buffer must stay valid and untouched until the operation has finished (`gdsroute_op_wait`
  * returned, `gdsroute_op_poll` said done, or `gdsroute_op_free` returned). Errors found before
  * any task starts are returned here (as `gdsroute_file_read`); task errors by `gdsroute_op_wait`.
+ * Counters: as `gdsroute_file_read`; a call that fails here counts as failed at once, a started
+ * one when its operation finishes.
  * Ownership: free the operation with `gdsroute_op_free`. The handle may be closed or freed
  * while the operation runs; its tasks keep the descriptor open until they finish.
  */
@@ -669,6 +683,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_compat_mode(uint32_t *mo
 /**
  * Sets the default compat mode (`GDSROUTE_COMPAT_MODE_OFF`, `_ON` or `_AUTO`) for files opened
  * from now on; open handles keep theirs. Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+ * Works whatever the environment held: an invalid `KVIKIO_COMPAT_MODE` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_compat_mode(uint32_t mode);
 
@@ -680,8 +696,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_num_threads(size_t *thre
 /**
  * Resizes the shared worker pool (1 to 1024 threads). Running tasks finish first on surplus
  * threads; queued tasks run on the new set. Errors: `GDSROUTE_STATUS_INVALID_SETTING`.
+ * Works whatever the environment held: an invalid `KVIKIO_NTHREADS` (or alias) is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_num_threads(size_t threads);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_num_threads(size_t threads);
 
 /**
  * Reads the task size in bytes (default 4 MiB) into `*bytes`.
@@ -690,6 +709,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_task_size(size_t *bytes)
 
 /**
  * Sets the task size in bytes for reads started from now on; must be positive.
+ * Works whatever the environment held: an invalid `KVIKIO_TASK_SIZE` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_task_size(size_t bytes);
 
@@ -700,6 +721,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_gds_threshold(size_t *by
 
 /**
  * Sets the GDS threshold: device requests smaller than this use the POSIX backend. 0 is allowed.
+ * Works whatever the environment held: an invalid `KVIKIO_GDS_THRESHOLD` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_gds_threshold(size_t bytes);
 
@@ -711,8 +734,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_bounce_buffer_size(size_
 /**
  * Sets the bounce buffer size; must be positive. The pinned buffers the library allocates are
  * this size or 4 MiB, whichever is smaller (two 2 MiB pieces alternate; see README, Settings).
+ * Works whatever the environment held: an invalid `KVIKIO_BOUNCE_BUFFER_SIZE` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_bounce_buffer_size(size_t bytes);
 
 /**
  * Reads whether cuFile's own statistics are collected (`GDSROUTE_CUFILE_STATS`, default on).
@@ -724,6 +750,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_stats(bool *enabl
  * effect only if called before cuFile is first opened (the first device read that considers
  * cuFile, or `gdsroute_file_cufile_verdict` / `gdsroute_diagnose`). Off is the workaround for
  * cuFile 1.15's crash at process exit with statistics on (see README, "Known issues").
+ * Works whatever the environment held: an invalid `GDSROUTE_CUFILE_STATS` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_stats(bool enabled);
 
@@ -739,8 +767,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_page_cache_pin_max(uint6
  * before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
  * on: they use bounce buffers, and windows already registered stay pinned, unused, until their
  * file changes or its handle closes. See README, "Registered page cache".
+ * Works whatever the environment held: an invalid `GDSROUTE_PAGE_CACHE_PIN_MAX` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_page_cache_pin_max(uint64_t bytes);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_page_cache_pin_max(uint64_t bytes);
 
 /**
  * Reads which descriptor cuFile is given (a `gdsroute_cufile_fd` value; `GDSROUTE_CUFILE_FD`,
@@ -754,6 +785,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_fd(uint32_t *fd);
  * second descriptor opened with `O_DIRECT`, as KvikIO), `_BUFFERED` (the handle's own, so
  * cuFile's compat path reads the page cache) or `_AUTO` (buffered when cuFile reports no
  * nvidia-fs, else `O_DIRECT`). Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+ * Works whatever the environment held: an invalid `GDSROUTE_CUFILE_FD` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_fd(uint32_t fd);
 
@@ -769,8 +802,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_auto_direct_io_read(bool
  * the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
  * bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
  * direct I/O are read through the page cache as before. See README, "Direct I/O".
+ * Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_READ` is replaced by this value
+ * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_auto_direct_io_read(bool enabled);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_auto_direct_io_read(bool enabled);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

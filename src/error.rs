@@ -28,8 +28,11 @@ pub enum Error {
     #[error("{0}")]
     Overflow(String),
     /// The handle was closed before the call.
-    #[error("the file handle is closed")]
-    ClosedHandle,
+    #[error("the file handle of {path:?} is closed")]
+    ClosedHandle {
+        /// The path the handle was opened with.
+        path: String,
+    },
     /// The path is empty or has an interior NUL.
     #[error("invalid path: {0}")]
     InvalidPath(String),
@@ -87,7 +90,7 @@ impl Error {
             Error::InvalidFlags(_) => Status::InvalidFlags,
             Error::InvalidEnum { .. } => Status::InvalidEnum,
             Error::Overflow(_) => Status::Overflow,
-            Error::ClosedHandle => Status::ClosedHandle,
+            Error::ClosedHandle { .. } => Status::ClosedHandle,
             Error::InvalidPath(_) => Status::InvalidPath,
             Error::Open { .. } => Status::OpenFailed,
             Error::Io { .. } => Status::IoError,
@@ -127,7 +130,7 @@ impl Clone for Error {
             Error::InvalidFlags(s) => Error::InvalidFlags(s.clone()),
             Error::InvalidEnum { what, value } => Error::InvalidEnum { what, value: *value },
             Error::Overflow(s) => Error::Overflow(s.clone()),
-            Error::ClosedHandle => Error::ClosedHandle,
+            Error::ClosedHandle { path } => Error::ClosedHandle { path: path.clone() },
             Error::InvalidPath(s) => Error::InvalidPath(s.clone()),
             Error::Open { path, flags, source } => Error::Open { path: path.clone(), flags: flags.clone(), source: clone_io(source) },
             Error::Io { op, path, offset, source } => Error::Io { op, path: path.clone(), offset: *offset, source: clone_io(source) },

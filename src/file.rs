@@ -114,10 +114,8 @@ impl OpenFile {
     /// Registers the file with cuFile (the per-file probe), on the descriptor the
     /// `GDSROUTE_CUFILE_FD` setting chooses now.
     fn register_with_cufile(&self, compat_mode: CompatMode) -> std::result::Result<CufileFile, Unusable> {
-        if compat_mode == CompatMode::Auto {
-            gds::auto_environment_check()?;
-        }
-        let gds = gds::process()?;
+        // CUDA, libcufile, then AUTO's environment heuristics, then the driver (README's order).
+        let gds = gds::process_for(compat_mode)?;
         let setting = settings::global().map(|s| s.cufile_fd()).unwrap_or_default();
         CufileFile::register(gds.library, setting, &self.c_path, &self.path, &self.fd)
     }
@@ -272,6 +270,8 @@ fn target_of(dst: *mut u8) -> Result<Target> {
 /// An open file.
 pub struct File {
     open: RwLock<Option<Arc<OpenFile>>>,
+    /// The path as opened (lossy UTF-8), for messages after `close`.
+    path: String,
     compat_mode: CompatMode,
     stats: Arc<StatsCell>,
 }
@@ -311,6 +311,7 @@ impl File {
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         crate::warm_up::prepare_in_background();
         Ok(File {
+            path: display.clone(),
             open: RwLock::new(Some(Arc::new(OpenFile {
                 fd,
                 c_path,
@@ -326,7 +327,7 @@ impl File {
     }
 
     fn open_file(&self) -> Result<Arc<OpenFile>> {
-        self.open.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or(Error::ClosedHandle)
+        self.open.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| Error::ClosedHandle { path: self.path.clone() })
     }
 
     /// Closes the handle; idempotent. Reads in flight finish on the descriptor they hold.
@@ -365,6 +366,12 @@ impl File {
     /// Zeroes this handle's counters.
     pub fn reset_stats(&self) {
         self.stats.reset();
+    }
+
+    /// Counts a read call on this handle that was rejected before it reached `read_raw` or
+    /// `pread_raw` (a NULL output pointer at the C boundary).
+    pub fn record_rejected_call(&self) {
+        stats::record_rejected_call(Some(&self.stats));
     }
 
     /// Whether cuFile can serve this file under the handle's compat mode, deciding it now if no
@@ -406,11 +413,13 @@ impl File {
     /// # Safety
     /// `dst` must be valid for writes of `size` bytes for the duration of the call.
     pub unsafe fn read_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<usize> {
+        // Every call counts once, an early error return included.
+        let call = stats::PendingCall::new(&self.stats);
         check_range(size, offset)?;
         let snapshot = settings::global()?.snapshot();
         let file = self.open_file()?;
         if size == 0 {
-            stats::record_call(&self.stats, 0, 0, false);
+            call.finish(0, 0, false);
             return Ok(0);
         }
         let target = target_of(dst)?;
@@ -422,7 +431,7 @@ impl File {
         // SAFETY: forwarded from the caller.
         let result = run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode);
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
-        stats::record_call(&self.stats, size as u64, delivered, result.is_err());
+        call.finish(size as u64, delivered, result.is_err());
         result
     }
 
@@ -435,12 +444,15 @@ impl File {
     /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
     pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
         crate::trace::event("pread", size as u64);
+        // Every call counts once: the operation records it, or this does for an early error.
+        let call = stats::PendingCall::new(&self.stats);
         check_range(size, offset)?;
         let snapshot = settings::global()?.snapshot();
         let pool = thread_pool::global()?;
         let file = self.open_file()?;
         if size == 0 {
             // Nothing to read: no task, no cuFile probe, an operation that is already done.
+            call.handed_over();
             return Ok(Operation::new(Vec::new(), 0, Arc::clone(&self.stats)).0);
         }
         let target = target_of(dst)?;
@@ -455,6 +467,7 @@ impl File {
             split(size, offset, snapshot.task_size)
         };
         let (operation, slots) = Operation::new(chunks.iter().map(|c| c.len).collect(), size as u64, Arc::clone(&self.stats));
+        call.handed_over();
         if plan.inline {
             for (chunk, slot) in chunks.into_iter().zip(slots) {
                 slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode));

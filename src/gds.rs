@@ -63,14 +63,60 @@ pub struct Gds {
 
 static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
 
-fn open_process() -> Result<Gds, Unusable> {
+/// libcufile, loaded once (leaked: never unloaded), or why it cannot be.
+static LIBRARY: OnceCell<Result<&'static CufileLibrary, Unusable>> = OnceCell::new();
+
+/// The first process-level check: libcuda loads, `cuInit` works and there is a device.
+fn cuda_check() -> Result<(), Unusable> {
     let driver = cuda::cuda().map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
-    let library = CufileLibrary::load(None)
-        .map_err(|e| Unusable::new(FallbackReason::LibraryUnavailable, e.to_string()))?
-        .leak();
     if driver.device_count() < 1 {
         return Err(Unusable::new(FallbackReason::CudaUnavailable, "no CUDA device"));
     }
+    Ok(())
+}
+
+/// The second: libcufile loads with the symbols reads need.
+fn library() -> Result<&'static CufileLibrary, Unusable> {
+    LIBRARY
+        .get_or_init(|| {
+            CufileLibrary::load(None).map(CufileLibrary::leak).map_err(|e| Unusable::new(FallbackReason::LibraryUnavailable, e.to_string()))
+        })
+        .clone()
+}
+
+/// The process-level checks in the README's order, each only when those before it passed, so
+/// that the reason reported is the most fundamental missing piece and its advice can work: CUDA,
+/// then libcufile, then (AUTO only) the environment heuristics, then the driver open.
+fn in_order<T>(
+    auto: bool,
+    cuda: impl FnOnce() -> Result<(), Unusable>,
+    library: impl FnOnce() -> Result<(), Unusable>,
+    environment: impl FnOnce() -> Result<(), Unusable>,
+    open: impl FnOnce() -> Result<T, Unusable>,
+) -> Result<T, Unusable> {
+    cuda()?;
+    library()?;
+    if auto {
+        environment()?;
+    }
+    open()
+}
+
+/// cuFile for a handle of `compat_mode` (OFF or AUTO): the process-level verdict, checks in the
+/// README's order (`in_order`).
+pub fn process_for(compat_mode: crate::settings::CompatMode) -> Result<&'static Gds, Unusable> {
+    in_order(
+        compat_mode == crate::settings::CompatMode::Auto,
+        cuda_check,
+        || library().map(|_| ()),
+        auto_environment_check,
+        process,
+    )
+}
+
+fn open_process() -> Result<Gds, Unusable> {
+    cuda_check()?;
+    let library = library()?;
     // cuFile's driver open needs a CUDA context (cuDF's workaround for nvbug 4562392).
     let context = cuda::primary_context(0).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
     let _current = cuda::ScopedContext::push(context).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
@@ -196,7 +242,9 @@ pub fn process() -> Result<&'static Gds, Unusable> {
 }
 
 /// KvikIO's environment heuristics for AUTO: `/run/udev` must be a directory and the kernel not
-/// WSL's. OFF skips them and lets cuFile itself fail.
+/// WSL's. OFF skips them and lets cuFile itself fail. Checked after CUDA and libcufile
+/// (`process_for`), so "set KVIKIO_COMPAT_MODE=off to try anyway" is only advised where OFF can
+/// try.
 pub fn auto_environment_check() -> Result<(), Unusable> {
     if !Path::new("/run/udev").is_dir() {
         return Err(Unusable::new(
@@ -321,5 +369,41 @@ mod tests {
         assert!(!gate.close(Duration::from_millis(30), || panic!("must not close under a running call")));
         assert!(t0.elapsed() >= Duration::from_millis(30));
         assert!(gate.enter().is_none(), "still closed to new calls");
+    }
+
+    fn fails(reason: FallbackReason) -> impl FnOnce() -> Result<(), Unusable> {
+        move || Err(Unusable::new(reason, format!("{reason:?}")))
+    }
+
+    fn passes() -> Result<(), Unusable> {
+        Ok(())
+    }
+
+    #[test]
+    fn the_most_fundamental_missing_piece_is_reported_first() {
+        // Issue 15: without libcuda an AUTO handle said NO_UDEV and advised COMPAT_MODE=off.
+        use FallbackReason::*;
+        let open = || Ok::<(), Unusable>(());
+        let reason = |r: Result<(), Unusable>| r.unwrap_err().reason;
+        for auto in [true, false] {
+            assert_eq!(reason(in_order(auto, fails(CudaUnavailable), fails(LibraryUnavailable), fails(NoUdev), open)), CudaUnavailable);
+            assert_eq!(reason(in_order(auto, passes, fails(LibraryUnavailable), fails(NoUdev), open)), LibraryUnavailable);
+        }
+        assert_eq!(reason(in_order(true, passes, passes, fails(NoUdev), open)), NoUdev);
+        assert!(in_order(false, passes, passes, fails(NoUdev), open).is_ok(), "OFF skips the heuristics");
+        let driver = || Err::<(), _>(Unusable::new(DriverOpenFailed, "open"));
+        assert_eq!(reason(in_order(true, passes, passes, fails(Wsl), driver)), Wsl);
+        assert_eq!(reason(in_order(true, passes, passes, passes, driver)), DriverOpenFailed);
+    }
+
+    #[test]
+    fn later_checks_do_not_run_after_a_failure() {
+        let ran = std::cell::Cell::new(0);
+        let count = || {
+            ran.set(ran.get() + 1);
+            Ok(())
+        };
+        let _ = in_order(true, fails(FallbackReason::CudaUnavailable), count, count, count);
+        assert_eq!(ran.get(), 0);
     }
 }

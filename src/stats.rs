@@ -69,13 +69,17 @@ impl TaskOutcome {
 pub struct Counters {
     /// Size of this struct in bytes as the library filled it (set by the library).
     pub struct_size: u64,
-    /// Logical read calls that completed (one `read` or `pread` is one call, however many tasks).
+    /// Logical read calls (one `gdsroute_file_read` or `gdsroute_file_pread` is one call, however
+    /// many tasks), each counted once: when it finished, or when it returned an error before
+    /// reading (a bad argument, a closed handle, an invalid setting, ...). A call with a NULL
+    /// handle is counted in the process-wide counters only.
     pub calls: u64,
-    /// Logical calls that returned an error.
+    /// Logical calls that returned an error, whatever the error: at the call itself, or for a
+    /// `pread` at `gdsroute_op_wait`.
     pub calls_failed: u64,
     /// Calls that stopped short of the requested size at end of file.
     pub calls_short: u64,
-    /// Bytes requested by completed calls.
+    /// Bytes requested by calls that started reading (a call rejected before reading adds 0).
     pub bytes_requested: u64,
     /// Bytes delivered by completed calls (contiguous from the requested offset).
     pub bytes_read: u64,
@@ -292,6 +296,49 @@ pub fn record_task(handle: &StatsCell, route: Route, outcome: &TaskOutcome, fail
 pub fn record_call(handle: &StatsCell, requested: u64, delivered: u64, failed: bool) {
     for cell in [global(), handle] {
         cell.lock().add_call(requested, delivered, failed);
+    }
+}
+
+/// Records a read call that returned an error before reading: one call, failed, no bytes, in
+/// the process-wide counters and in the handle's (`None`: a NULL handle, process-wide only).
+pub fn record_rejected_call(handle: Option<&StatsCell>) {
+    global().lock().add_call(0, 0, true);
+    if let Some(handle) = handle {
+        handle.lock().add_call(0, 0, true);
+    }
+}
+
+/// A read call in progress: unless its result was recorded (`finish`) or handed to an operation
+/// that records it (`handed_over`), it is counted as rejected when dropped, so that every early
+/// error return (and a panic) counts once, as the completed calls do.
+pub struct PendingCall<'a> {
+    handle: Option<&'a StatsCell>,
+}
+
+impl<'a> PendingCall<'a> {
+    /// A call on `handle` starts.
+    pub fn new(handle: &'a StatsCell) -> Self {
+        PendingCall { handle: Some(handle) }
+    }
+
+    /// Records the call's result.
+    pub fn finish(mut self, requested: u64, delivered: u64, failed: bool) {
+        if let Some(handle) = self.handle.take() {
+            record_call(handle, requested, delivered, failed);
+        }
+    }
+
+    /// An operation records the call when it settles.
+    pub fn handed_over(mut self) {
+        self.handle = None;
+    }
+}
+
+impl Drop for PendingCall<'_> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            record_rejected_call(Some(handle));
+        }
     }
 }
 

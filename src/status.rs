@@ -42,31 +42,33 @@ pub enum Status {
     Internal = 901,
 }
 
-impl Status {
-    /// Every status, in numeric order; used by `from_code` and the tests.
-    pub const ALL: [Status; 17] = [
-        Status::Ok,
-        Status::NullArgument,
-        Status::InvalidArgument,
-        Status::InvalidFlags,
-        Status::InvalidEnum,
-        Status::Overflow,
-        Status::ClosedHandle,
-        Status::InvalidPath,
-        Status::OpenFailed,
-        Status::IoError,
-        Status::CudaUnavailable,
-        Status::CudaError,
-        Status::CufileUnavailable,
-        Status::CufileError,
-        Status::InvalidSetting,
-        Status::Panic,
-        Status::Internal,
-    ];
+/// Every status, in numeric order; used by `from_code` and the tests. A module constant, not an
+/// associated one: cbindgen turned the associated `Status::ALL` into a `gdsroute_status_ALL` macro of Rust
+/// variant names that no C program could compile (issue 15).
+const ALL: [Status; 17] = [
+    Status::Ok,
+    Status::NullArgument,
+    Status::InvalidArgument,
+    Status::InvalidFlags,
+    Status::InvalidEnum,
+    Status::Overflow,
+    Status::ClosedHandle,
+    Status::InvalidPath,
+    Status::OpenFailed,
+    Status::IoError,
+    Status::CudaUnavailable,
+    Status::CudaError,
+    Status::CufileUnavailable,
+    Status::CufileError,
+    Status::InvalidSetting,
+    Status::Panic,
+    Status::Internal,
+];
 
+impl Status {
     /// The status with this numeric code, if there is one.
     pub fn from_code(code: u32) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| *s as u32 == code)
+        ALL.into_iter().find(|s| *s as u32 == code)
     }
 
     /// A short, static, NUL-terminated description of the code.
@@ -99,12 +101,12 @@ mod tests {
 
     #[test]
     fn codes_round_trip_and_are_sorted() {
-        let codes: Vec<u32> = Status::ALL.iter().map(|s| *s as u32).collect();
+        let codes: Vec<u32> = ALL.iter().map(|s| *s as u32).collect();
         let mut sorted = codes.clone();
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(codes, sorted);
-        for s in Status::ALL {
+        for s in ALL {
             assert_eq!(Status::from_code(s as u32), Some(s));
         }
         assert_eq!(Status::from_code(7), None);

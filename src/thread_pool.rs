@@ -236,7 +236,7 @@ pub fn global() -> Result<&'static ThreadPool> {
 pub fn set_global_num_threads(threads: usize) -> Result<()> {
     // Under the pool lock, so that concurrent setters leave setting and pool in agreement.
     let slot = current();
-    crate::settings::global()?.set_num_threads(threads)?;
+    crate::settings::live().set_num_threads(threads)?;
     if let Some(g) = slot.as_ref().filter(|g| g.pid == std::process::id()) {
         g.pool.resize(threads)?;
     }

@@ -691,3 +691,22 @@ fn real_library_smoke_without_driver_open() {
         lib.path()
     );
 }
+
+/// With a loadable libcufile (the fake) but no CUDA, every mode that considers cuFile reports
+/// CUDA, the most fundamental missing piece, not the library or `/run/udev` (issue 15: AUTO said
+/// NO_UDEV and advised `KVIKIO_COMPAT_MODE=off`, which cannot work without CUDA).
+#[test]
+fn without_cuda_the_verdict_is_cuda_even_with_a_library() {
+    if gdsroute::cuda::cuda().is_ok() {
+        return; // about machines without CUDA
+    }
+    let env = Env::new();
+    env.set(LIBRARY_ENV_VAR, fake(Variant::Full));
+    let (tmp, _) = data_file(4096);
+    for mode in [gdsroute::settings::CompatMode::Auto, gdsroute::settings::CompatMode::Off] {
+        let file = gdsroute::File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, Some(mode)).unwrap();
+        let verdict = file.cufile_verdict().unwrap().unwrap_err();
+        assert_eq!(verdict.reason, FallbackReason::CudaUnavailable, "{mode:?}: {verdict:?}");
+        assert!(!verdict.message.contains("COMPAT_MODE"), "{mode:?}: advice that cannot work: {}", verdict.message);
+    }
+}

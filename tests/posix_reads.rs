@@ -158,8 +158,8 @@ fn closed_handle_and_reads_in_flight() {
     file.close();
     assert_eq!(op.wait(None).unwrap(), data.len(), "a read in flight finishes after close");
     assert!(buf == data);
-    assert!(matches!(file.size(), Err(gdsroute::Error::ClosedHandle)));
-    assert!(matches!(file.read_into(&mut buf, 0), Err(gdsroute::Error::ClosedHandle)));
+    assert!(matches!(file.size(), Err(gdsroute::Error::ClosedHandle { .. })));
+    assert!(matches!(file.read_into(&mut buf, 0), Err(gdsroute::Error::ClosedHandle { .. })));
 }
 
 #[test]

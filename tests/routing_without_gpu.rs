@@ -32,8 +32,33 @@ fn verdicts_carry_reasons() {
     let off = open(&tmp, CompatMode::Off).cufile_verdict().unwrap().unwrap_err();
     assert_eq!(off.reason, FallbackReason::CudaUnavailable, "{}", off.message);
     assert!(off.message.contains("libcuda"), "{}", off.message);
+    // The most fundamental missing piece first, whatever /run/udev holds (issue 15: AUTO said
+    // NO_UDEV and advised KVIKIO_COMPAT_MODE=off, which cannot work without CUDA).
     let auto = open(&tmp, CompatMode::Auto).cufile_verdict().unwrap().unwrap_err();
-    assert!(matches!(auto.reason, FallbackReason::NoUdev | FallbackReason::CudaUnavailable), "{auto:?}");
+    assert_eq!(auto.reason, FallbackReason::CudaUnavailable, "{auto:?}");
+    assert_eq!(auto.message, off.message, "AUTO and OFF fail on the same check");
+    assert!(!auto.message.contains("COMPAT_MODE"), "advice that cannot work: {}", auto.message);
+}
+
+#[test]
+fn verdict_through_the_c_api_names_cuda_first() {
+    if have_gpu() {
+        return;
+    }
+    let tmp = sample();
+    let path = std::ffi::CString::new(tmp.path().as_os_str().as_encoded_bytes()).unwrap();
+    for mode in [CompatMode::Auto, CompatMode::Off] {
+        let mut file = std::ptr::null_mut();
+        let st = unsafe { gdsroute::ffi::file::gdsroute_file_open_with_compat_mode(path.as_ptr(), c"r".as_ptr(), 0, mode as u32, &mut file) };
+        assert_eq!(st, gdsroute::Status::Ok);
+        let (mut reason, mut len, mut buf) = (99u32, 0usize, [0 as std::ffi::c_char; 512]);
+        let st = unsafe { gdsroute::ffi::file::gdsroute_file_cufile_verdict(file, &mut reason, buf.as_mut_ptr(), buf.len(), &mut len) };
+        assert_eq!(st, gdsroute::Status::Ok);
+        assert_eq!(reason, FallbackReason::CudaUnavailable as u32, "{mode:?}");
+        let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+        assert!(!text.contains("COMPAT_MODE"), "{mode:?}: {text}");
+        unsafe { gdsroute::ffi::file::gdsroute_file_free(file) };
+    }
 }
 
 #[test]

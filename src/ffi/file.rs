@@ -23,6 +23,32 @@ unsafe fn open_args<'a>(path: *const c_char, flags: *const c_char) -> crate::Res
     Ok((path.to_bytes(), flags))
 }
 
+/// The handle and output pointers of a read call. A NULL one is counted as a failed call, on the
+/// handle when there is one, else in the process-wide counters only (there is no handle to count
+/// on); `read_raw`/`pread_raw` count every other call.
+///
+/// # Safety
+/// `file` is NULL or a live handle.
+unsafe fn read_args<'a, T>(
+    file: *const File,
+    buf: *mut c_void,
+    result: *mut T,
+    result_name: &'static str,
+) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
+    // SAFETY: forwarded from the caller.
+    let Some(file) = (unsafe { file.as_ref() }) else {
+        crate::stats::record_rejected_call(None);
+        return Err(Error::NullArgument("file"));
+    };
+    match (out(buf, "buf"), out(result, result_name)) {
+        (Ok(buf), Ok(result)) => Ok((file, buf, result)),
+        (Err(e), _) | (_, Err(e)) => {
+            file.record_rejected_call();
+            Err(e)
+        }
+    }
+}
+
 /// Opens a file.
 ///
 /// `path` is a NUL-terminated byte string passed to `open(2)` as is (it need not be UTF-8).
@@ -159,6 +185,8 @@ pub unsafe extern "C" fn gdsroute_file_size(file: *const File, size: *mut u64) -
 /// `buf[0, size)` is written. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `OVERFLOW` (`size` above
 /// SSIZE_MAX or `file_offset + size` above the largest off_t), `IO_ERROR`.
 /// Routes: host memory is read by the POSIX backend.
+/// Counters: every call counts once in `calls`, and in `calls_failed` if it returns an error,
+/// whatever the error (with a NULL `file`, in the process-wide counters only).
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_read(
@@ -170,9 +198,7 @@ pub unsafe extern "C" fn gdsroute_file_read(
 ) -> Status {
     guard(|| {
         // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let buf = out(buf, "buf")?;
-        let bytes_read = out(bytes_read, "bytes_read")?;
+        let (file, buf, bytes_read) = unsafe { read_args(file, buf, bytes_read, "bytes_read")? };
         // SAFETY: the caller guarantees `buf` is writable for `size` bytes during the call.
         let n = unsafe { file.read_raw(buf.cast(), size, file_offset)? };
         // SAFETY: checked by `out`.
@@ -188,6 +214,8 @@ pub unsafe extern "C" fn gdsroute_file_read(
 /// The buffer must stay valid and untouched until the operation has finished (`gdsroute_op_wait`
 /// returned, `gdsroute_op_poll` said done, or `gdsroute_op_free` returned). Errors found before
 /// any task starts are returned here (as `gdsroute_file_read`); task errors by `gdsroute_op_wait`.
+/// Counters: as `gdsroute_file_read`; a call that fails here counts as failed at once, a started
+/// one when its operation finishes.
 /// Ownership: free the operation with `gdsroute_op_free`. The handle may be closed or freed
 /// while the operation runs; its tasks keep the descriptor open until they finish.
 #[must_use]
@@ -201,9 +229,7 @@ pub unsafe extern "C" fn gdsroute_file_pread(
 ) -> Status {
     guard(|| {
         // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let buf = out(buf, "buf")?;
-        let op = out(op, "op")?;
+        let (file, buf, op) = unsafe { read_args(file, buf, op, "op")? };
         // SAFETY: the caller keeps `buf` valid for `size` bytes until the operation finishes.
         let operation = Box::new(unsafe { file.pread_raw(buf.cast(), size, file_offset)? });
         // SAFETY: checked by `out`.

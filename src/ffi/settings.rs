@@ -1,7 +1,9 @@
 //! Process-wide settings (KvikIO's): read from the KVIKIO_* environment variables at the first
 //! call that needs them, then changeable here. All functions are thread-safe. If an environment
-//! variable is invalid, every getter and setter returns `GDSROUTE_STATUS_INVALID_SETTING` with a
-//! message naming the variable and its value.
+//! variable is invalid, every getter (and every open and read) returns
+//! `GDSROUTE_STATUS_INVALID_SETTING` with a message naming the variable and its value, until a
+//! setter replaces that setting's value; setters always work, so a program can repair its
+//! settings from code.
 
 use super::{guard, out, write_out};
 use crate::settings::{self, CompatMode, CufileFd};
@@ -32,12 +34,14 @@ pub unsafe extern "C" fn gdsroute_settings_get_compat_mode(mode: *mut u32) -> St
 
 /// Sets the default compat mode (`GDSROUTE_COMPAT_MODE_OFF`, `_ON` or `_AUTO`) for files opened
 /// from now on; open handles keep theirs. Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+/// Works whatever the environment held: an invalid `KVIKIO_COMPAT_MODE` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_compat_mode(mode: u32) -> Status {
     guard(|| {
         let mode = CompatMode::from_raw(mode)?;
-        settings::global()?.set_compat_mode(mode);
+        settings::live().set_compat_mode(mode);
         Ok(())
     })
 }
@@ -52,6 +56,8 @@ pub unsafe extern "C" fn gdsroute_settings_get_num_threads(threads: *mut usize) 
 
 /// Resizes the shared worker pool (1 to 1024 threads). Running tasks finish first on surplus
 /// threads; queued tasks run on the new set. Errors: `GDSROUTE_STATUS_INVALID_SETTING`.
+/// Works whatever the environment held: an invalid `KVIKIO_NTHREADS` (or alias) is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_num_threads(threads: usize) -> Status {
@@ -67,10 +73,12 @@ pub unsafe extern "C" fn gdsroute_settings_get_task_size(bytes: *mut usize) -> S
 }
 
 /// Sets the task size in bytes for reads started from now on; must be positive.
+/// Works whatever the environment held: an invalid `KVIKIO_TASK_SIZE` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_task_size(bytes: usize) -> Status {
-    guard(|| settings::global()?.set_task_size(bytes as u64))
+    guard(|| settings::live().set_task_size(bytes as u64))
 }
 
 /// Reads the GDS threshold in bytes (default 16 KiB) into `*bytes`.
@@ -82,11 +90,13 @@ pub unsafe extern "C" fn gdsroute_settings_get_gds_threshold(bytes: *mut usize) 
 }
 
 /// Sets the GDS threshold: device requests smaller than this use the POSIX backend. 0 is allowed.
+/// Works whatever the environment held: an invalid `KVIKIO_GDS_THRESHOLD` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_gds_threshold(bytes: usize) -> Status {
     guard(|| {
-        settings::global()?.set_gds_threshold(bytes as u64);
+        settings::live().set_gds_threshold(bytes as u64);
         Ok(())
     })
 }
@@ -101,10 +111,12 @@ pub unsafe extern "C" fn gdsroute_settings_get_bounce_buffer_size(bytes: *mut us
 
 /// Sets the bounce buffer size; must be positive. The pinned buffers the library allocates are
 /// this size or 4 MiB, whichever is smaller (two 2 MiB pieces alternate; see README, Settings).
+/// Works whatever the environment held: an invalid `KVIKIO_BOUNCE_BUFFER_SIZE` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_bounce_buffer_size(bytes: usize) -> Status {
-    guard(|| settings::global()?.set_bounce_buffer_size(bytes as u64))
+    guard(|| settings::live().set_bounce_buffer_size(bytes as u64))
 }
 
 /// Reads whether cuFile's own statistics are collected (`GDSROUTE_CUFILE_STATS`, default on).
@@ -119,11 +131,13 @@ pub unsafe extern "C" fn gdsroute_settings_get_cufile_stats(enabled: *mut bool) 
 /// effect only if called before cuFile is first opened (the first device read that considers
 /// cuFile, or `gdsroute_file_cufile_verdict` / `gdsroute_diagnose`). Off is the workaround for
 /// cuFile 1.15's crash at process exit with statistics on (see README, "Known issues").
+/// Works whatever the environment held: an invalid `GDSROUTE_CUFILE_STATS` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_cufile_stats(enabled: bool) -> Status {
     guard(|| {
-        settings::global()?.set_cufile_stats(enabled);
+        settings::live().set_cufile_stats(enabled);
         Ok(())
     })
 }
@@ -142,11 +156,13 @@ pub unsafe extern "C" fn gdsroute_settings_get_page_cache_pin_max(bytes: *mut u6
 /// before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
 /// on: they use bounce buffers, and windows already registered stay pinned, unused, until their
 /// file changes or its handle closes. See README, "Registered page cache".
+/// Works whatever the environment held: an invalid `GDSROUTE_PAGE_CACHE_PIN_MAX` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_page_cache_pin_max(bytes: u64) -> Status {
     guard(|| {
-        settings::global()?.set_page_cache_pin_max(bytes);
+        settings::live().set_page_cache_pin_max(bytes);
         Ok(())
     })
 }
@@ -165,12 +181,14 @@ pub unsafe extern "C" fn gdsroute_settings_get_cufile_fd(fd: *mut u32) -> Status
 /// second descriptor opened with `O_DIRECT`, as KvikIO), `_BUFFERED` (the handle's own, so
 /// cuFile's compat path reads the page cache) or `_AUTO` (buffered when cuFile reports no
 /// nvidia-fs, else `O_DIRECT`). Errors: `GDSROUTE_STATUS_INVALID_ENUM`.
+/// Works whatever the environment held: an invalid `GDSROUTE_CUFILE_FD` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_cufile_fd(fd: u32) -> Status {
     guard(|| {
         let fd = CufileFd::from_raw(fd)?;
-        settings::global()?.set_cufile_fd(fd);
+        settings::live().set_cufile_fd(fd);
         Ok(())
     })
 }
@@ -189,11 +207,13 @@ pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_read(enabled: *mut
 /// the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
 /// bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
 /// direct I/O are read through the page cache as before. See README, "Direct I/O".
+/// Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_READ` is replaced by this value
+/// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_auto_direct_io_read(enabled: bool) -> Status {
     guard(|| {
-        settings::global()?.set_auto_direct_io_read(enabled);
+        settings::live().set_auto_direct_io_read(enabled);
         Ok(())
     })
 }

@@ -1,6 +1,7 @@
 //! Process-wide settings, KvikIO-equivalent: read from the environment once, at the first call
 //! that needs them, and changeable at run time through setters (atomics, so thread-safe). A bad
-//! environment value never aborts: every call that needs settings returns it as an error.
+//! environment value never aborts: every call that needs settings returns it as an error, until
+//! a setter replaces that setting's value (each setting keeps its own environment error).
 
 mod compat_mode;
 mod cufile_fd;
@@ -12,7 +13,7 @@ pub use cufile_fd::{CufileFd, Descriptor, FdChoice};
 use crate::error::{Error, Result};
 use env::EnvSource;
 use once_cell::sync::OnceCell;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 
 /// Environment variable names (KvikIO's).
 pub mod vars {
@@ -105,6 +106,29 @@ pub struct Snapshot {
     pub direct_io_read: bool,
 }
 
+/// One setting, for the environment error it may carry. The order is the order in which the
+/// environment is read and errors are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    CompatMode,
+    NumThreads,
+    TaskSize,
+    GdsThreshold,
+    BounceBufferSize,
+    CufileStats,
+    PageCachePinMax,
+    CufileFd,
+    AutoDirectIoRead,
+}
+
+const KEYS: usize = 9;
+
+impl Key {
+    fn bit(self) -> u16 {
+        1 << self as u16
+    }
+}
+
 /// The live settings.
 pub struct Settings {
     compat_mode: AtomicU8,
@@ -117,48 +141,78 @@ pub struct Settings {
     page_cache_pin_max: AtomicU64,
     cufile_fd: AtomicU8,
     auto_direct_io_read: AtomicBool,
+    /// The message of each setting whose environment variable was bad (fixed at start).
+    env_errors: [Option<String>; KEYS],
+    /// The settings of `env_errors` no setter has replaced yet (`Key::bit`s).
+    unrepaired: AtomicU16,
 }
 
-fn positive(name: &str, value: u64) -> Result<u64> {
+/// A setter's value from the API: positive, and addressable.
+fn positive(what: &str, value: u64) -> Result<u64> {
     if value == 0 {
-        return Err(Error::InvalidSetting(format!("{name} must be a positive integer, got 0")));
+        return Err(Error::InvalidSetting(format!("{what} 0: must be a positive integer")));
     }
     if value > isize::MAX as u64 {
-        return Err(Error::InvalidSetting(format!("{name}={value} exceeds the address space")));
+        return Err(Error::InvalidSetting(format!("{what} {value}: out of range (max {})", isize::MAX)));
     }
     Ok(value)
 }
 
-fn thread_count(name: &str, value: u64) -> Result<usize> {
+fn thread_count(what: &str, value: u64) -> Result<usize> {
     if value == 0 || value > MAX_THREADS as u64 {
-        return Err(Error::InvalidSetting(format!(
-            "{name}={value}: the number of threads must be between 1 and {MAX_THREADS}"
-        )));
+        return Err(Error::InvalidSetting(format!("{what} {value}: out of range (1 to {MAX_THREADS})")));
     }
     Ok(value as usize)
 }
 
+/// Keeps a setting's environment error in `errors` and gives the default (`None`) instead.
+fn keep<T>(errors: &mut [Option<String>; KEYS], key: Key, read: Result<Option<T>>) -> Option<T> {
+    read.unwrap_or_else(|e| {
+        errors[key as usize] = Some(e.to_string());
+        None
+    })
+}
+
 impl Settings {
-    /// Builds settings from an environment, validating every variable.
+    /// Builds settings from an environment, validating every variable; the first bad one (in
+    /// `Key` order) is the error.
     pub fn from_env(env: &dyn EnvSource) -> Result<Settings> {
-        let compat = env::read_compat_mode(env, vars::COMPAT_MODE)?;
-        let threads = env::read_unsigned_with_alias(env, vars::NTHREADS, vars::NUM_THREADS, false)?
-            .map(|n| thread_count(vars::NTHREADS, n))
-            .transpose()?;
-        let task = env::read_unsigned(env, vars::TASK_SIZE, false)?.map(|v| positive(vars::TASK_SIZE, v)).transpose()?;
-        let threshold = env::read_unsigned(env, vars::GDS_THRESHOLD, true)?;
-        let bounce = env::read_unsigned(env, vars::BOUNCE_BUFFER_SIZE, false)?
-            .map(|v| positive(vars::BOUNCE_BUFFER_SIZE, v))
-            .transpose()?;
-        let cufile_stats = env::read_bool(env, vars::CUFILE_STATS)?;
-        let pin_max = env::read_unsigned(env, vars::PAGE_CACHE_PIN_MAX, true)?;
-        let cufile_fd = env::read_word(env, vars::CUFILE_FD, CufileFd::parse, "auto, direct or buffered (any case)")?;
-        let direct_io_read = env::read_bool(env, vars::AUTO_DIRECT_IO_READ)?;
+        let settings = Settings::from_env_keeping_errors(env);
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// Builds settings from an environment; a bad variable leaves its setting at the default and
+    /// its error kept, returned by `check` until a setter replaces the value.
+    pub fn from_env_keeping_errors(env: &dyn EnvSource) -> Settings {
+        let mut errors: [Option<String>; KEYS] = Default::default();
+        let e = &mut errors;
+        let sizes = 1..=isize::MAX as u64;
+        let compat = keep(e, Key::CompatMode, env::read_compat_mode(env, vars::COMPAT_MODE));
+        let threads = keep(
+            e,
+            Key::NumThreads,
+            env::read_with_alias(env, vars::NTHREADS, vars::NUM_THREADS, |env, name| {
+                env::read_unsigned(env, name, 1..=MAX_THREADS as u64)
+            }),
+        );
+        let task = keep(e, Key::TaskSize, env::read_unsigned(env, vars::TASK_SIZE, sizes.clone()));
+        let threshold = keep(e, Key::GdsThreshold, env::read_unsigned(env, vars::GDS_THRESHOLD, 0..=u64::MAX));
+        let bounce = keep(e, Key::BounceBufferSize, env::read_unsigned(env, vars::BOUNCE_BUFFER_SIZE, sizes));
+        let cufile_stats = keep(e, Key::CufileStats, env::read_bool(env, vars::CUFILE_STATS));
+        let pin_max = keep(e, Key::PageCachePinMax, env::read_unsigned(env, vars::PAGE_CACHE_PIN_MAX, 0..=u64::MAX));
+        let cufile_fd = keep(
+            e,
+            Key::CufileFd,
+            env::read_word(env, vars::CUFILE_FD, CufileFd::parse, "auto, direct or buffered (any case)"),
+        );
+        let direct_io_read = keep(e, Key::AutoDirectIoRead, env::read_bool(env, vars::AUTO_DIRECT_IO_READ));
+        let unrepaired = errors.iter().enumerate().filter(|(_, m)| m.is_some()).fold(0u16, |bits, (i, _)| bits | 1 << i);
         let source = if compat.is_some() { Source::Environment } else { Source::Default };
-        Ok(Settings {
+        Settings {
             compat_mode: AtomicU8::new(compat.unwrap_or(CompatMode::Auto) as u8),
             compat_mode_source: AtomicU8::new(source as u8),
-            num_threads: AtomicUsize::new(threads.unwrap_or_else(default_num_threads)),
+            num_threads: AtomicUsize::new(threads.map_or_else(default_num_threads, |n| n as usize)),
             task_size: AtomicU64::new(task.unwrap_or(DEFAULT_TASK_SIZE)),
             gds_threshold: AtomicU64::new(threshold.unwrap_or(DEFAULT_GDS_THRESHOLD)),
             bounce_buffer_size: AtomicU64::new(bounce.unwrap_or(DEFAULT_BOUNCE_BUFFER_SIZE)),
@@ -166,7 +220,24 @@ impl Settings {
             page_cache_pin_max: AtomicU64::new(pin_max.unwrap_or_else(crate::page_cache::default_pin_max)),
             cufile_fd: AtomicU8::new(cufile_fd.unwrap_or_default() as u8),
             auto_direct_io_read: AtomicBool::new(direct_io_read.unwrap_or(false)),
-        })
+            env_errors: errors,
+            unrepaired: AtomicU16::new(unrepaired),
+        }
+    }
+
+    /// The error of the first setting whose environment variable was bad and that no setter has
+    /// replaced since; `Ok` when there is none.
+    pub fn check(&self) -> Result<()> {
+        let unrepaired = self.unrepaired.load(Ordering::Relaxed);
+        match (0..KEYS).find(|i| unrepaired & (1 << i) != 0) {
+            None => Ok(()),
+            Some(i) => Err(Error::InvalidSetting(self.env_errors[i].clone().unwrap_or_default())),
+        }
+    }
+
+    /// A setter replaced `key`'s value: its environment error no longer applies.
+    fn repaired(&self, key: Key) {
+        self.unrepaired.fetch_and(!key.bit(), Ordering::Relaxed);
     }
 
     /// The values a read should use now.
@@ -195,6 +266,7 @@ impl Settings {
     pub fn set_compat_mode(&self, mode: CompatMode) {
         self.compat_mode.store(mode as u8, Ordering::Relaxed);
         self.compat_mode_source.store(Source::Api as u8, Ordering::Relaxed);
+        self.repaired(Key::CompatMode);
     }
 
     /// Worker threads of the shared pool.
@@ -206,6 +278,7 @@ impl Settings {
     pub fn set_num_threads(&self, n: usize) -> Result<()> {
         let n = thread_count("number of threads", n as u64)?;
         self.num_threads.store(n, Ordering::Relaxed);
+        self.repaired(Key::NumThreads);
         Ok(())
     }
 
@@ -217,6 +290,7 @@ impl Settings {
     /// Sets the bytes per task (> 0).
     pub fn set_task_size(&self, v: u64) -> Result<()> {
         self.task_size.store(positive("task size", v)?, Ordering::Relaxed);
+        self.repaired(Key::TaskSize);
         Ok(())
     }
 
@@ -228,6 +302,7 @@ impl Settings {
     /// Sets the GDS threshold (0 allowed: every device request may use cuFile).
     pub fn set_gds_threshold(&self, v: u64) {
         self.gds_threshold.store(v, Ordering::Relaxed);
+        self.repaired(Key::GdsThreshold);
     }
 
     /// Bytes per pinned bounce buffer.
@@ -238,6 +313,7 @@ impl Settings {
     /// Sets the bounce buffer size (> 0); buffers of the old size are released as they return.
     pub fn set_bounce_buffer_size(&self, v: u64) -> Result<()> {
         self.bounce_buffer_size.store(positive("bounce buffer size", v)?, Ordering::Relaxed);
+        self.repaired(Key::BounceBufferSize);
         Ok(())
     }
 }
@@ -252,6 +328,7 @@ impl Settings {
     /// (the first device read that probes cuFile), since cuFile takes the level at driver open.
     pub fn set_cufile_stats(&self, on: bool) {
         self.cufile_stats.store(on, Ordering::Relaxed);
+        self.repaired(Key::CufileStats);
     }
 
     /// Most page-cache bytes the registered page cache may pin (0: off).
@@ -264,6 +341,7 @@ impl Settings {
     /// or its handle closes).
     pub fn set_page_cache_pin_max(&self, bytes: u64) {
         self.page_cache_pin_max.store(bytes, Ordering::Relaxed);
+        self.repaired(Key::PageCachePinMax);
     }
 
     /// Which descriptor cuFile is given when a file is registered.
@@ -280,24 +358,32 @@ impl Settings {
     /// Turns direct I/O for POSIX reads on or off, for reads started from now on.
     pub fn set_auto_direct_io_read(&self, on: bool) {
         self.auto_direct_io_read.store(on, Ordering::Relaxed);
+        self.repaired(Key::AutoDirectIoRead);
     }
 
     /// Chooses the descriptor for files registered from now on (a handle registers at its first
     /// device read that considers cuFile); files already registered keep theirs.
     pub fn set_cufile_fd(&self, fd: CufileFd) {
         self.cufile_fd.store(fd as u8, Ordering::Relaxed);
+        self.repaired(Key::CufileFd);
     }
 }
 
-static GLOBAL: OnceCell<std::result::Result<Settings, String>> = OnceCell::new();
+static GLOBAL: OnceCell<Settings> = OnceCell::new();
 
-/// The process-wide settings, reading the environment on first use. A bad variable makes this
-/// (and so every call that needs settings) fail with the same message for the process lifetime.
+/// The process-wide settings as setters change them, reading the environment on first use, bad
+/// variables or not.
+pub fn live() -> &'static Settings {
+    GLOBAL.get_or_init(|| Settings::from_env_keeping_errors(&env::ProcessEnv))
+}
+
+/// The process-wide settings, reading the environment on first use. While a variable is bad and
+/// no setter has replaced its setting, this (and so every call that needs settings) fails with
+/// that variable's message.
 pub fn global() -> Result<&'static Settings> {
-    GLOBAL
-        .get_or_init(|| Settings::from_env(&env::ProcessEnv).map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(|msg| Error::InvalidSetting(msg.clone()))
+    let settings = live();
+    settings.check()?;
+    Ok(settings)
 }
 
 #[cfg(test)]
@@ -366,8 +452,81 @@ mod tests {
         ] {
             let err = Settings::from_env(&MapEnv::of(&[(k, v)])).err().unwrap_or_else(|| panic!("{k}={v}"));
             assert!(matches!(err, Error::InvalidSetting(_)));
-            assert!(err.to_string().contains(k), "{err}");
+            assert!(err.to_string().starts_with(&format!("{k}={v:?}: ")), "{err}");
         }
+    }
+
+    #[test]
+    fn aliased_thread_counts_compare_by_value() {
+        // Issue 15: KVIKIO_NTHREADS=4 with KVIKIO_NUM_THREADS=04 (or " 4") was a conflict.
+        for alias in ["4", "04", " 4", "+4"] {
+            let env = MapEnv::of(&[("KVIKIO_NTHREADS", "4"), ("KVIKIO_NUM_THREADS", alias)]);
+            let s = Settings::from_env(&env).unwrap_or_else(|e| panic!("{alias:?}: {e}"));
+            assert_eq!(s.num_threads(), 4);
+        }
+        let env = MapEnv::of(&[("KVIKIO_NTHREADS", "4"), ("KVIKIO_NUM_THREADS", "5")]);
+        let err = Settings::from_env(&env).err().unwrap().to_string();
+        assert!(err.contains("KVIKIO_NUM_THREADS=\"5\" conflicts"), "{err}");
+    }
+
+    #[test]
+    fn overflowing_digits_say_out_of_range() {
+        let env = MapEnv::of(&[("KVIKIO_NTHREADS", "99999999999999999999")]);
+        let err = Settings::from_env(&env).err().unwrap().to_string();
+        assert_eq!(err, "KVIKIO_NTHREADS=\"99999999999999999999\": out of range (max 1024)");
+        let env = MapEnv::of(&[("KVIKIO_TASK_SIZE", "99999999999999999999")]);
+        let err = Settings::from_env(&env).err().unwrap().to_string();
+        assert_eq!(err, format!("KVIKIO_TASK_SIZE=\"99999999999999999999\": out of range (max {})", isize::MAX));
+        let env = MapEnv::of(&[("KVIKIO_NTHREADS", "1025")]);
+        assert_eq!(Settings::from_env(&env).err().unwrap().to_string(), "KVIKIO_NTHREADS=\"1025\": out of range (max 1024)");
+    }
+
+    #[test]
+    fn a_setter_replaces_a_bad_variable_and_only_that_one() {
+        // Issue 15: after one bad variable every setter failed too, so a program could not repair
+        // its own settings.
+        let env = MapEnv::of(&[("KVIKIO_TASK_SIZE", "4MiB"), ("KVIKIO_COMPAT_MODE", "sometimes"), ("KVIKIO_NTHREADS", "0")]);
+        let s = Settings::from_env_keeping_errors(&env);
+        assert!(s.check().unwrap_err().to_string().starts_with("KVIKIO_COMPAT_MODE="));
+        assert!(s.set_task_size(0).is_err(), "an invalid value repairs nothing");
+        s.set_task_size(1 << 20).unwrap();
+        assert_eq!(s.task_size(), 1 << 20);
+        assert!(s.check().unwrap_err().to_string().starts_with("KVIKIO_COMPAT_MODE="));
+        s.set_compat_mode(CompatMode::On);
+        assert!(s.check().unwrap_err().to_string().starts_with("KVIKIO_NTHREADS="));
+        s.set_num_threads(2).unwrap();
+        s.check().unwrap();
+        assert_eq!((s.compat_mode(), s.num_threads()), (CompatMode::On, 2));
+        // Every setting can be repaired by its own setter.
+        let all = [
+            ("KVIKIO_COMPAT_MODE", "x"),
+            ("KVIKIO_NUM_THREADS", "x"),
+            ("KVIKIO_TASK_SIZE", "x"),
+            ("KVIKIO_GDS_THRESHOLD", "x"),
+            ("KVIKIO_BOUNCE_BUFFER_SIZE", "x"),
+            ("GDSROUTE_CUFILE_STATS", "x"),
+            ("GDSROUTE_PAGE_CACHE_PIN_MAX", "x"),
+            ("GDSROUTE_CUFILE_FD", "x"),
+            ("KVIKIO_AUTO_DIRECT_IO_READ", "x"),
+        ];
+        let s = Settings::from_env_keeping_errors(&MapEnv::of(&all));
+        let setters: [&dyn Fn(&Settings); 9] = [
+            &|s| s.set_compat_mode(CompatMode::Auto),
+            &|s| s.set_num_threads(3).unwrap(),
+            &|s| s.set_task_size(4096).unwrap(),
+            &|s| s.set_gds_threshold(0),
+            &|s| s.set_bounce_buffer_size(4096).unwrap(),
+            &|s| s.set_cufile_stats(false),
+            &|s| s.set_page_cache_pin_max(0),
+            &|s| s.set_cufile_fd(CufileFd::Buffered),
+            &|s| s.set_auto_direct_io_read(true),
+        ];
+        for ((var, _), set) in all.iter().zip(setters) {
+            let err = s.check().unwrap_err().to_string();
+            assert!(err.starts_with(&format!("{var}=")), "{var}: {err}");
+            set(&s);
+        }
+        s.check().unwrap();
     }
 
     #[test]

@@ -167,10 +167,13 @@ static void test_closed_handle(const char *path) {
     gdsroute_op *op = NULL;
     CHECK_STATUS(gdsroute_file_read(file, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_CLOSED_HANDLE);
     CHECK_MESSAGE("closed");
+    CHECK_MESSAGE(path); /* the message names the file (issue 15) */
     CHECK_STATUS(gdsroute_file_pread(file, buf, sizeof buf, 0, &op), GDSROUTE_STATUS_CLOSED_HANDLE);
     CHECK_MESSAGE("closed");
+    CHECK_MESSAGE(path);
     CHECK_STATUS(gdsroute_file_size(file, &size), GDSROUTE_STATUS_CLOSED_HANDLE);
     CHECK_MESSAGE("closed");
+    CHECK_MESSAGE(path);
     CHECK(n == 777 && size == 777 && op == NULL);
     CHECK_STATUS(gdsroute_file_close(file), GDSROUTE_STATUS_OK);
     gdsroute_file_free(file);
@@ -311,6 +314,105 @@ static void test_ranges(const char *path, size_t file_len) {
     CHECK(n == 0);
     gdsroute_op_free(op);
     gdsroute_file_free(file);
+}
+
+/* The counters of one handle and of the process. */
+typedef struct {
+    gdsroute_stats handle, process;
+} counters;
+
+static counters counters_now(gdsroute_file *file) {
+    counters c;
+    memset(&c, 0, sizeof c);
+    c.handle.struct_size = sizeof c.handle;
+    c.process.struct_size = sizeof c.process;
+    if (file != NULL) CHECK_STATUS(gdsroute_file_stats(file, &c.handle), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_stats_get(&c.process), GDSROUTE_STATUS_OK);
+    return c;
+}
+
+/* One failed call more on the process (and on the handle when `on_handle`), `requested` bytes. */
+static int one_failed_call(counters before, counters after, int on_handle, uint64_t requested) {
+    int ok = after.process.calls == before.process.calls + 1 &&
+             after.process.calls_failed == before.process.calls_failed + 1 &&
+             after.process.bytes_requested == before.process.bytes_requested + requested &&
+             after.process.bytes_read == before.process.bytes_read;
+    if (on_handle) {
+        ok = ok && after.handle.calls == before.handle.calls + 1 &&
+             after.handle.calls_failed == before.handle.calls_failed + 1 &&
+             after.handle.bytes_requested == before.handle.bytes_requested + requested;
+    } else {
+        ok = ok && after.handle.calls == before.handle.calls && after.handle.calls_failed == before.handle.calls_failed;
+    }
+    if (!ok) {
+        fprintf(stderr, "process calls %llu -> %llu, failed %llu -> %llu; handle calls %llu -> %llu, failed %llu -> %llu\n",
+                (unsigned long long)before.process.calls, (unsigned long long)after.process.calls,
+                (unsigned long long)before.process.calls_failed, (unsigned long long)after.process.calls_failed,
+                (unsigned long long)before.handle.calls, (unsigned long long)after.handle.calls,
+                (unsigned long long)before.handle.calls_failed, (unsigned long long)after.handle.calls_failed);
+    }
+    return ok;
+}
+
+/* Issue 15: OVERFLOW and CLOSED_HANDLE failures were not counted while EBADF and EFAULT ones were.
+ * One rule: every read call that returns an error counts once in calls and calls_failed, on its
+ * handle and process-wide; with a NULL handle process-wide only; a call rejected before reading
+ * requests no bytes. */
+static void test_failed_calls_are_counted(const char *path) {
+    gdsroute_file *file = open_ok(path, "r");
+    char buf[16];
+    size_t n = 0;
+    gdsroute_op *op = NULL;
+    const size_t ssize_max = SIZE_MAX / 2;
+    counters before, after;
+
+#define EXPECT_ONE_FAILED(call, status, on_handle, requested)  \
+    do {                                                       \
+        before = counters_now(file);                           \
+        CHECK_STATUS(call, status);                            \
+        after = counters_now(file);                            \
+        CHECK(one_failed_call(before, after, on_handle, requested)); \
+    } while (0)
+
+    EXPECT_ONE_FAILED(gdsroute_file_read(file, buf, ssize_max + 1, 0, &n), GDSROUTE_STATUS_OVERFLOW, 1, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_pread(file, buf, ssize_max + 1, 0, &op), GDSROUTE_STATUS_OVERFLOW, 1, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_read(file, buf, 1, (uint64_t)INT64_MAX + 1, &n), GDSROUTE_STATUS_OVERFLOW, 1, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_read(file, NULL, sizeof buf, 0, &n), GDSROUTE_STATUS_NULL_ARGUMENT, 1, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_read(file, buf, sizeof buf, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT, 1, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_pread(file, NULL, sizeof buf, 0, &op), GDSROUTE_STATUS_NULL_ARGUMENT, 1, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_pread(file, buf, sizeof buf, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT, 1, 0);
+    /* No handle to count on: process-wide only. */
+    EXPECT_ONE_FAILED(gdsroute_file_read(NULL, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_NULL_ARGUMENT, 0, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_pread(NULL, buf, sizeof buf, 0, &op), GDSROUTE_STATUS_NULL_ARGUMENT, 0, 0);
+    CHECK(op == NULL);
+
+    /* A successful call still counts once, not failed. */
+    before = counters_now(file);
+    CHECK_STATUS(gdsroute_file_read(file, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_OK);
+    after = counters_now(file);
+    CHECK(after.handle.calls == before.handle.calls + 1 && after.handle.calls_failed == before.handle.calls_failed);
+
+    CHECK_STATUS(gdsroute_file_close(file), GDSROUTE_STATUS_OK);
+    EXPECT_ONE_FAILED(gdsroute_file_read(file, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_CLOSED_HANDLE, 1, 0);
+    EXPECT_ONE_FAILED(gdsroute_file_pread(file, buf, sizeof buf, 0, &op), GDSROUTE_STATUS_CLOSED_HANDLE, 1, 0);
+    CHECK(op == NULL);
+    gdsroute_file_free(file);
+
+    /* EBADF (a write-only handle) reaches the read: counted as before, with its bytes requested;
+     * a pread's failure is counted once, when its operation finishes. */
+    char wpath[512];
+    path_in_dir(wpath, sizeof wpath, "write-only");
+    file = open_ok(wpath, "w");
+    EXPECT_ONE_FAILED(gdsroute_file_read(file, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_IO_ERROR, 1, sizeof buf);
+    before = counters_now(file);
+    CHECK_STATUS(gdsroute_file_pread(file, buf, sizeof buf, 0, &op), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_IO_ERROR);
+    CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_IO_ERROR);
+    after = counters_now(file);
+    CHECK(one_failed_call(before, after, 1, sizeof buf));
+    gdsroute_op_free(op);
+    gdsroute_file_free(file);
+#undef EXPECT_ONE_FAILED
 }
 
 static void test_settings(void) {
@@ -473,6 +575,7 @@ int main(int argc, char **argv) {
         test_open_errors(path);
         test_write_only_handle(0);
         test_ranges(path, strlen(content));
+        test_failed_calls_are_counted(path);
         test_settings();
         test_stats_errors();
         test_status_strings();
