@@ -513,13 +513,15 @@ gdsroute_status gdsroute_diagnose(const char *path,
                                   size_t *length);
 
 /**
- * Stops cuFile's statistics and closes the cuFile driver reference gdsroute opened. Optional:
- * the library does this itself at process exit (before CUDA tears down). Call it before
- * unloading CUDA if you want cuFile gone earlier. Afterwards cuFile is never called again: device
- * reads use the POSIX backend (AUTO, reason `GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED`) or
- * fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF). Does nothing (and returns OK) if cuFile
- * was never opened, in a forked child, or while a cuFile call is running (it does not wait).
- * Blocking: may take tens of milliseconds.
+ * Closes the cuFile driver reference gdsroute opened, which ends cuFile's own threads (its
+ * statistics thread included; cuFileStatsStop is never called: with cuFile 1.15 it can crash
+ * that thread). Optional: the library does this itself at process exit, before cuFile's and
+ * CUDA's own teardown. Afterwards cuFile is never called again: device reads use the POSIX
+ * backend (AUTO, reason `GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED`) or fail with
+ * `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF), and cuFile's counters are no longer read. No cuFile
+ * call starts once it began; calls in flight get up to 300 ms to finish, else the driver is left
+ * open. Does nothing (and returns OK) if cuFile was never opened, in a forked child, or when
+ * called again. Blocking: typically 20-200 ms (the driver close).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
 

@@ -6,8 +6,9 @@
  * Environment (defaults in brackets):
  *   PROBE_STATS=N          cuFileSetStatsLevel before the driver opens; 0 = never touched [3]
  *   PROBE_READS=N          4 MiB cuFileReads [16]
- *   PROBE_READ_ON=main|thread   thread: the register, reads and deregister run on a pthread
- *                          that is joined before main returns [main]
+ *   PROBE_READ_ON=main|thread|thread_alive   thread: the register, reads and deregister run
+ *                          on a pthread joined before main returns; thread_alive: on a pthread
+ *                          that stays alive until the process ends (as a pool thread) [main]
  *   PROBE_EXIT=none|stop|close|stopclose|stopclose_wait|level0_stopclose
  *                          what the exit handler does [stopclose]; _wait then waits (at most
  *                          1 s) for the threads libcufile started to end
@@ -104,6 +105,22 @@ static void exit_handler(void) {
     exit_watch_phase("exit: after probe handler");
 }
 
+static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t io_done_cond = PTHREAD_COND_INITIALIZER;
+static int io_done;
+
+static void *io(void *unused);
+
+static void *io_then_stay(void *unused) {
+    io(unused);
+    pthread_mutex_lock(&io_lock);
+    io_done = 1;
+    pthread_cond_signal(&io_done_cond);
+    pthread_mutex_unlock(&io_lock);
+    for (;;) pause();
+    return NULL;
+}
+
 static void *io(void *unused) {
     (void)unused;
     if (cu_set_current(ctx) != 0) return (void *)1;
@@ -141,9 +158,10 @@ int main(int argc, char **argv) {
     n_reads = atoi(env_or("PROBE_READS", "16"));
     exit_mode = env_or("PROBE_EXIT", "stopclose");
     int late = strcmp(env_or("PROBE_HANDLER", "early"), "late") == 0;
-    int on_thread = strcmp(env_or("PROBE_READ_ON", "main"), "thread") == 0;
+    const char *read_on = env_or("PROBE_READ_ON", "main");
+    int on_thread = strcmp(read_on, "thread") == 0, stay = strcmp(read_on, "thread_alive") == 0;
     fprintf(stderr, "probe: stats=%d reads=%d read_on=%s exit=%s handler=%s\n", level, n_reads,
-            on_thread ? "thread" : "main", exit_mode, late ? "late" : "early");
+            read_on, exit_mode, late ? "late" : "early");
 
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
     if (!cuda) return 3;
@@ -185,6 +203,12 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, io, NULL);
         pthread_join(t, NULL);
+    } else if (stay) {
+        pthread_t t;
+        pthread_create(&t, NULL, io_then_stay, NULL);
+        pthread_mutex_lock(&io_lock);
+        while (!io_done) pthread_cond_wait(&io_done_cond, &io_lock);
+        pthread_mutex_unlock(&io_lock);
     } else {
         io(NULL);
     }
