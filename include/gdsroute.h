@@ -151,11 +151,13 @@ enum gdsroute_stats_format
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
   /**
-   * One `name value` line per counter, plus a cuFile `n= nvfs= posix=` summary line when live.
+   * For people: a summary line in words (reads, bytes, tasks, the route and why, whether
+   * cuFile was considered), then one `name value` line per counter that is not 0, a line
+   * counting those that are 0, and cuFile's `n= nvfs= posix=` line when its counters are live.
    */
   GDSROUTE_STATS_FORMAT_TEXT = 0,
   /**
-   * One JSON object.
+   * One JSON object with every field (zeros included).
    */
   GDSROUTE_STATS_FORMAT_JSON = 1,
 };
@@ -793,7 +795,9 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_stats_reset(void);
 
 /**
  * Renders `*stats` as text (`GDSROUTE_STATS_FORMAT_TEXT`) or JSON (`GDSROUTE_STATS_FORMAT_JSON`)
- * into `buf` with snprintf semantics, and the full length (without NUL) into `*length`.
+ * into `buf` with snprintf semantics, and the full length (without NUL) into `*length`. Only the
+ * fields within `stats->struct_size` are rendered (a caller built against an older header has
+ * fewer).
  * Call with `buf = NULL, buf_len = 0` to size the buffer. Errors: `NULL_ARGUMENT`,
  * `INVALID_ENUM`, `INVALID_ARGUMENT` (`struct_size` below 8).
  */

@@ -1,0 +1,11 @@
+# Tests of the tools and the package around the library: what the demo prints, the
+# gdsroute-diagnose CLI, the installed static archive, ThreadSanitizer suppressions.
+# Included from tests/c/CMakeLists.txt.
+
+# The demo program (scripts/demo.sh) says in words which route the reads took, then the verdict
+# for a device read of the file, then only the counters that are not 0.
+add_test(NAME example_read_file_summary COMMAND read_file "${GDSROUTE_SAMPLE_FILE}")
+set_tests_properties(example_read_file_summary PROPERTIES
+  FIXTURES_REQUIRED sample_file LABELS example
+  PASS_REGULAR_EXPRESSION "\nsummary: 2 reads, 128 MiB, 17 tasks, all through the POSIX backend: host memory; cuFile not considered\ndevice reads of this file: [^\n]+\nprocess counters that are not 0:\ncalls +2\n"
+  FAIL_REGULAR_EXPRESSION "\n[a-z_]+ +0\n")
