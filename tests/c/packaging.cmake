@@ -17,3 +17,19 @@ set_tests_properties(tool_diagnose_conclusion PROPERTIES FIXTURES_REQUIRED sampl
   PASS_REGULAR_EXPRESSION "\ndevice reads of this file \\(requests of at least the GDS threshold\\) will use: (cuFile \\(|POSIX bounce buffers, because GDSROUTE_FALLBACK_REASON_[A-Z_]+: )[^\n]+\n$")
 add_test(NAME tool_diagnose_usage_error COMMAND "${GDSROUTE_DIAGNOSE}" --bogus)
 set_tests_properties(tool_diagnose_usage_error PROPERTIES LABELS example WILL_FAIL ON)
+
+# The static archive (staged here as it is installed) defines only the C API globally
+# (cmake/gdsroute-localize-archive.cmake), and the read tests pass linked against it.
+if(GDSROUTE_LOCALIZE_STATIC)
+  add_test(NAME static_archive_exports
+           COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/check_archive_exports.sh" "${GDSROUTE_STATIC_LIB}"
+                   "${PROJECT_SOURCE_DIR}/include/gdsroute.h")
+  set_tests_properties(static_archive_exports PROPERTIES LABELS consumer
+                       PASS_REGULAR_EXPRESSION "1 passed, 0 failed")
+endif()
+add_executable(test_reads_static test_reads.c)
+target_link_libraries(test_reads_static PRIVATE gdsroute::gdsroute_static)
+target_compile_options(test_reads_static PRIVATE ${GDSROUTE_WARNINGS})
+set_target_properties(test_reads_static PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+add_test(NAME reads_static COMMAND test_reads_static)
+set_tests_properties(reads_static PROPERTIES TIMEOUT 600 PASS_REGULAR_EXPRESSION "[0-9]+ passed, 0 failed")
