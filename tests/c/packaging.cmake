@@ -33,3 +33,37 @@ target_compile_options(test_reads_static PRIVATE ${GDSROUTE_WARNINGS})
 set_target_properties(test_reads_static PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
 add_test(NAME reads_static COMMAND test_reads_static)
 set_tests_properties(reads_static PROPERTIES TIMEOUT 600 PASS_REGULAR_EXPRESSION "[0-9]+ passed, 0 failed")
+
+# ThreadSanitizer: a program built with -fsanitize=thread using the library from threads reports
+# nothing with the shipped suppressions (cmake/tsan.supp, installed as share/gdsroute/tsan.supp),
+# linked to the shared library or the archive; a race of its own is still reported. Skipped where
+# the compiler or the machine cannot run TSan programs.
+include(CheckCSourceRuns)
+set(CMAKE_REQUIRED_FLAGS -fsanitize=thread)
+set(CMAKE_REQUIRED_LINK_OPTIONS -fsanitize=thread)
+check_c_source_runs("int main(void) { return 0; }" GDSROUTE_HAVE_TSAN)
+unset(CMAKE_REQUIRED_FLAGS)
+unset(CMAKE_REQUIRED_LINK_OPTIONS)
+if(GDSROUTE_HAVE_TSAN)
+  foreach(_kind shared static)
+    set(_lib gdsroute::gdsroute)
+    if(_kind STREQUAL "static")
+      set(_lib gdsroute::gdsroute_static)
+    endif()
+    add_executable(test_tsan_${_kind} test_tsan.c)
+    target_link_libraries(test_tsan_${_kind} PRIVATE ${_lib} Threads::Threads)
+    target_compile_options(test_tsan_${_kind} PRIVATE ${GDSROUTE_WARNINGS} -fsanitize=thread -g -O1)
+    target_link_options(test_tsan_${_kind} PRIVATE -fsanitize=thread)
+    set_target_properties(test_tsan_${_kind} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+    add_test(NAME tsan_${_kind} COMMAND test_tsan_${_kind})
+    set_tests_properties(tsan_${_kind} PROPERTIES LABELS reliability TIMEOUT 300
+      ENVIRONMENT "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/tsan.supp"
+      PASS_REGULAR_EXPRESSION "[0-9]+ passed, 0 failed" FAIL_REGULAR_EXPRESSION "ThreadSanitizer")
+  endforeach()
+  add_test(NAME tsan_own_race_still_reported COMMAND test_tsan_shared racy)
+  set_tests_properties(tsan_own_race_still_reported PROPERTIES LABELS reliability TIMEOUT 300
+    ENVIRONMENT "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/tsan.supp"
+    PASS_REGULAR_EXPRESSION "WARNING: ThreadSanitizer: data race[^\n]*\n[^\n]*\n[^\n]*racy")
+else()
+  message(STATUS "no working -fsanitize=thread: the TSan suppression tests are not registered")
+endif()

@@ -35,6 +35,7 @@ if(NOT target STREQUAL "libgdsroute.so.${VERSION}")
   message(FATAL_ERROR "consumer: libgdsroute.so.${major} -> ${target}")
 endif()
 foreach(f "${libdir}/libgdsroute.a" "${libdir}/pkgconfig/gdsroute.pc" "${libdir}/pkgconfig/gdsroute-static.pc"
+          "${prefix}/share/gdsroute/tsan.supp"
           "${libdir}/cmake/gdsroute/gdsrouteConfig.cmake"
           "${libdir}/cmake/gdsroute/gdsrouteConfigVersion.cmake"
           "${libdir}/cmake/gdsroute/gdsrouteTargets.cmake" "${prefix}/include/gdsroute.h")
