@@ -6,9 +6,9 @@
 # functions in 0.1.0), which clash with a second Rust static library in the same program. Here the
 # archive's members that the API needs are linked into one relocatable object (`ld -r`, with each
 # function of the header as an undefined root, as a program's static link would pull them), every
-# defined symbol but those functions is made local (`objcopy --keep-global-symbols`; that includes
-# rust_eh_personality and the __rust_* allocator shims, which only the library's own code uses), and
-# the object is archived alone. Undefined references (libc, libgcc's unwinder) stay global. The
+# defined symbol but those functions (and DW.ref.rust_eh_personality, below) is made local
+# (`objcopy --keep-global-symbols`; that includes rust_eh_personality and the __rust_* allocator
+# shims, which only the library's own code uses), and the object is archived alone. Undefined references (libc, libgcc's unwinder) stay global. The
 # objects' embedded LLVM bitcode (.llvmbc, .llvmcmd) is dropped: concatenated by `ld -r` it is no
 # longer valid bitcode, and nm, ar and ld crash on it when an LLVM plugin is installed in
 # bfd-plugins (measured with binutils 2.40 and LLVMgold 14).
@@ -45,7 +45,11 @@ endif()
 
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(_keep "${WORK_DIR}/gdsroute-api-symbols.txt")
-string(REPLACE ";" "\n" _keep_text "${_api}")
+# DW.ref.rust_eh_personality stays global (weak, hidden): it is the signature of the objects' one
+# COMDAT group (the pointer to the personality routine that unwind tables use). Made local, the
+# linker still merges the group with another Rust library's, keeps ours, and that library's
+# references to the symbol are left undefined ("relocation ... against undefined hidden symbol").
+string(REPLACE ";" "\n" _keep_text "${_api};DW.ref.rust_eh_personality")
 file(WRITE "${_keep}" "${_keep_text}\n")
 set(_roots)
 foreach(_s IN LISTS _api)

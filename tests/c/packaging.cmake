@@ -67,3 +67,38 @@ if(GDSROUTE_HAVE_TSAN)
 else()
   message(STATUS "no working -fsanitize=thread: the TSan suppression tests are not registered")
 endif()
+
+# Two Rust static libraries in one program: libgdsroute.a and tests/c/second_rust_lib, built by
+# another toolchain's rustc where rustup has nightly (the clash with cargo's archive as it is),
+# else by the same rustc. Needs the localized archive.
+get_filename_component(_cargo_bin_dir "${CARGO_EXECUTABLE}" DIRECTORY)
+find_program(GDSROUTE_RUSTC rustc HINTS "${_cargo_bin_dir}")
+find_program(GDSROUTE_RUSTUP rustup HINTS "${_cargo_bin_dir}")
+set(_second_rustc)
+if(GDSROUTE_RUSTUP)
+  execute_process(COMMAND "${GDSROUTE_RUSTUP}" run nightly rustc --version RESULT_VARIABLE _rc
+                  OUTPUT_QUIET ERROR_QUIET)
+  if(_rc EQUAL 0)
+    set(_second_rustc "${GDSROUTE_RUSTUP}" run nightly rustc)
+  endif()
+endif()
+if(NOT _second_rustc AND GDSROUTE_RUSTC)
+  set(_second_rustc "${GDSROUTE_RUSTC}")
+endif()
+if(GDSROUTE_LOCALIZE_STATIC AND _second_rustc)
+  set(_second_lib "${CMAKE_CURRENT_BINARY_DIR}/libsecond_rust_lib.a")
+  add_custom_command(OUTPUT "${_second_lib}"
+    COMMAND ${CMAKE_COMMAND} -E env --unset=MAKEFLAGS --unset=CARGO_MAKEFLAGS
+            ${_second_rustc} --edition 2021 --crate-type staticlib -O
+            "${CMAKE_CURRENT_SOURCE_DIR}/second_rust_lib/other.rs" -o "${_second_lib}"
+    DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/second_rust_lib/other.rs"
+    COMMENT "rustc: a second Rust static library" VERBATIM)
+  add_custom_target(second_rust_lib DEPENDS "${_second_lib}")
+  add_executable(test_two_rust_libs second_rust_lib/main.c)
+  add_dependencies(test_two_rust_libs second_rust_lib)
+  target_link_libraries(test_two_rust_libs PRIVATE gdsroute::gdsroute_static "${_second_lib}")
+  target_compile_options(test_two_rust_libs PRIVATE ${GDSROUTE_WARNINGS})
+  add_test(NAME two_rust_static_libraries COMMAND test_two_rust_libs)
+  set_tests_properties(two_rust_static_libraries PROPERTIES LABELS consumer
+                       PASS_REGULAR_EXPRESSION "1 passed, 0 failed")
+endif()
