@@ -88,7 +88,7 @@ endif()
 if(GDSROUTE_LOCALIZE_STATIC AND _second_rustc)
   set(_second_lib "${CMAKE_CURRENT_BINARY_DIR}/libsecond_rust_lib.a")
   add_custom_command(OUTPUT "${_second_lib}"
-    COMMAND ${CMAKE_COMMAND} -E env --unset=MAKEFLAGS --unset=CARGO_MAKEFLAGS
+    COMMAND ${CMAKE_COMMAND} -E env --unset=MAKEFLAGS --unset=MFLAGS --unset=CARGO_MAKEFLAGS
             ${_second_rustc} --edition 2021 --crate-type staticlib -O
             "${CMAKE_CURRENT_SOURCE_DIR}/second_rust_lib/other.rs" -o "${_second_lib}"
     DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/second_rust_lib/other.rs"
