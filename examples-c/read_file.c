@@ -1,7 +1,9 @@
 /*
  * read_file PATH: reads a whole file into host memory with gdsroute, twice (a parallel
  * gdsroute_file_pread and a synchronous gdsroute_file_read), and prints the bytes read, the
- * throughput, an FNV-1a checksum and the process-wide counters.
+ * throughput and an FNV-1a checksum; then what the counters say in words (which route the reads
+ * took and why), the verdict for a device read of the same file on this machine (cuFile, or the
+ * POSIX backend and why), and the counters that are not 0.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <gdsroute.h>
@@ -9,6 +11,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* Prints what failed, with the library's last error message for this thread. */
@@ -18,6 +21,47 @@ static int fail(const char *what, gdsroute_status status) {
     fprintf(stderr, "read_file: %s failed: %s (%u): %s\n", what, gdsroute_status_str(status),
             (unsigned)status, message);
     return 1;
+}
+
+/* The C name of a fallback reason, as in gdsroute.h. */
+static const char *reason_name(uint32_t reason) {
+    switch (reason) {
+    case GDSROUTE_FALLBACK_REASON_NONE: return "GDSROUTE_FALLBACK_REASON_NONE";
+    case GDSROUTE_FALLBACK_REASON_COMPAT_ON: return "GDSROUTE_FALLBACK_REASON_COMPAT_ON";
+    case GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE: return "GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE";
+    case GDSROUTE_FALLBACK_REASON_LIBRARY_UNAVAILABLE: return "GDSROUTE_FALLBACK_REASON_LIBRARY_UNAVAILABLE";
+    case GDSROUTE_FALLBACK_REASON_NO_UDEV: return "GDSROUTE_FALLBACK_REASON_NO_UDEV";
+    case GDSROUTE_FALLBACK_REASON_WSL: return "GDSROUTE_FALLBACK_REASON_WSL";
+    case GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED: return "GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED";
+    case GDSROUTE_FALLBACK_REASON_DIRECT_OPEN_FAILED: return "GDSROUTE_FALLBACK_REASON_DIRECT_OPEN_FAILED";
+    case GDSROUTE_FALLBACK_REASON_REGISTER_FAILED: return "GDSROUTE_FALLBACK_REASON_REGISTER_FAILED";
+    default: return "an unknown reason";
+    }
+}
+
+/* Prints where a device read (at or above the GDS threshold) of this file would go on this
+ * machine, and why. Asks once per handle; may load CUDA and cuFile, so it runs after the reads. */
+static int print_device_verdict(gdsroute_file *file) {
+    uint32_t mode = 0, reason = 0;
+    char why[1024];
+    size_t len = 0;
+    gdsroute_status st = gdsroute_file_compat_mode(file, &mode);
+    if (st != GDSROUTE_STATUS_OK) {
+        return fail("gdsroute_file_compat_mode", st);
+    }
+    st = gdsroute_file_cufile_verdict(file, &reason, why, sizeof why, &len);
+    if (st != GDSROUTE_STATUS_OK) {
+        return fail("gdsroute_file_cufile_verdict", st);
+    }
+    if (reason == GDSROUTE_FALLBACK_REASON_NONE) {
+        printf("device reads of this file: cuFile (%s)\n", why);
+    } else if (mode == GDSROUTE_COMPAT_MODE_OFF) {
+        printf("device reads of this file: fail (compat mode OFF), because %s: %s\n", reason_name(reason), why);
+    } else {
+        printf("device reads of this file: POSIX backend through bounce buffers, because %s: %s\n",
+               reason_name(reason), why);
+    }
+    return 0;
 }
 
 static double now_seconds(void) {
@@ -128,7 +172,18 @@ int main(int argc, char **argv) {
         rc = fail("gdsroute_stats_render", st);
         goto out;
     }
-    printf("process counters:\n%s%s", text, len > 0 && text[len - 1] == '\n' ? "" : "\n");
+    /* The text starts with the summary in words; the counters that are not 0 follow it. */
+    char *counters = strchr(text, '\n');
+    if (counters != NULL) {
+        *counters++ = '\0';
+    } else {
+        counters = text + len;
+    }
+    printf("summary: %s\n", text);
+    if (print_device_verdict(file) != 0) {
+        goto out;
+    }
+    printf("process counters that are not 0:\n%s", counters);
     rc = 0;
 
 out:

@@ -158,11 +158,13 @@ enum /* no tag before C23: gdsroute_stats_format is the uint32_t typedef below *
 #endif
  {
   /**
-   * One `name value` line per counter, plus a cuFile `n= nvfs= posix=` summary line when live.
+   * For people: a summary line in words (reads, bytes, tasks, the route and why, whether
+   * cuFile was considered), then one `name value` line per counter that is not 0, a line
+   * counting those that are 0, and cuFile's `n= nvfs= posix=` line when its counters are live.
    */
   GDSROUTE_STATS_FORMAT_TEXT = 0,
   /**
-   * One JSON object.
+   * One JSON object with every field (zeros included).
    */
   GDSROUTE_STATS_FORMAT_JSON = 1,
 };
@@ -503,8 +505,10 @@ extern "C" {
  * Writes a human-readable report on routing into `buf` (snprintf semantics; full length in
  * `*length`; `buf` may be NULL when `buf_len` is 0): library path and version (and the paths
  * that failed), CUDA, whether real GDS (nvidia-fs) is available, the udev database, the compat
- * mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason.
- * May load libcufile and open its driver. Call it first when reads are slower than expected.
+ * mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason
+ * (`GDSROUTE_FALLBACK_REASON_*` names); the last line is a one-line conclusion (where device
+ * reads of the file, or of any file, will go, and why). May load libcufile and open its driver.
+ * Call it first when reads are slower than expected.
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_diagnose(const char *path,
@@ -831,7 +835,9 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_stats_reset(void);
 
 /**
  * Renders `*stats` as text (`GDSROUTE_STATS_FORMAT_TEXT`) or JSON (`GDSROUTE_STATS_FORMAT_JSON`)
- * into `buf` with snprintf semantics, and the full length (without NUL) into `*length`.
+ * into `buf` with snprintf semantics, and the full length (without NUL) into `*length`. Only the
+ * fields within `stats->struct_size` are rendered (a caller built against an older header has
+ * fewer).
  * Call with `buf = NULL, buf_len = 0` to size the buffer. Errors: `NULL_ARGUMENT`,
  * `INVALID_ENUM`, `INVALID_ARGUMENT` (`struct_size` below 8).
  */

@@ -3,11 +3,14 @@
 # check, then the CMake build and ctest (C/C++ tests, examples, installed consumer, valgrind).
 # Every step runs even if an earlier one failed; the summary lists the failed steps and the exit
 # status is non-zero if any failed.
+# The tools beyond Rust (cmake, pkg-config, compilers, binutils, valgrind) are installed first if
+# missing (scripts/install-deps.sh, Debian/Ubuntu).
 # Environment: BUILD_DIR (default build/), JOBS (default: number of cores).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+"$root/scripts/install-deps.sh" --test
 build_dir=${BUILD_DIR:-$root/build}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 

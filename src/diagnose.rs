@@ -1,126 +1,422 @@
 //! The report a user runs first when reads are slow: which cuFile library loaded (and which
 //! paths failed), whether CUDA works, whether real GDS (nvidia-fs) is there, whether the udev
 //! database exists, the compat mode and where it came from, and, for a file, the verdict and its
-//! reason. Used by the C API and the `gdsroute-diagnose` CLI.
+//! reason; it ends with a one-line conclusion (where device reads will go, and why). Used by the
+//! C API (`gdsroute_diagnose`) and the `gdsroute-diagnose` CLI, which also takes its exit code
+//! and JSON form from here.
 
-use crate::cufile::{CufileLibrary, StatsSupport};
+use crate::cufile::{CufileLibrary, DriverProperties, StatsSupport};
 use crate::file::File;
-use crate::gds;
-use crate::settings;
-use std::fmt::Write;
+use crate::gds::{self, FallbackReason, Unusable};
+use crate::settings::{self, CompatMode, Settings};
+
+/// Exit codes of `gdsroute-diagnose` (an enum without a C representation, so that the header
+/// generator leaves it out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCode {
+    /// The report was made.
+    Ok = 0,
+    /// The command line was wrong (unknown option, more than one FILE).
+    Usage = 2,
+    /// A `KVIKIO_*`/`GDSROUTE_*` setting is invalid: every read would fail with `INVALID_SETTING`.
+    InvalidSettings = 3,
+    /// FILE could not be opened for reading.
+    FileNotOpenable = 4,
+}
+
+/// The C name of a fallback reason, as `include/gdsroute.h` spells it.
+pub fn reason_c_name(reason: FallbackReason) -> &'static str {
+    match reason {
+        FallbackReason::None => "GDSROUTE_FALLBACK_REASON_NONE",
+        FallbackReason::CompatOn => "GDSROUTE_FALLBACK_REASON_COMPAT_ON",
+        FallbackReason::CudaUnavailable => "GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE",
+        FallbackReason::LibraryUnavailable => "GDSROUTE_FALLBACK_REASON_LIBRARY_UNAVAILABLE",
+        FallbackReason::NoUdev => "GDSROUTE_FALLBACK_REASON_NO_UDEV",
+        FallbackReason::Wsl => "GDSROUTE_FALLBACK_REASON_WSL",
+        FallbackReason::DriverOpenFailed => "GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED",
+        FallbackReason::DirectOpenFailed => "GDSROUTE_FALLBACK_REASON_DIRECT_OPEN_FAILED",
+        FallbackReason::RegisterFailed => "GDSROUTE_FALLBACK_REASON_REGISTER_FAILED",
+    }
+}
+
+/// Where device reads at or above the GDS threshold go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceRoute {
+    /// `cuFileRead`.
+    Cufile,
+    /// Our POSIX backend through pinned bounce buffers (AUTO fallback or compat mode ON).
+    PosixBounce,
+    /// They fail with `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (compat mode OFF, cuFile unusable).
+    Fail,
+}
+
+impl DeviceRoute {
+    /// Short name for JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceRoute::Cufile => "cufile",
+            DeviceRoute::PosixBounce => "posix",
+            DeviceRoute::Fail => "fail",
+        }
+    }
+}
+
+/// The verdict for device reads of a file, or of any file on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub route: DeviceRoute,
+    /// Why cuFile is not used (`None` on the cuFile route).
+    pub reason: Option<FallbackReason>,
+    /// The reason's message, or on the cuFile route which path cuFile takes.
+    pub detail: String,
+}
+
+impl Verdict {
+    fn from_probe(mode: CompatMode, probe: Result<String, Unusable>) -> Verdict {
+        match probe {
+            Ok(detail) => Verdict { route: DeviceRoute::Cufile, reason: None, detail },
+            Err(u) => Verdict {
+                route: if mode == CompatMode::Off { DeviceRoute::Fail } else { DeviceRoute::PosixBounce },
+                reason: Some(u.reason),
+                detail: u.message,
+            },
+        }
+    }
+
+    /// "cuFile (...)", "POSIX bounce buffers, because GDSROUTE_FALLBACK_REASON_...: ..." or
+    /// "nothing: they fail with GDSROUTE_STATUS_CUFILE_UNAVAILABLE (compat mode OFF), because ...".
+    fn describe(&self) -> String {
+        let because = self.reason.map(|r| format!("because {}: {}", reason_c_name(r), self.detail)).unwrap_or_default();
+        match self.route {
+            DeviceRoute::Cufile => format!("cuFile ({})", self.detail),
+            DeviceRoute::PosixBounce => format!("POSIX bounce buffers, {because}"),
+            DeviceRoute::Fail => {
+                format!("nothing: they fail with GDSROUTE_STATUS_CUFILE_UNAVAILABLE (compat mode OFF), {because}")
+            }
+        }
+    }
+}
+
+/// Everything the diagnostic found.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnosis {
+    /// The report, line by line (without the conclusion).
+    pub lines: Vec<String>,
+    /// The settings error, if the environment holds an invalid value.
+    pub settings_error: Option<String>,
+    /// FILE as given (lossy UTF-8).
+    pub file: Option<String>,
+    /// Why FILE could not be opened.
+    pub file_error: Option<String>,
+    /// For FILE if given and opened, else for the machine (with valid settings).
+    pub verdict: Option<Verdict>,
+}
+
+impl Diagnosis {
+    /// One line: where device reads will go and why, or what prevents any read.
+    pub fn conclusion(&self) -> String {
+        let subject = if self.file.is_some() { "device reads of this file" } else { "device reads on this machine" };
+        if let Some(e) = &self.settings_error {
+            return format!("{subject}: none, the settings are invalid (every call returns GDSROUTE_STATUS_INVALID_SETTING): {e}");
+        }
+        if let Some(e) = &self.file_error {
+            return format!("{subject}: none, the file cannot be opened: {e}");
+        }
+        match &self.verdict {
+            Some(v) => format!("{subject} (requests of at least the GDS threshold) will use: {}", v.describe()),
+            None => format!("{subject}: unknown"),
+        }
+    }
+
+    /// `Ok`, `InvalidSettings` (first) or `FileNotOpenable`.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.settings_error.is_some() {
+            ExitCode::InvalidSettings
+        } else if self.file_error.is_some() {
+            ExitCode::FileNotOpenable
+        } else {
+            ExitCode::Ok
+        }
+    }
+
+    /// The report, then the conclusion, one per line.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for line in self.lines.iter().chain(std::iter::once(&self.conclusion())) {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// One JSON object: the verdict's fields, the conclusion, the exit code and the report lines.
+    pub fn to_json(&self) -> String {
+        let opt = |s: Option<&str>| s.map_or("null".to_string(), json_string);
+        let verdict = self.verdict.as_ref();
+        let fields = [
+            ("version", json_string(env!("CARGO_PKG_VERSION"))),
+            ("file", opt(self.file.as_deref())),
+            ("settings_error", opt(self.settings_error.as_deref())),
+            ("file_error", opt(self.file_error.as_deref())),
+            ("device_route", opt(verdict.map(|v| v.route.name()))),
+            ("fallback_reason", opt(verdict.and_then(|v| v.reason).map(reason_c_name))),
+            ("detail", opt(verdict.map(|v| v.detail.as_str()))),
+            ("conclusion", json_string(&self.conclusion())),
+            ("exit_code", (self.exit_code() as i32).to_string()),
+            ("report", format!("[{}]", self.lines.iter().map(|l| json_string(l)).collect::<Vec<_>>().join(","))),
+        ];
+        let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        format!("{{{}}}", body.join(","))
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
 
 /// Builds the report; `path` adds the per-file verdict. Probing may open the cuFile driver.
 pub fn report(path: Option<&[u8]>) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "gdsroute {}", env!("CARGO_PKG_VERSION"));
-    match settings::global() {
-        Ok(s) => {
-            let _ = writeln!(out, "compat mode: {} (from {})", s.compat_mode().name(), s.compat_mode_source().name());
-            let snap = s.snapshot();
-            let _ = writeln!(
-                out,
-                "threads: {}  task size: {}  GDS threshold: {}  bounce buffer: {}",
-                s.num_threads(),
-                snap.task_size,
-                snap.gds_threshold,
-                snap.bounce_buffer_size
-            );
-            let _ = writeln!(out, "cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" });
-            let _ = writeln!(out, "cuFile descriptor (GDSROUTE_CUFILE_FD): {}", s.cufile_fd().name());
-            let _ = writeln!(
-                out,
-                "direct I/O for POSIX reads (KVIKIO_AUTO_DIRECT_IO_READ): {}",
-                if snap.direct_io_read { "on (page-aligned ranges bypass the page cache)" } else { "off" }
-            );
-            let usage = crate::page_cache::usage();
-            let _ = writeln!(
-                out,
-                "registered page cache (GDSROUTE_PAGE_CACHE_PIN_MAX): limit {} bytes{}, {} pinned now, {} windows registered, {} refused",
-                snap.page_cache_pin_max,
-                if snap.page_cache_pin_max == 0 { " (off)" } else { "" },
-                usage.pinned_bytes,
-                usage.registrations,
-                usage.refusals
-            );
-        }
-        Err(e) => {
-            let _ = writeln!(out, "settings: ERROR {e}");
+    diagnose(path).to_text()
+}
+
+/// Runs every probe: settings, CUDA, libcufile, udev, the cuFile driver, and FILE if given.
+pub fn diagnose(path: Option<&[u8]>) -> Diagnosis {
+    let mut d = Diagnosis { lines: vec![format!("gdsroute {}", env!("CARGO_PKG_VERSION"))], ..Diagnosis::default() };
+    let settings = settings::global();
+    match settings {
+        Ok(s) => settings_lines(&mut d.lines, s),
+        Err(ref e) => {
+            d.lines.push(format!("settings: ERROR {e}"));
+            d.settings_error = Some(e.to_string());
         }
     }
-    let _ = writeln!(out, "CUDA driver: {}", crate::cuda::describe());
+    d.lines.push(format!("CUDA driver: {}", crate::cuda::describe()));
+    library_lines(&mut d.lines);
+    let udev = std::path::Path::new("/run/udev").is_dir();
+    d.lines.push(format!("/run/udev: {}", if udev { "present" } else { "missing (cuFileHandleRegister fails with 5027 without it)" }));
+    let props = driver_lines(&mut d.lines);
+    match path {
+        Some(path) => file_lines(&mut d, path, props.as_ref()),
+        None => {
+            if let Ok(s) = settings {
+                d.verdict = Some(machine_verdict(s.compat_mode(), props.as_ref()));
+            }
+        }
+    }
+    d
+}
+
+/// The settings in effect, with where the compat mode came from.
+fn settings_lines(lines: &mut Vec<String>, s: &Settings) {
+    lines.push(format!("compat mode: {} (from {})", s.compat_mode().name(), s.compat_mode_source().name()));
+    let snap = s.snapshot();
+    lines.push(format!(
+        "threads: {}  task size: {}  GDS threshold: {}  bounce buffer: {}",
+        s.num_threads(),
+        snap.task_size,
+        snap.gds_threshold,
+        snap.bounce_buffer_size
+    ));
+    lines.push(format!("cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" }));
+    lines.push(format!("cuFile descriptor (GDSROUTE_CUFILE_FD): {}", s.cufile_fd().name()));
+    lines.push(format!(
+        "direct I/O for POSIX reads (KVIKIO_AUTO_DIRECT_IO_READ): {}",
+        if snap.direct_io_read { "on (page-aligned ranges bypass the page cache)" } else { "off" }
+    ));
+    let usage = crate::page_cache::usage();
+    lines.push(format!(
+        "registered page cache (GDSROUTE_PAGE_CACHE_PIN_MAX): limit {} bytes{}, {} pinned now, {} windows registered, {} refused",
+        snap.page_cache_pin_max,
+        if snap.page_cache_pin_max == 0 { " (off)" } else { "" },
+        usage.pinned_bytes,
+        usage.registrations,
+        usage.refusals
+    ));
+}
+
+/// Which libcufile loads (and the candidates that failed first), and its statistics API.
+fn library_lines(lines: &mut Vec<String>) {
     match CufileLibrary::load(None) {
         Ok(lib) => {
-            let _ = writeln!(out, "libcufile: {} (version {})", lib.path(), lib.version_string());
+            lines.push(format!("libcufile: {} (version {})", lib.path(), lib.version_string()));
             for attempt in lib.failed_attempts() {
-                let _ = writeln!(out, "  tried first: {} ({})", attempt.candidate, attempt.error);
+                lines.push(format!("  tried first: {} ({})", attempt.candidate, attempt.error));
             }
-            match lib.stats_support() {
-                StatsSupport::Available => {
-                    let _ = writeln!(out, "cuFile statistics API: available");
-                }
-                StatsSupport::MissingApi(why) => {
-                    let _ = writeln!(out, "cuFile statistics API: missing ({why})");
-                }
-            }
+            lines.push(match lib.stats_support() {
+                StatsSupport::Available => "cuFile statistics API: available".to_string(),
+                StatsSupport::MissingApi(why) => format!("cuFile statistics API: missing ({why})"),
+            });
         }
-        Err(e) => {
-            let _ = writeln!(out, "libcufile: not loadable: {e}");
-        }
+        Err(e) => lines.push(format!("libcufile: not loadable: {e}")),
     }
-    let udev = std::path::Path::new("/run/udev").is_dir();
-    let _ = writeln!(out, "/run/udev: {}", if udev { "present" } else { "missing (cuFileHandleRegister fails with 5027 without it)" });
+}
+
+/// Whether gdsroute opened cuFile's driver, and what it reports of nvidia-fs.
+fn driver_lines(lines: &mut Vec<String>) -> Option<DriverProperties> {
     match gds::process() {
-        Ok(g) => {
-            let props = g.library.properties();
-            match props {
-                Ok(p) => {
-                    let _ = writeln!(
-                        out,
-                        "cuFile driver: open; nvidia-fs {}.{} -> real GDS (nvfs route) {}; cuFile compat mode {}",
-                        p.nvfs_major,
-                        p.nvfs_minor,
-                        if p.is_gds_available() { "available" } else { "NOT available (cuFile serves reads through its POSIX path)" },
-                        if p.compat_mode_allowed() { "allowed" } else { "disallowed" }
-                    );
-                }
-                Err(e) => {
-                    let _ = writeln!(out, "cuFile driver: open; properties unavailable: {e}");
-                }
-            }
-        }
-        Err(u) => {
-            let _ = writeln!(out, "cuFile driver: not used: {}", u.message);
-        }
-    }
-    if let Some(path) = path {
-        let shown = String::from_utf8_lossy(path);
-        let file = File::open(path, "r", 0, None);
-        let direct_io_wanted = settings::global().is_ok_and(|s| s.auto_direct_io_read());
-        if let (true, Ok(Ok(verdict))) = (direct_io_wanted, file.as_ref().map(File::direct_io_verdict)) {
-            match verdict {
-                Ok(()) => {
-                    let _ = writeln!(out, "file {shown:?}: POSIX reads take page-aligned ranges with direct I/O");
-                }
-                Err(why) => {
-                    let _ = writeln!(out, "file {shown:?}: POSIX reads go through the page cache ({why})");
-                }
-            }
-        }
-        match file.and_then(|f| f.cufile_verdict().map(|v| (f.compat_mode(), v, f.cufile_descriptor()))) {
-            Ok((mode, Ok(()), choice)) => {
-                let _ = writeln!(out, "file {shown:?}: device reads >= threshold use cuFile (compat mode {})", mode.name());
-                if let Some(choice) = choice {
-                    let _ = writeln!(out, "  {choice}");
-                }
-            }
-            Ok((mode, Err(u), _)) => {
-                let verb = if mode == settings::CompatMode::Off { "fail" } else { "use the POSIX backend" };
-                let _ = writeln!(out, "file {shown:?}: device reads {verb} (reason {:?}: {})", u.reason, u.message);
+        Ok(g) => match g.library.properties() {
+            Ok(p) => {
+                lines.push(format!(
+                    "cuFile driver: open; nvidia-fs {}.{} -> real GDS (nvfs route) {}; cuFile compat mode {}",
+                    p.nvfs_major,
+                    p.nvfs_minor,
+                    if p.is_gds_available() { "available" } else { "NOT available (cuFile serves reads through its POSIX path)" },
+                    if p.compat_mode_allowed() { "allowed" } else { "disallowed" }
+                ));
+                Some(p)
             }
             Err(e) => {
-                let _ = writeln!(out, "file {shown:?}: cannot open: {e}");
+                lines.push(format!("cuFile driver: open; properties unavailable: {e}"));
+                None
             }
+        },
+        Err(u) => {
+            lines.push(format!("cuFile driver: not used: {}", u.message));
+            None
         }
     }
-    out
+}
+
+/// Which path cuFile itself takes, from its driver's view of nvidia-fs.
+fn cufile_path(props: Option<&DriverProperties>) -> &'static str {
+    match props {
+        Some(p) if p.is_gds_available() => "real GDS through nvidia-fs",
+        Some(_) => "no nvidia-fs: cuFile's own POSIX path",
+        None => "nvidia-fs state unknown",
+    }
+}
+
+/// The verdict for device reads of any file on this machine: the process-level half of the
+/// probe (compat mode, KvikIO's AUTO environment checks, CUDA, libcufile, the driver).
+fn machine_verdict(mode: CompatMode, props: Option<&DriverProperties>) -> Verdict {
+    let probe = if mode == CompatMode::On {
+        Err(Unusable { reason: FallbackReason::CompatOn, message: "compat mode is ON: cuFile is never called".into() })
+    } else {
+        let environment = if mode == CompatMode::Auto { gds::auto_environment_check() } else { Ok(()) };
+        environment.and_then(|()| gds::process().map(|_| ())).map(|()| {
+            format!("{}; each file must also pass cuFileHandleRegister: name it to check", cufile_path(props))
+        })
+    };
+    Verdict::from_probe(mode, probe)
+}
+
+/// FILE: whether POSIX reads take direct I/O (when asked for) and the cuFile verdict.
+fn file_lines(d: &mut Diagnosis, path: &[u8], props: Option<&DriverProperties>) {
+    let shown = String::from_utf8_lossy(path).into_owned();
+    d.file = Some(shown.clone());
+    if d.settings_error.is_some() {
+        d.lines.push(format!("file {shown:?}: not opened (the settings are invalid)"));
+        return;
+    }
+    let file = match File::open(path, "r", 0, None) {
+        Ok(f) => f,
+        Err(e) => {
+            d.lines.push(format!("file {shown:?}: cannot open: {e}"));
+            d.file_error = Some(e.to_string());
+            return;
+        }
+    };
+    if settings::global().is_ok_and(|s| s.auto_direct_io_read()) {
+        match file.direct_io_verdict() {
+            Ok(Ok(())) => d.lines.push(format!("file {shown:?}: POSIX reads take page-aligned ranges with direct I/O")),
+            Ok(Err(why)) => d.lines.push(format!("file {shown:?}: POSIX reads go through the page cache ({why})")),
+            Err(_) => {}
+        }
+    }
+    let mode = file.compat_mode();
+    match file.cufile_verdict() {
+        Ok(probe) => {
+            let probe = probe.map(|()| {
+                let descriptor = file.cufile_descriptor().map(|c| format!("; {c}")).unwrap_or_default();
+                format!("{}{descriptor}", cufile_path(props))
+            });
+            let verdict = Verdict::from_probe(mode, probe);
+            d.lines.push(match (&verdict.route, verdict.reason) {
+                (DeviceRoute::Cufile, _) => format!("file {shown:?}: device reads >= threshold use cuFile (compat mode {})", mode.name()),
+                (route, Some(reason)) => format!(
+                    "file {shown:?}: device reads {} (reason {}: {})",
+                    if *route == DeviceRoute::Fail { "fail" } else { "use the POSIX backend" },
+                    reason_c_name(reason),
+                    verdict.detail
+                ),
+                (_, None) => unreachable!("a fallback always has a reason"),
+            });
+            if let Some(choice) = file.cufile_descriptor() {
+                d.lines.push(format!("  {choice}"));
+            }
+            d.verdict = Some(verdict);
+        }
+        Err(e) => {
+            d.lines.push(format!("file {shown:?}: cannot open: {e}"));
+            d.file_error = Some(e.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_names_are_the_headers() {
+        let header = include_str!("../include/gdsroute.h");
+        for (reason, value) in [
+            (FallbackReason::None, 0),
+            (FallbackReason::CompatOn, 1),
+            (FallbackReason::CudaUnavailable, 2),
+            (FallbackReason::LibraryUnavailable, 3),
+            (FallbackReason::NoUdev, 4),
+            (FallbackReason::Wsl, 5),
+            (FallbackReason::DriverOpenFailed, 6),
+            (FallbackReason::DirectOpenFailed, 7),
+            (FallbackReason::RegisterFailed, 8),
+        ] {
+            assert_eq!(reason as u32, value);
+            let line = format!("  {} = {value},", reason_c_name(reason));
+            assert!(header.contains(&line), "the header lacks {line:?}");
+        }
+    }
+
+    #[test]
+    fn conclusions_and_exit_codes() {
+        let posix = Verdict { route: DeviceRoute::PosixBounce, reason: Some(FallbackReason::NoUdev), detail: "/run/udev is not a directory".into() };
+        let mut d = Diagnosis { file: Some("f".into()), verdict: Some(posix), ..Diagnosis::default() };
+        assert_eq!(
+            d.conclusion(),
+            "device reads of this file (requests of at least the GDS threshold) will use: POSIX bounce buffers, \
+             because GDSROUTE_FALLBACK_REASON_NO_UDEV: /run/udev is not a directory"
+        );
+        assert_eq!(d.exit_code(), ExitCode::Ok);
+        d.verdict = Some(Verdict { route: DeviceRoute::Cufile, reason: None, detail: "real GDS through nvidia-fs".into() });
+        assert!(d.conclusion().ends_with("will use: cuFile (real GDS through nvidia-fs)"), "{}", d.conclusion());
+        d.verdict = Some(Verdict { route: DeviceRoute::Fail, reason: Some(FallbackReason::CudaUnavailable), detail: "no libcuda".into() });
+        assert!(d.conclusion().contains("fail with GDSROUTE_STATUS_CUFILE_UNAVAILABLE (compat mode OFF), because GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE: no libcuda"));
+        d.file_error = Some("No such file".into());
+        assert_eq!(d.exit_code(), ExitCode::FileNotOpenable);
+        assert_eq!(d.conclusion(), "device reads of this file: none, the file cannot be opened: No such file");
+        d.settings_error = Some("KVIKIO_TASK_SIZE".into());
+        assert_eq!(d.exit_code(), ExitCode::InvalidSettings);
+        assert!(d.to_text().ends_with("(every call returns GDSROUTE_STATUS_INVALID_SETTING): KVIKIO_TASK_SIZE\n"));
+        let json = d.to_json();
+        assert!(json.contains("\"exit_code\":3,") && json.contains("\"fallback_reason\":\"GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE\""), "{json}");
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+    }
 }

@@ -43,6 +43,20 @@ pub enum CufileStatsState {
     Disabled = 4,
 }
 
+impl CufileStatsState {
+    /// The state's meaning in a few words, for a `cufile_stats_state` value.
+    pub fn name_of(value: u64) -> &'static str {
+        match value {
+            v if v == Self::NotLoaded as u64 => "cuFile not loaded",
+            v if v == Self::ApiMissing as u64 => "no cuFile statistics API",
+            v if v == Self::Active as u64 => "live",
+            v if v == Self::ProcessWideOnly as u64 => "process-wide only",
+            v if v == Self::Disabled as u64 => "collection disabled",
+            _ => "unknown",
+        }
+    }
+}
+
 /// What one task delivered, as the counters take it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TaskOutcome {
@@ -150,6 +164,34 @@ pub struct Counters {
     pub posix_direct_bytes: u64,
 }
 
+/// Fields (from the start of the layout) the summary line reads: up to `cufile_stats_state`.
+const SUMMARY_FIELDS: usize = 18;
+/// Fields up to `cufile_n_reads_err`, which the per-GPU line reads.
+const CUFILE_FIELDS: usize = 24;
+
+fn plural(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Bytes in binary units: "512 bytes", "4 KiB", "1.5 MiB", "128 MiB".
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return plural(n, "byte");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 || value >= 100.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 impl Counters {
     /// Size in bytes of the current layout.
     pub const SIZE: u64 = std::mem::size_of::<Counters>() as u64;
@@ -195,13 +237,37 @@ impl Counters {
         ]
     }
 
-    /// Multi-line `name value` text.
-    pub fn to_text(&self) -> String {
+    /// The fields held by a struct of `struct_size` bytes (whole fields only, at most the
+    /// current layout), in layout order: a caller compiled against an older header has fewer.
+    pub fn entries_held(&self, struct_size: u64) -> impl Iterator<Item = (&'static str, u64)> {
+        let held = (struct_size.min(Self::SIZE) / 8) as usize;
+        self.entries().into_iter().take(held)
+    }
+
+    /// Text for people: a summary in words (`summary`), then `name value` for each counter that
+    /// is not 0, then how many are 0, and cuFile's per-GPU counters on one line when they are
+    /// live. Only the fields a struct of `struct_size` bytes holds are shown; `struct_size` itself
+    /// is not (JSON has every field).
+    pub fn text_within(&self, struct_size: u64) -> String {
+        let held: Vec<(&str, u64)> = self.entries_held(struct_size).collect();
         let mut out = String::new();
-        for (name, value) in self.entries() {
-            out.push_str(&format!("{name:<28} {value}\n"));
+        if held.len() >= SUMMARY_FIELDS {
+            out.push_str(&self.summary());
+            out.push('\n');
         }
-        if self.cufile_stats_state == CufileStatsState::Active as u64 {
+        let counters = held.iter().filter(|(name, _)| *name != "struct_size");
+        let zeros = counters.clone().filter(|(_, v)| *v == 0).count();
+        for (name, value) in counters.filter(|(_, v)| *v != 0) {
+            let state = (*name == "cufile_stats_state").then(|| CufileStatsState::name_of(*value));
+            match state {
+                Some(state) => out.push_str(&format!("{name:<28} {value} ({state})\n")),
+                None => out.push_str(&format!("{name:<28} {value}\n")),
+            }
+        }
+        if zeros > 0 {
+            out.push_str(&format!("({zeros} other counters are 0; the JSON format lists every field)\n"));
+        }
+        if held.len() >= CUFILE_FIELDS && self.cufile_stats_state == CufileStatsState::Active as u64 {
             out.push_str(&format!(
                 "cufile per-GPU: n={} nvfs={} posix={} p2p={} unaligned={} err={}\n",
                 self.cufile_n_total_reads,
@@ -215,9 +281,67 @@ impl Counters {
         out
     }
 
-    /// One JSON object with every field.
+    /// One line in words: reads, bytes, tasks, which route(s) the tasks took and why, and whether
+    /// cuFile was considered, e.g. "2 reads, 128 MiB, 17 tasks, all through the POSIX backend:
+    /// host memory; cuFile not considered".
+    pub fn summary(&self) -> String {
+        if self.calls == 0 && self.tasks == 0 {
+            return "no reads".to_string();
+        }
+        let mut out = format!("{}, {}, {}", plural(self.calls, "read"), human_bytes(self.bytes_read), plural(self.tasks, "task"));
+        if self.calls_failed > 0 {
+            out.push_str(&format!(", {} failed", self.calls_failed));
+        }
+        if self.calls_short > 0 {
+            out.push_str(&format!(", {} short (end of file)", self.calls_short));
+        }
+        let reasons: Vec<(u64, &str)> = [
+            (self.posix_tasks_host_memory, "host memory"),
+            (self.posix_tasks_below_threshold, "device requests below the GDS threshold"),
+            (self.posix_tasks_compat_on, "compat mode ON"),
+            (self.posix_tasks_auto_fallback, "cuFile cannot serve the file (AUTO fallback)"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .collect();
+        let why = match reasons.as_slice() {
+            [(_, only)] => only.to_string(),
+            several => several.iter().map(|(n, what)| format!("{what} {n}")).collect::<Vec<_>>().join(", "),
+        };
+        let cufile_route = if self.cufile_stats_state == CufileStatsState::Active as u64 && self.cufile_n_total_reads > 0 {
+            format!(" (cuFile's own route: nvfs {}, posix {}, of {} reads)", self.cufile_n_nvfs_reads, self.cufile_n_posix_reads, self.cufile_n_total_reads)
+        } else {
+            String::new()
+        };
+        match (self.posix_tasks, self.cufile_tasks) {
+            (0, 0) => {}
+            (_, 0) => out.push_str(&format!(", all through the POSIX backend: {why}")),
+            (0, _) => out.push_str(&format!(", all through cuFile{cufile_route}")),
+            (p, c) => out.push_str(&format!(", {c} through cuFile{cufile_route} and {p} through the POSIX backend: {why}")),
+        }
+        if self.cufile_tasks == 0 && self.posix_tasks > 0 {
+            out.push_str(if self.posix_tasks_auto_fallback > 0 {
+                "; cuFile was tried and cannot serve the file (gdsroute_file_cufile_verdict says why)"
+            } else {
+                "; cuFile not considered"
+            });
+        }
+        out
+    }
+
+    /// `text_within` of the whole struct.
+    pub fn to_text(&self) -> String {
+        self.text_within(Self::SIZE)
+    }
+
+    /// `json_within` of the whole struct: one JSON object with every field.
     pub fn to_json(&self) -> String {
-        let body: Vec<String> = self.entries().iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        self.json_within(Self::SIZE)
+    }
+
+    /// One JSON object with every field a struct of `struct_size` bytes holds.
+    pub fn json_within(&self, struct_size: u64) -> String {
+        let body: Vec<String> = self.entries_held(struct_size).map(|(k, v)| format!("\"{k}\":{v}")).collect();
         format!("{{{}}}", body.join(","))
     }
 
@@ -378,5 +502,87 @@ mod tests {
         let json = c.to_json();
         assert!(json.starts_with("{\"struct_size\":") && json.contains("\"posix_tasks\":4"), "{json}");
         assert!(c.to_text().contains("cufile_tasks"));
+    }
+
+    fn host_reads() -> Counters {
+        let mut c = Counters { struct_size: Counters::SIZE, ..Counters::default() };
+        for _ in 0..17 {
+            c.add_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8 << 20, ..TaskOutcome::default() }, false);
+        }
+        c.add_call(64 << 20, 64 << 20, false);
+        c.add_call(72 << 20, 72 << 20, false);
+        c
+    }
+
+    #[test]
+    fn summary_says_route_and_why_in_words() {
+        assert_eq!(
+            host_reads().summary(),
+            "2 reads, 136 MiB, 17 tasks, all through the POSIX backend: host memory; cuFile not considered"
+        );
+        assert_eq!(Counters::default().summary(), "no reads");
+        let mut c = Counters::default();
+        c.add_task(Route::Posix(PosixReason::AutoFallback), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_task(Route::Posix(PosixReason::BelowThreshold), &TaskOutcome { bytes: 100, ..TaskOutcome::default() }, false);
+        c.add_call(8192, 4196, false);
+        assert_eq!(
+            c.summary(),
+            "1 read, 4.1 KiB, 2 tasks, 1 short (end of file), all through the POSIX backend: device requests below the \
+             GDS threshold 1, cuFile cannot serve the file (AUTO fallback) 1; cuFile was tried and cannot serve the file \
+             (gdsroute_file_cufile_verdict says why)"
+        );
+        let mut c = Counters { cufile_stats_state: CufileStatsState::Active as u64, cufile_n_total_reads: 3, cufile_n_nvfs_reads: 3, ..Counters::default() };
+        for _ in 0..3 {
+            c.add_task(Route::Cufile, &TaskOutcome { bytes: 1 << 30, ..TaskOutcome::default() }, false);
+        }
+        c.add_task(Route::Posix(PosixReason::BelowThreshold), &TaskOutcome::default(), true);
+        c.add_call(3 << 30, 3 << 30, false);
+        c.add_call(10, 0, true);
+        assert_eq!(
+            c.summary(),
+            "2 reads, 3 GiB, 4 tasks, 1 failed, 3 through cuFile (cuFile's own route: nvfs 3, posix 0, of 3 reads) and 1 \
+             through the POSIX backend: device requests below the GDS threshold"
+        );
+    }
+
+    #[test]
+    fn text_leads_with_the_summary_and_lists_only_counters_not_zero() {
+        let text = host_reads().to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], host_reads().summary());
+        let nonzero = host_reads().entries().iter().filter(|(n, v)| *v != 0 && *n != "struct_size").count();
+        assert_eq!(lines.len(), 1 + nonzero + 1, "{text}");
+        assert!(lines[1..=nonzero].iter().all(|l| !l.ends_with(" 0")), "{text}");
+        assert!(lines[1].starts_with("calls ") && text.contains("posix_tasks_host_memory      17\n"), "{text}");
+        let zeros = Counters::default().entries().len() - 1 - nonzero;
+        assert_eq!(lines[nonzero + 1], format!("({zeros} other counters are 0; the JSON format lists every field)"));
+        // JSON keeps every field, zeros too.
+        assert_eq!(host_reads().to_json().matches(':').count(), Counters::default().entries().len());
+        let live = Counters { cufile_stats_state: CufileStatsState::Active as u64, ..host_reads() };
+        assert!(live.to_text().contains("\ncufile_stats_state           2 (live)\n"), "{}", live.to_text());
+        assert!(live.to_text().ends_with("cufile per-GPU: n=0 nvfs=0 posix=0 p2p=0 unaligned=0 err=0\n"));
+    }
+
+    #[test]
+    fn rendering_stops_at_the_callers_struct_size() {
+        let c = host_reads();
+        assert_eq!(c.json_within(24), format!("{{\"struct_size\":{},\"calls\":2,\"calls_failed\":0}}", Counters::SIZE));
+        // A field cut by struct_size is not rendered; a size beyond the layout renders the layout.
+        assert_eq!(c.entries_held(31).count(), 3);
+        assert_eq!(c.entries_held(Counters::SIZE + 64).count(), c.entries().len());
+        // Too small for the summary: only the counters held, not the zeros the caller lacks.
+        assert_eq!(c.text_within(24), "calls                        2\n(1 other counters are 0; the JSON format lists every field)\n");
+        assert!(!c.text_within(40).contains("tasks"), "{}", c.text_within(40));
+    }
+
+    #[test]
+    fn human_bytes_units() {
+        assert_eq!(human_bytes(0), "0 bytes");
+        assert_eq!(human_bytes(1), "1 byte");
+        assert_eq!(human_bytes(1023), "1023 bytes");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(256 << 20), "256 MiB");
+        assert_eq!(human_bytes((1 << 30) + (1 << 29)), "1.5 GiB");
+        assert_eq!(human_bytes(u64::MAX), "16 EiB");
     }
 }

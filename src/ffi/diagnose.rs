@@ -8,8 +8,10 @@ use std::ffi::{CStr, c_char};
 /// Writes a human-readable report on routing into `buf` (snprintf semantics; full length in
 /// `*length`; `buf` may be NULL when `buf_len` is 0): library path and version (and the paths
 /// that failed), CUDA, whether real GDS (nvidia-fs) is available, the udev database, the compat
-/// mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason.
-/// May load libcufile and open its driver. Call it first when reads are slower than expected.
+/// mode and its source, and, if `path` is not NULL, that file's cuFile verdict and its reason
+/// (`GDSROUTE_FALLBACK_REASON_*` names); the last line is a one-line conclusion (where device
+/// reads of the file, or of any file, will go, and why). May load libcufile and open its driver.
+/// Call it first when reads are slower than expected.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char, buf_len: usize, length: *mut usize) -> Status {

@@ -10,9 +10,11 @@ use std::ffi::c_char;
 /// Output formats of `gdsroute_stats_render`.
 #[repr(u32)]
 pub enum StatsFormat {
-    /// One `name value` line per counter, plus a cuFile `n= nvfs= posix=` summary line when live.
+    /// For people: a summary line in words (reads, bytes, tasks, the route and why, whether
+    /// cuFile was considered), then one `name value` line per counter that is not 0, a line
+    /// counting those that are 0, and cuFile's `n= nvfs= posix=` line when its counters are live.
     Text = 0,
-    /// One JSON object.
+    /// One JSON object with every field (zeros included).
     Json = 1,
 }
 
@@ -85,7 +87,9 @@ pub extern "C" fn gdsroute_stats_reset() -> Status {
 }
 
 /// Renders `*stats` as text (`GDSROUTE_STATS_FORMAT_TEXT`) or JSON (`GDSROUTE_STATS_FORMAT_JSON`)
-/// into `buf` with snprintf semantics, and the full length (without NUL) into `*length`.
+/// into `buf` with snprintf semantics, and the full length (without NUL) into `*length`. Only the
+/// fields within `stats->struct_size` are rendered (a caller built against an older header has
+/// fewer).
 /// Call with `buf = NULL, buf_len = 0` to size the buffer. Errors: `NULL_ARGUMENT`,
 /// `INVALID_ENUM`, `INVALID_ARGUMENT` (`struct_size` below 8).
 #[must_use]
@@ -105,8 +109,9 @@ pub unsafe extern "C" fn gdsroute_stats_render(
         // SAFETY: the caller passes a stats struct with `struct_size` set, or NULL.
         let counters = unsafe { copy_counters_in(stats)? };
         let text = match format {
-            f if f == StatsFormat::Text as u32 => counters.to_text(),
-            f if f == StatsFormat::Json as u32 => counters.to_json(),
+            // Only the fields the caller's struct holds (its struct_size), never zeros for the rest.
+            f if f == StatsFormat::Text as u32 => counters.text_within(counters.struct_size),
+            f if f == StatsFormat::Json as u32 => counters.json_within(counters.struct_size),
             value => return Err(Error::InvalidEnum { what: "stats format", value }),
         };
         // SAFETY: buf is writable for buf_len bytes (checked non-NULL when buf_len > 0).
