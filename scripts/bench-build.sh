@@ -2,7 +2,7 @@
 # Builds what scripts/bench-gpu.sh needs on the GPU machine (which has no Rust toolchain):
 #   .device/gdsroute-bench, .device/libgdsroute.so (release, stripped)
 #   .whl/  KvikIO 26.10 wheels for CUDA 13 / Python 3.12 (downloaded once)
-# Both folders are git-ignored; the lead carries them: carry [".device", ".whl"].
+# Both folders are git-ignored; copy them to the GPU machine with the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/tmp/target-bench}"
@@ -20,4 +20,4 @@ if ! ls .whl/kvikio_cu13-26.10.0-*.whl .whl/libkvikio_cu13-26.10.0-*.whl .whl/ra
 fi
 
 ls -l .device .whl
-du -shc .device .whl | tail -1   # carry limit: 64 MiB in all
+du -shc .device .whl | tail -1   # both together are copied to the GPU machine: keep them small

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs gdsroute-bench and scripts/bench-kvikio.py side by side on the GPU machine, on the same
 # 1 GiB file, in one call (about 4-6 minutes on the H200; every step has a time limit). Needs
-# .device/ and .whl/ from scripts/bench-build.sh (carried). Method: notes/benchmarks.md.
+# .device/ and .whl/ from scripts/bench-build.sh (carried). Method: docs/performance.md.
 #
 #   scripts/bench-gpu.sh                 # the whole matrix; RESULT lines to $OUT/bench.txt if $OUT is set
 #   scripts/bench-gpu.sh --ratios FILE   # only the gdsroute/KvikIO ratio table of a file of RESULT lines
@@ -77,7 +77,7 @@ cold_direct = [float(f["gbps"]) for k in order if dict(k).get("cache") == "cold"
 if dd and cold:
     print(f"cold: gdsroute median {statistics.median(cold):.2f} GB/s, dd iflag=direct median {statistics.median(dd):.2f} GB/s"
           f" ({len(dd)} passes): ratio {statistics.median(cold) / statistics.median(dd):.2f}")
-    # The disk's speed drifts within seconds (session 4: 0.35-2.1 GB/s), so each pass's gdsroute
+    # The disk's speed drifts within seconds (2026-11-30: 0.35-2.1 GB/s), so each pass's gdsroute
     # line is also compared with the dd run just before it (paired in file order: only when no
     # pass lost a line).
     if len(dd) == len(cold):
@@ -118,8 +118,8 @@ unset KVIKIO_COMPAT_MODE KVIKIO_NTHREADS KVIKIO_NUM_THREADS KVIKIO_TASK_SIZE KVI
       BENCH_TAG BENCH_VARIANT
 export CUFILE_LOGFILE_PATH=/dev/null   # no cufile.log in the working directory
 
-[ -x "$BENCH" ] || { echo "missing $BENCH: run scripts/bench-build.sh here and carry .device" >&2; exit 1; }
-ls .whl/*.whl >/dev/null 2>&1 || { echo "missing .whl: run scripts/bench-build.sh and carry .whl" >&2; exit 1; }
+[ -x "$BENCH" ] || { echo "missing $BENCH: run scripts/bench-build.sh where Rust is and copy .device here" >&2; exit 1; }
+ls .whl/*.whl >/dev/null 2>&1 || { echo "missing .whl: run scripts/bench-build.sh and copy .whl here" >&2; exit 1; }
 $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v "WARNING: Running pip as" || true
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 $PY -c "import kvikio, cupy; print('kvikio', kvikio.__version__, 'cupy', cupy.__version__)" || exit 1
@@ -178,7 +178,7 @@ step 1 device-big-auto 120 --mem device --kinds big --cache warm --modes auto --
 echo "=== the same, gdsroute with its registered page cache off (bounce buffers only)"
 GDSROUTE_PAGE_CACHE_PIN_MAX=0 G device-big-on-nocache 120 --mem device --kinds big --cache warm --modes on --threads "$BENCH_THREADS" --reps "$REPS"
 # Host reads move 18-45 GB/s with a spread of +-10% between invocations on one machine
-# (session 4), so several alternating invocations; the table gives the median of their lines.
+# (2026-11-30), so several alternating invocations; the table gives the median of their lines.
 HOST_PASSES=${BENCH_HOST_PASSES:-3}
 echo "=== host big warm: threads 4,8,16, $HOST_PASSES alternating passes"
 for p in $(seq "$HOST_PASSES"); do
@@ -205,7 +205,7 @@ echo "=== cold: dd iflag=direct, then device big 16 threads (2 reps, caches drop
 # repetitions after the second would not be cold.
 # gdsroute right after dd in every pass (the per-pass ratio pairs them), then KvikIO.
 # Then a buffered `dd` (one stream through the page cache): what page-cache reads of this disk
-# reach at the moment, beside the direct ones (session 6: 1.7-1.8 against 2.3 GB/s). Last, both
+# reach at the moment, beside the direct ones (2026-11-30: 1.7-1.8 against 2.3 GB/s). Last, both
 # libraries with KVIKIO_AUTO_DIRECT_IO_READ=1 (tag direct-io; BENCH_COLD_DIRECT=0 skips them).
 for p in $(seq "$COLD_PASSES"); do
     dd_read dd direct

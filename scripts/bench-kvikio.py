@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """KvikIO counterpart of gdsroute-bench: the same measurements, the same `RESULT impl=kvikio ...`
-lines (see notes/benchmarks.md for the method).
+lines (see docs/performance.md for the method).
 
 Reads go through kvikio.CuFile(path, "r").pread(buf, size, offset).get() into a cupy array
 (mem=device) or a numpy array (mem=host). Settings through kvikio.defaults.set (num_threads,

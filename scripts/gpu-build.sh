@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (here, where Rust is) what scripts/gpu-proof.sh runs on the GPU machine, into .device/
-# (ignored by git; pass it to the device tool's `carry`).
+# (ignored by git; copy it to the GPU machine with the working tree).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --lib --bins

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The exit suite on the GPU machine (docs/exit.md): every way of ending a process that used
 # gdsroute, many times each, with cuFile serving the file (udev record written) and cuFile's
-# statistics on (the default). Build here first with scripts/gpu-build.sh; carry .device.
+# statistics on (the default). Build first with scripts/gpu-build.sh (where Rust is) and copy .device to the GPU machine.
 #   scripts/gpu-exit.sh [BIN_DIR [MODE=COUNT ...]]   (default: 200 returns from main, 50 of each other path)
 # Two streams run at once (returns from main; the other paths). Exit status 1 if any run crashed,
 # hung, ended with the wrong status or exited more than 1 s after main returned.

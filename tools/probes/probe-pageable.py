@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Probe (GPU machine): can a first device read skip pinning? Pinning the bounce buffers of 16
 workers (about 68 MiB) costs about 10 ms of driver-serialised work that stalls every copy
-(notes/benchmarks.md, sessions 2-4). This times, in a fresh process per mode, 16 threads moving a
+(docs/benchmark-record.md, series 2-4). This times, in a fresh process per mode, 16 threads moving a
 warm 1 GiB file into device memory in 4 MiB tasks, each thread on its own stream, twice (pass 1 is
 the process's first):
 
@@ -11,7 +11,7 @@ the process's first):
     pinned    the same through a 4 MiB huge-page buffer per thread, registered before the timing
               (registration reported separately)
 
-    python3 scripts/probe-pageable.py FILE MODE [PIECE_MIB]
+    python3 tools/probes/probe-pageable.py FILE MODE [PIECE_MIB]
 """
 import ctypes, os, sys, threading, time
 from cuda_ctypes import PROT_READ, MAP_SHARED, check, cu, libc, primary_context

@@ -6,7 +6,7 @@ T copy threads each loop: cuMemcpyHtoDAsync of a 4 MiB pinned buffer on their ow
 cuStreamSynchronize. Meanwhile one thread maps FILE and registers it read-only in pieces of P bytes
 (then unregisters). Prints the copy throughput before and during the registration, per P.
 
-    python3 scripts/probe-register-interference.py FILE [THREADS]
+    python3 tools/probes/probe-register-interference.py FILE [THREADS]
 """
 import ctypes, os, sys, threading, time
 from cuda_ctypes import CU_MEMHOSTREGISTER_READ_ONLY, MAP_SHARED, PROT_READ, check, cu, libc, primary_context, warm

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Probe (GPU machine, root): why cold reads through the page cache trail `dd iflag=direct`
-(notes/benchmarks.md, session 4: dd 2.1 GB/s, both libraries 1.3-1.7 in the same passes). No GPU
+(docs/benchmark-record.md, series 4: dd 2.1 GB/s, both libraries 1.3-1.7 in the same passes). No GPU
 involved: 16 threads read the file in 4 MiB tasks into host memory after the caches are dropped,
 in several ways, each timed once per pass:
 
@@ -18,7 +18,7 @@ in several ways, each timed once per pass:
     dd-buffered  dd bs=4M (one thread, through the page cache)
     dd-direct    dd bs=4M iflag=direct
 
-    python3 scripts/probe-cold.py FILE [PASSES]      # PROBE_COLD_MODES="a b ..." picks modes
+    python3 tools/probes/probe-cold.py FILE [PASSES]      # PROBE_COLD_MODES="a b ..." picks modes
 """
 import ctypes, mmap, os, subprocess, sys, threading, time
 

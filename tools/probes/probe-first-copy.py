@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe (GPU machine; run on 2026-11-30, notes/benchmarks.md session 3): what a first copy into
+"""Probe (GPU machine; run on 2026-11-30, docs/benchmark-record.md series 3): what a first copy into
 a freshly allocated device buffer costs, and what removes that cost.
 
 First part: copies 1 GiB from pinned host memory (16 streams x 64 MiB pieces) into a fresh
@@ -9,7 +9,7 @@ their stream before their copy. Second part (PRIME lines): a fresh allocation af
 4 MiB copy, a 4 KiB or 1-byte memset, a 50 ms sleep, or nothing, then the 1 GiB copy; and
 (NEVER_FREED) memory never freed before in the process.
 
-    python3 scripts/probe-first-copy.py
+    python3 tools/probes/probe-first-copy.py
 """
 import ctypes, time
 from cuda_ctypes import check, cu, primary_context, timed_copy_ms

@@ -4,8 +4,8 @@ the bench's milestones, each thread's preparation and pinning, when each thread 
 first task, and the bytes copied per millisecond after the timed read began.
 
     CARGO_TARGET_DIR=/tmp/target-trace cargo build --release --features trace --bin gdsroute-bench
-    cp /tmp/target-trace/release/gdsroute-bench .device/gdsroute-bench-trace   # carry .device
-    .device/gdsroute-bench-trace --first-only ... | python3 scripts/trace-summary.py
+    cp /tmp/target-trace/release/gdsroute-bench .device/gdsroute-bench-trace   # copy .device to the GPU machine
+    .device/gdsroute-bench-trace --first-only ... | python3 tools/probes/trace-summary.py
 
 Times are relative to the first timed read (`bench.timed`); use it with one repetition.
 """

@@ -6,7 +6,7 @@ unpin, unmap; each step timed, for several chunk sizes, one thread and many; the
 of a mapping registered once and copied many times; then whether a write() to the file after
 registration is seen by the next copy (page-cache pages are updated in place).
 
-    python3 scripts/probe-mapped.py FILE [THREADS]
+    python3 tools/probes/probe-mapped.py FILE [THREADS]
 
 Prints `PROBE key=value ...` lines. Uses only ctypes against libcuda and libc.
 """

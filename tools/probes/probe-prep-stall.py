@@ -21,7 +21,7 @@ against its second), init-register-serial (register-serial on threads that made 
 before), and shared: no preparation; 16 threads copy 2 MiB
 pieces with an event each on 1, 2 or 16 streams (is one stream enough for the copy rate?).
 
-    python3 scripts/probe-prep-stall.py MODE [PREP_THREADS]
+    python3 tools/probes/probe-prep-stall.py MODE [PREP_THREADS]
 """
 import ctypes, sys, threading, time
 from cuda_ctypes import check, cu, libc, ms, primary_context
