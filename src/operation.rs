@@ -10,7 +10,8 @@
 //! none is left.
 //!
 //! A thread that waits runs tasks of its own operation that no worker has started yet (from the
-//! end, while workers take them from the front), instead of sleeping: the caller's thread is
+//! end, while workers take them from the front; from the front too where the operation stops at
+//! its first short task), instead of sleeping: the caller's thread is
 //! blocked anyway, and with it a read of N pool threads runs on N + 1 threads (N + W with W
 //! waiting threads). KvikIO's waiter only sleeps, and so does ours with a pool of one thread, so
 //! that `KVIKIO_NTHREADS=1` still means one thread doing the reads, in order.
@@ -240,9 +241,13 @@ impl Operation {
     }
 
     /// Runs unclaimed tasks of this operation on the calling thread, the last one first, until
-    /// none is left. False when there was none.
+    /// none is left. False when there was none. An operation that stops at its first short or
+    /// failed task is helped from the front: a task from the end cannot stop the tasks before it.
     fn help(&self) -> bool {
-        self.inner.run_from(End::Back)
+        self.inner.run_from(match self.inner.stop {
+            Stop::Never => End::Back,
+            Stop::AtFirstShortOrFailed => End::Front,
+        })
     }
 
     /// True once every task has stopped.
