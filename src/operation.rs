@@ -181,16 +181,22 @@ impl Inner {
     }
 }
 
-/// One pool job of an operation: claims tasks from the front until none is left. Dropped without
-/// running, it fails the tasks nobody has claimed, so that the waiter cannot hang.
+/// One pool job of an operation: claims tasks from the front until none is left, running the
+/// pool's broadcasts (per-thread preparation) between tasks as a worker does between jobs.
+/// Dropped without running, it fails the tasks nobody has claimed, so that the waiter cannot
+/// hang.
 struct Worker {
     inner: Option<Arc<Inner>>,
+    pool: ThreadPool,
 }
 
 impl Worker {
     fn run(mut self) {
         if let Some(inner) = self.inner.take() {
-            inner.run_from(End::Front);
+            while let Some(claimed) = inner.claim(End::Front) {
+                inner.run_claimed(claimed);
+                self.pool.run_due_broadcasts();
+            }
         }
     }
 }
@@ -230,7 +236,7 @@ impl Operation {
     pub fn start(&self, pool: &ThreadPool) {
         let workers = self.inner.split.count().min(pool.num_threads().max(1));
         for _ in 0..workers {
-            let worker = Worker { inner: Some(Arc::clone(&self.inner)) };
+            let worker = Worker { inner: Some(Arc::clone(&self.inner)), pool: pool.clone() };
             pool.submit(move || worker.run());
         }
     }
@@ -473,7 +479,7 @@ mod tests {
     fn a_worker_dropped_unrun_fails_the_operation_instead_of_hanging_it() {
         let (o, runs, _) = op(tasks(3), Stop::Never, |_, c| Ok(c.len));
         let first = o.inner.claim(End::Front).unwrap();
-        drop(Worker { inner: Some(Arc::clone(&o.inner)) });
+        drop(Worker { inner: Some(Arc::clone(&o.inner)), pool: ThreadPool::new(1).unwrap() });
         assert!(!o.is_done(), "the running task must stop first");
         o.inner.run_claimed(first);
         let err = o.wait(None).unwrap_err();
