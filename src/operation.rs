@@ -11,9 +11,8 @@
 //!
 //! A thread that waits runs tasks of its own operation that no worker has started yet (from the
 //! end, while workers take them from the front; from the front too where the operation stops at
-//! its first short task), instead of sleeping: the caller's thread is
-//! blocked anyway, and with it a read of N pool threads runs on N + 1 threads (N + W with W
-//! waiting threads). KvikIO's waiter only sleeps, and so does ours with a pool of one thread, so
+//! its first short task), instead of sleeping: the caller's thread is blocked anyway, and with it
+//! a read of N pool threads runs on N + 1 threads (N + W with W waiting threads). KvikIO's waiter only sleeps, and so does ours with a pool of one thread, so
 //! that `KVIKIO_NTHREADS=1` still means one thread doing the reads, in order.
 
 use crate::error::{Error, Result};
