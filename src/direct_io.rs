@@ -167,16 +167,8 @@ fn readable_size(fd: RawFd) -> io::Result<u64> {
     if st.st_mode & libc::S_IFMT != libc::S_IFBLK {
         return Ok(st.st_size as u64);
     }
-    let mut bytes: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
-    if unsafe { libc::ioctl(fd, BLKGETSIZE64, &mut bytes) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(bytes)
+    crate::posix::block_device_size(fd)
 }
-
-/// `BLKGETSIZE64` of `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`.
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 thread_local! {
     /// This thread's scratch buffer for direct reads into unaligned destinations, allocated on

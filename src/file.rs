@@ -8,13 +8,13 @@ use crate::cufile_file::CufileFile;
 use crate::device_io;
 use crate::error::{Error, Result};
 use crate::gds::{self, FallbackReason, Unusable};
-use crate::operation::{Claimable, Operation};
+use crate::operation::{Operation, Stop};
 use crate::page_cache::{DeviceReadInFlight, PageCache, Segment};
 use crate::posix::{self, Delivered};
 use crate::route::{self, Plan};
 use crate::settings::{self, CompatMode, FdChoice, Snapshot};
 use crate::stats::{self, Counters, Route, StatsCell, TaskOutcome};
-use crate::task_split::{self, Chunk};
+use crate::task_split::{self, Chunk, Split};
 use crate::thread_pool;
 use once_cell::sync::OnceCell;
 use std::ffi::CString;
@@ -93,6 +93,28 @@ impl OpenFile {
             op
         };
         Error::Io { op, path: self.path.clone(), offset, source }
+    }
+
+    /// The part of a request of `size` bytes at `offset` that a read can find, and whether the
+    /// file's size bounds it: the request is clipped to the file's size at this moment (one
+    /// `fstat`; a block device's size by `ioctl`). Bytes the file gains later, during the read,
+    /// are not read (KvikIO reads on until a read comes back short or at end of file, so it may
+    /// return them). A file whose size says nothing about its reads (a pipe, a character device, a
+    /// directory) and a write-only handle (whose reads must fail as before, though "w" truncated
+    /// the file) are not clipped. A zero-byte request makes no system call.
+    fn readable(&self, size: usize, offset: u64) -> Result<(usize, bool)> {
+        if size == 0 {
+            return Ok((0, true));
+        }
+        if self.flags == OpenFlags::Write {
+            return Ok((size, false));
+        }
+        let end = posix::readable_end(self.fd.as_raw_fd()).map_err(|e| self.io_error("fstat", offset, e))?;
+        Ok(match end {
+            // The result is at most `size`, so it fits.
+            Some(end) => (end.saturating_sub(offset).min(size as u64) as usize, true),
+            None => (size, false),
+        })
     }
 
     /// The `O_DIRECT` descriptor for a read under `auto_direct_io_read` (`wanted`), opened on
@@ -231,6 +253,9 @@ impl OpenFile {
 struct SendPtr(*mut u8);
 // SAFETY: the pointer is only dereferenced by tasks of one operation, on disjoint ranges.
 unsafe impl Send for SendPtr {}
+// SAFETY: shared between the threads running tasks of one operation, which only compute the
+// addresses of their own, disjoint ranges from it (`at`).
+unsafe impl Sync for SendPtr {}
 
 impl SendPtr {
     /// The address `offset` bytes in (a method, so closures capture the whole Send wrapper).
@@ -408,7 +433,9 @@ impl File {
 
     /// Reads `size` bytes at `offset` in one synchronous call on the calling thread (KvikIO's
     /// `read`: no task splitting and no GDS threshold). Returns the bytes read (fewer only at end
-    /// of file).
+    /// of file). The end of the file is its size when the call starts (`OpenFile::readable`):
+    /// nothing past it is read, and a request at or past it reads nothing and runs no task, as a
+    /// zero-byte request.
     ///
     /// # Safety
     /// `dst` must be valid for writes of `size` bytes for the duration of the call.
@@ -418,8 +445,9 @@ impl File {
         check_range(size, offset)?;
         let snapshot = settings::global()?.snapshot();
         let file = self.open_file()?;
-        if size == 0 {
-            call.finish(0, 0, false);
+        let (len, _) = file.readable(size, offset)?;
+        if len == 0 {
+            call.finish(size as u64, 0, false);
             return Ok(0);
         }
         let target = target_of(dst)?;
@@ -427,7 +455,7 @@ impl File {
         if plan.route == Route::Cufile {
             sync_default_stream(&target)?;
         }
-        let chunk = Chunk { buf_offset: 0, file_offset: offset, len: size };
+        let chunk = Chunk { buf_offset: 0, file_offset: offset, len };
         // SAFETY: forwarded from the caller.
         let result = run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode);
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
@@ -440,6 +468,12 @@ impl File {
     /// threshold. The returned operation must be waited for (or dropped, which waits) before the
     /// buffer is released.
     ///
+    /// The route is chosen by the size asked for, as in KvikIO; the tasks cover only the bytes the
+    /// file has when the call starts (`OpenFile::readable`), so their number, and the work of the
+    /// call, are bounded by the file, not by `size`: a request at or past the end runs no task, as
+    /// a zero-byte one. The operation's memory does not depend on the number of tasks: one pool
+    /// job per pool thread (at most one per task) claims tasks until none is left.
+    ///
     /// # Safety
     /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
     pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
@@ -450,45 +484,38 @@ impl File {
         let snapshot = settings::global()?.snapshot();
         let pool = thread_pool::global()?;
         let file = self.open_file()?;
-        if size == 0 {
+        let (len, size_known) = file.readable(size, offset)?;
+        if len == 0 {
             // Nothing to read: no task, no cuFile probe, an operation that is already done.
             call.handed_over();
-            return Ok(Operation::new(Vec::new(), 0, Arc::clone(&self.stats)).0);
+            return Ok(Operation::finished(size as u64, Arc::clone(&self.stats)));
         }
         let target = target_of(dst)?;
         let plan = self.plan(&file, &target, size, snapshot.gds_threshold)?;
         if plan.route == Route::Cufile {
             sync_default_stream(&target)?;
         }
-        let chunks = if plan.inline {
-            vec![Chunk { buf_offset: 0, file_offset: offset, len: size }].into_iter().filter(|c| c.len > 0).collect()
+        let split = if plan.inline {
+            Split::one(len, offset)
         } else {
             let split = if snapshot.direct_io_read { task_split::split_for_direct_io } else { task_split::split };
-            split(size, offset, snapshot.task_size)
+            split(len, offset, snapshot.task_size)
         };
-        let (operation, slots) = Operation::new(chunks.iter().map(|c| c.len).collect(), size as u64, Arc::clone(&self.stats));
+        // Where the size is unknown the request is not clipped: stop at the first short or failed
+        // task instead of running one per task size of the request.
+        let stop = if size_known { Stop::Never } else { Stop::AtFirstShortOrFailed };
+        let run = {
+            let file = Arc::clone(&file);
+            let stats = Arc::clone(&self.stats);
+            let compat_mode = self.compat_mode;
+            move |chunk| run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode)
+        };
+        let operation = Operation::new(split, size as u64, Arc::clone(&self.stats), stop, run);
         call.handed_over();
         if plan.inline {
-            for (chunk, slot) in chunks.into_iter().zip(slots) {
-                slot.finish(run_and_record(&file, &self.stats, plan, &target, chunk, &snapshot, self.compat_mode));
-            }
-            return Ok(operation);
-        }
-        let bodies: Vec<Arc<Claimable>> = chunks
-            .into_iter()
-            .zip(slots)
-            .map(|(chunk, slot)| {
-                let file = Arc::clone(&file);
-                let stats = Arc::clone(&self.stats);
-                let compat_mode = self.compat_mode;
-                Claimable::new(move || slot.finish(run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode)))
-            })
-            .collect();
-        operation.set_claimable(bodies.clone());
-        for body in bodies {
-            pool.submit(move || {
-                body.run();
-            });
+            operation.run_here();
+        } else {
+            operation.start(pool);
         }
         Ok(operation)
     }

@@ -7,8 +7,9 @@
 //! the rest of the task ahead (`readahead::advise_willneed`) before the waiting `pread`s. Why:
 //! cold, 16 threads reading a 1 GiB file in 4 MiB tasks on the H200 machine's disk reached a
 //! median of 1.81 GB/s this way against 1.54 with plain `pread`s (6 alternating passes,
-//! notes/benchmarks.md session 5). Warm reads pay only the flag on their first read (and one
-//! advice past the end of a file).
+//! notes/benchmarks.md session 5). Warm reads pay only the flag on their first read. The advice
+//! never reaches past the end of the file (`readahead::advise_willneed` clips it), whatever range
+//! the caller names.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -135,6 +136,36 @@ pub fn stat(fd: RawFd) -> io::Result<libc::stat> {
 pub fn file_size(fd: RawFd) -> io::Result<u64> {
     Ok(stat(fd)?.st_size as u64)
 }
+
+/// Where the bytes a read can find end, from the file's status `st` (one `ioctl` more for a block
+/// device): the size of a regular file or of a block device; `None` for other files (pipes,
+/// character devices, directories, sockets), whose `st_size` says nothing about what a read
+/// returns.
+pub fn readable_end_of(fd: RawFd, st: &libc::stat) -> io::Result<Option<u64>> {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Ok(Some(st.st_size as u64)),
+        libc::S_IFBLK => block_device_size(fd).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// `readable_end_of` after one `fstat`.
+pub fn readable_end(fd: RawFd) -> io::Result<Option<u64>> {
+    readable_end_of(fd, &stat(fd)?)
+}
+
+/// The size in bytes of the block device open as `fd` (its `st_size` is 0).
+pub(crate) fn block_device_size(fd: RawFd) -> io::Result<u64> {
+    let mut bytes: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
+    if unsafe { libc::ioctl(fd, BLKGETSIZE64, &mut bytes) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(bytes)
+}
+
+/// `BLKGETSIZE64` of `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`.
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 #[cfg(test)]
 mod tests {

@@ -375,7 +375,7 @@ impl Counters {
         self.calls += 1;
         self.calls_failed += failed as u64;
         self.calls_short += (!failed && delivered < requested) as u64;
-        self.bytes_requested += requested;
+        self.bytes_requested = self.bytes_requested.saturating_add(requested); // caller-chosen sizes: up to 2^63 each
         self.bytes_read += delivered;
     }
 }

@@ -2,12 +2,15 @@
 //! resized while in use (extra threads leave after their current task), and a pool thread that
 //! waits for an operation runs queued tasks meanwhile, so a task that submits and waits for
 //! another read (nested submission) cannot deadlock the pool. A broadcast job runs once on every
-//! worker, before the queued jobs it takes next (per-thread preparation: warm_up.rs).
+//! worker, before the queued jobs it takes next, or between the steps of a long job that asks
+//! for it (`run_due_broadcasts`: an operation's worker between tasks) (per-thread preparation:
+//! warm_up.rs).
 
 use crate::error::{Error, Result};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -57,10 +60,15 @@ impl State {
 struct Shared {
     state: Mutex<State>,
     work_ready: Condvar,
+    /// `State::next_generation`, readable without the lock (`run_due_broadcasts`).
+    generations: AtomicU64,
 }
 
 thread_local! {
     static ON_POOL_THREAD: Cell<bool> = const { Cell::new(false) };
+    /// On a worker thread: its pool (the address of its shared state) and the first broadcast
+    /// generation it has still to run.
+    static WORKER_DUE: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
 /// A FIFO pool of named worker threads.
@@ -89,6 +97,7 @@ impl ThreadPool {
                     next_thread_id: 0,
                 }),
                 work_ready: Condvar::new(),
+                generations: AtomicU64::new(0),
             }),
         };
         pool.resize(threads)?;
@@ -145,6 +154,7 @@ impl ThreadPool {
         let mut state = lock(&self.shared);
         let generation = state.next_generation;
         state.next_generation += 1;
+        self.shared.generations.store(state.next_generation, Ordering::Release);
         let pending = state.live_threads;
         if pending > 0 {
             state.broadcasts.push(Broadcast { generation, job: Arc::new(job), pending });
@@ -166,6 +176,24 @@ impl ThreadPool {
         }
     }
 
+    /// Runs the broadcasts the calling thread owes, if it is a worker of this pool: for a job that
+    /// runs long (an operation's worker claims task after task), so that a broadcast waits for
+    /// one task at most, as it would between queued jobs. Costs one atomic load when there is
+    /// none.
+    pub fn run_due_broadcasts(&self) {
+        let pool = Arc::as_ptr(&self.shared) as usize;
+        let (owner, due) = WORKER_DUE.with(|c| c.get());
+        if owner != pool || self.shared.generations.load(Ordering::Acquire) <= due {
+            return;
+        }
+        loop {
+            let due = WORKER_DUE.with(|c| c.get().1);
+            let Some((job, next_due)) = lock(&self.shared).take_broadcast(due) else { return };
+            WORKER_DUE.with(|c| c.set((pool, next_due)));
+            run_job(|| job());
+        }
+    }
+
     /// True on a worker thread of any gdsroute pool.
     pub fn on_pool_thread() -> bool {
         ON_POOL_THREAD.with(|c| c.get())
@@ -177,17 +205,21 @@ fn run_job(job: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(job));
 }
 
-/// `due`: the first broadcast generation this worker must run.
-fn worker_loop(shared: Arc<Shared>, mut due: u64) {
+/// `due`: the first broadcast generation this worker must run (kept in `WORKER_DUE`, which
+/// `run_due_broadcasts` advances too).
+fn worker_loop(shared: Arc<Shared>, due: u64) {
     ON_POOL_THREAD.with(|c| c.set(true));
+    let pool = Arc::as_ptr(&shared) as usize;
+    WORKER_DUE.with(|c| c.set((pool, due)));
+    let due = || WORKER_DUE.with(|c| c.get().1);
     let mut state = lock(&shared);
     loop {
         if state.live_threads > state.target_threads {
-            state.forget_worker(due);
+            state.forget_worker(due());
             return;
         }
-        if let Some((job, next_due)) = state.take_broadcast(due) {
-            due = next_due;
+        if let Some((job, next_due)) = state.take_broadcast(due()) {
+            WORKER_DUE.with(|c| c.set((pool, next_due)));
             drop(state);
             run_job(|| job());
             state = lock(&shared);
@@ -391,6 +423,44 @@ mod tests {
         });
         assert_eq!(settled(3), (3, 0));
         assert_eq!((first.load(Ordering::SeqCst), second.load(Ordering::SeqCst)), (1, 3));
+    }
+
+    #[test]
+    fn a_long_job_runs_broadcasts_between_its_steps() {
+        let pool = ThreadPool::new(1).unwrap();
+        let (started_tx, started_rx) = mpsc::channel();
+        let (broadcast_tx, broadcast_rx) = mpsc::channel::<()>();
+        let (done_tx, done_rx) = mpsc::channel();
+        let inner = pool.clone();
+        pool.submit(move || {
+            started_tx.send(()).unwrap();
+            // Steps of a long job until the broadcast posted meanwhile has run here.
+            let start = std::time::Instant::now();
+            let mut ran = false;
+            while !ran && start.elapsed() < Duration::from_secs(120) {
+                inner.run_due_broadcasts();
+                ran = broadcast_rx.try_recv().is_ok();
+                std::thread::yield_now();
+            }
+            done_tx.send(ran).unwrap();
+        });
+        started_rx.recv_timeout(Duration::from_secs(120)).unwrap();
+        let tx = Mutex::new(broadcast_tx);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&runs);
+        pool.broadcast(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tx.lock().unwrap().send(()).unwrap();
+        });
+        assert!(done_rx.recv_timeout(Duration::from_secs(120)).unwrap(), "the broadcast waited for the job's end");
+        // Once only, and not again when the worker goes back to its loop; a thread outside the
+        // pool runs none.
+        let (tx, rx) = mpsc::channel();
+        pool.submit(move || tx.send(()).unwrap());
+        rx.recv_timeout(Duration::from_secs(120)).unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert!(lock(&pool.shared).broadcasts.is_empty());
+        pool.run_due_broadcasts(); // not a worker: nothing
     }
 
     #[test]
