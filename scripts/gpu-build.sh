@@ -17,6 +17,7 @@ cc -O1 -g -Wall -Wextra -Werror -std=gnu11 -rdynamic tests/exit/exit_dlopen.c te
    -o .device/exit_dlopen -ldl -lpthread
 cc -O1 -g -Wall -Wextra -Werror -std=gnu11 -rdynamic tools/probes/cufile_exit_probe.c tests/exit/exit_watch.c \
    -o .device/cufile_exit_probe -ldl -lpthread
+cc -shared -fPIC -O1 -g -Wall -Wextra -Werror -std=gnu11 tests/exit/exit_watch.c -o .device/libexit_watch.so -ldl
 for variant in full:"" nostats:-DFAKE_CUFILE_NO_STATS; do
   cc -shared -fPIC -O1 -Wall -Wextra -Werror -pthread ${variant#*:} -o ".device/libfake_cufile_${variant%%:*}.so" tests/fake_cufile/fake_cufile.c
 done

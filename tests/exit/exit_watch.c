@@ -11,7 +11,10 @@
  *   and name, the faulting address, the instruction pointer and a backtrace as library+offset,
  *   the program's phase, the destructor running at that moment and every thread alive, then
  *   dies of the same signal (the exit status stays 128+signal).
- * - EXIT_WATCH_LOG=1 also prints every registration as it happens.
+ * - EXIT_WATCH_LOG=1 also prints every registration as it happens and every destructor as it
+ *   runs.
+ * - Built as a shared object it can be preloaded into a program that is not ours (KvikIO's
+ *   Python process, tools/probes/run_exit_differences.sh); the product never needs a preload.
  */
 #define _GNU_SOURCE
 #include "exit_watch.h"
@@ -90,8 +93,11 @@ void exit_watch_phase(const char *name) {
     if (log_registrations) say("[exit_watch] phase %s at %.3f s\n", name, now() - t_start);
 }
 
+static void describe(const char *kind, const struct record *r);
+
 static void trampoline(void *p) {
     struct record *r = p;
+    if (log_registrations) describe("runs", r);
     struct record *outer = atomic_exchange(&running_dtor, r);
     r->func(r->arg);
     atomic_store(&running_dtor, outer);

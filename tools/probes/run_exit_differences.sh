@@ -20,3 +20,12 @@ for env in "" "MALLOC_PERTURB_=165" "GLIBC_TUNABLES=glibc.malloc.tcache_count=0"
     echo "RESULT KvikIO (Python), no close, ${env:-plain}: $c of 10 crashed ($o other failures)"
     tail -1 /tmp/kvikio-exit.log
 done
+# Which exit-time destructors run in KvikIO's Python process (BIN_DIR/libexit_watch.so preloaded:
+# a diagnostic of someone else's process, not something gdsroute needs).
+if [ -f "$1/libexit_watch.so" ]; then
+    echo "--- KvikIO (Python) with exit_watch preloaded: libcufile's destructors as they run"
+    EXIT_WATCH_LOG=1 LD_PRELOAD=$1/libexit_watch.so timeout 60 python3 "$(dirname "$0")/kvikio_exit.py" "$file" after 2>&1 |
+        grep -E 'cufile|CRASH|read ' | grep -v 'registered by thread .* in phase .start' | tail -25
+    echo "--- loaded libcufile in that process"
+    EXIT_WATCH_LOG=0 python3 -c "import cupy, kvikio; from cuda.bindings import cufile; cufile.driver_open(); print(open('/proc/self/maps').read())" 2>/dev/null | grep -o '/[^ ]*libcufile[^ ]*' | sort -u
+fi
