@@ -53,7 +53,9 @@ static int print_device_verdict(gdsroute_file *file) {
     if (st != GDSROUTE_STATUS_OK) {
         return fail("gdsroute_file_cufile_verdict", st);
     }
-    if (reason == GDSROUTE_FALLBACK_REASON_NONE) {
+    if (reason == GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE) {
+        printf("device reads of this file: none, CUDA is not usable here (%s: %s)\n", reason_name(reason), why);
+    } else if (reason == GDSROUTE_FALLBACK_REASON_NONE) {
         printf("device reads of this file: cuFile (%s)\n", why);
     } else if (mode == GDSROUTE_COMPAT_MODE_OFF) {
         printf("device reads of this file: fail (compat mode OFF), because %s: %s\n", reason_name(reason), why);

@@ -123,6 +123,11 @@ impl Diagnosis {
             return format!("{subject}: none, the file cannot be opened: {e}");
         }
         match &self.verdict {
+            // Without CUDA there is no device memory to read into: say so rather than name a route.
+            Some(v) if v.reason == Some(FallbackReason::CudaUnavailable) => format!(
+                "{subject}: none, CUDA is not usable here (GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE: {}); reads into host memory use the POSIX backend",
+                v.detail
+            ),
             Some(v) => format!("{subject} (requests of at least the GDS threshold) will use: {}", v.describe()),
             None => format!("{subject}: unknown"),
         }
@@ -403,8 +408,14 @@ mod tests {
         assert_eq!(d.exit_code(), ExitCode::Ok);
         d.verdict = Some(Verdict { route: DeviceRoute::Cufile, reason: None, detail: "real GDS through nvidia-fs".into() });
         assert!(d.conclusion().ends_with("will use: cuFile (real GDS through nvidia-fs)"), "{}", d.conclusion());
-        d.verdict = Some(Verdict { route: DeviceRoute::Fail, reason: Some(FallbackReason::CudaUnavailable), detail: "no libcuda".into() });
-        assert!(d.conclusion().contains("fail with GDSROUTE_STATUS_CUFILE_UNAVAILABLE (compat mode OFF), because GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE: no libcuda"));
+        d.verdict = Some(Verdict { route: DeviceRoute::Fail, reason: Some(FallbackReason::LibraryUnavailable), detail: "no libcufile".into() });
+        assert!(d.conclusion().contains("fail with GDSROUTE_STATUS_CUFILE_UNAVAILABLE (compat mode OFF), because GDSROUTE_FALLBACK_REASON_LIBRARY_UNAVAILABLE: no libcufile"));
+        d.verdict = Some(Verdict { route: DeviceRoute::PosixBounce, reason: Some(FallbackReason::CudaUnavailable), detail: "no libcuda".into() });
+        assert_eq!(
+            d.conclusion(),
+            "device reads of this file: none, CUDA is not usable here (GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE: no libcuda); \
+             reads into host memory use the POSIX backend"
+        );
         d.file_error = Some("No such file".into());
         assert_eq!(d.exit_code(), ExitCode::FileNotOpenable);
         assert_eq!(d.conclusion(), "device reads of this file: none, the file cannot be opened: No such file");

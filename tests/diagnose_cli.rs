@@ -61,11 +61,11 @@ fn a_file_ends_with_the_conclusion_and_c_reason_names() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     let last = text.lines().last().unwrap();
-    assert!(last.starts_with("device reads of this file (requests of at least the GDS threshold) will use: "), "{text}");
-    assert!(
-        last.contains(": cuFile (") || last.contains(": POSIX bounce buffers, because GDSROUTE_FALLBACK_REASON_"),
-        "{last}"
-    );
+    // With CUDA a route is named; without it (CI machines) the conclusion says no device read can happen.
+    let route = last.starts_with("device reads of this file (requests of at least the GDS threshold) will use: ")
+        && (last.contains(": cuFile (") || last.contains(": POSIX bounce buffers, because GDSROUTE_FALLBACK_REASON_"));
+    let no_cuda = last.starts_with("device reads of this file: none, CUDA is not usable here (GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE: ");
+    assert!(route || no_cuda, "{text}");
     // No Rust enum names (NoUdev, CudaUnavailable, ...) for reasons.
     for rust in ["NoUdev", "CudaUnavailable", "LibraryUnavailable", "DriverOpenFailed", "RegisterFailed", "DirectOpenFailed"] {
         assert!(!text.contains(rust), "{rust} in: {text}");

@@ -14,7 +14,7 @@ set_tests_properties(example_read_file_summary PROPERTIES
 # (tests/diagnose_cli.rs tests the command line in full).
 add_test(NAME tool_diagnose_conclusion COMMAND "${GDSROUTE_DIAGNOSE}" "${GDSROUTE_SAMPLE_FILE}")
 set_tests_properties(tool_diagnose_conclusion PROPERTIES FIXTURES_REQUIRED sample_file LABELS example
-  PASS_REGULAR_EXPRESSION "\ndevice reads of this file \\(requests of at least the GDS threshold\\) will use: (cuFile \\(|POSIX bounce buffers, because GDSROUTE_FALLBACK_REASON_[A-Z_]+: )[^\n]+\n$")
+  PASS_REGULAR_EXPRESSION "\ndevice reads of this file( \\(requests of at least the GDS threshold\\) will use: (cuFile \\(|POSIX bounce buffers, because GDSROUTE_FALLBACK_REASON_[A-Z_]+: )|: none, CUDA is not usable here \\(GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE: )[^\n]+\n$")
 add_test(NAME tool_diagnose_usage_error COMMAND "${GDSROUTE_DIAGNOSE}" --bogus)
 set_tests_properties(tool_diagnose_usage_error PROPERTIES LABELS example WILL_FAIL ON)
 
