@@ -1,5 +1,5 @@
 //! Where a read goes. This is the one place that decides between our POSIX backend and cuFile,
-//! following KvikIO's rules (kvikio-behaviour.md §2.3): host memory always uses POSIX tasks;
+//! following KvikIO's rules (docs/routing.md, "The decision"): host memory always uses POSIX tasks;
 //! device requests below the GDS threshold use POSIX inline on the calling thread; larger device
 //! requests use cuFile per task unless compat mode ON (or an AUTO fallback) says otherwise, and
 //! compat mode OFF turns "cuFile cannot serve this file" into an error.

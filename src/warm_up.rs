@@ -6,9 +6,9 @@
 //! events, and the workers pin one buffer for it too (a waiting caller runs tasks:
 //! operation.rs). CUDA is never loaded here, so host-only programs pay nothing.
 //!
-//! Why this shape (notes/benchmarks.md, sessions 2-4): the driver serialises stream creation and
+//! Why this shape (docs/benchmark-record.md, series 2-4, 2026-11-30): the driver serialises stream creation and
 //! registration (about 10 ms for 16 workers on the H200), so a read issued right after the open
-//! overlaps part of it. Until session 4 the workers met after preparing and only then took read
+//! overlaps part of it. Until series 4 (2026-11-30) the workers met after preparing and only then took read
 //! tasks; now a prepared worker's `pread`s overlap the others' registrations.
 
 use crate::cuda::{self, ContextHandle, ScopedContext};

@@ -1,6 +1,6 @@
 //! `gdsroute-bench --file PATH [options]`: reads a file into device (or host) memory through the
 //! C API (`gdsroute_file_pread` + `gdsroute_op_wait`, called from Rust) and prints one
-//! `RESULT impl=gdsroute ...` line per measurement, then a table. Method: notes/benchmarks.md.
+//! `RESULT impl=gdsroute ...` line per measurement, then a table. Method: docs/performance.md.
 //! `scripts/bench-kvikio.py` prints the same lines for KvikIO.
 
 use std::ffi::{CString, c_void};
@@ -351,7 +351,7 @@ enum Buffer {
 /// Host memory allocated as numpy allocates KvikIO's host arrays, so that both libraries read
 /// into the same kind of pages: an anonymous mapping, advised `MADV_HUGEPAGE` from 4 MiB up
 /// (numpy's default on Linux). With 4 KiB pages the kernel's copies into the buffer take more TLB
-/// misses: session 4 measured host reads at 8 threads 0.95-1.01x KvikIO with a plain `Vec` (run 6).
+/// misses: series 4 (2026-11-30) measured host reads at 8 threads 0.95-1.01x KvikIO with a plain `Vec` (run 6).
 struct HostMemory {
     ptr: std::ptr::NonNull<u8>,
     len: usize,

@@ -3,7 +3,7 @@
 //! `cuMemHostRegister(READ_ONLY | PORTABLE)` (`RegisteredMapping`), so a host-to-device copy from
 //! it moves file bytes without a CPU copy into a bounce buffer.
 //!
-//! Measured on the H200 (scripts/probe-mapped.py, 1 GiB warm file): copies from such a mapping run
+//! Measured on the H200 (tools/probes/probe-mapped.py, 1 GiB warm file): copies from such a mapping run
 //! at 54-55 GB/s, but registering costs about 0.09 s per GiB and the driver serialises it across
 //! threads, so this pays only for ranges that are read more than once (see `page_cache`).
 //!

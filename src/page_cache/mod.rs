@@ -4,7 +4,7 @@
 //! Why: on the H200 the bounce route is bound by the CPU's page-cache copy (42-44 GB/s at 16
 //! threads, the same plateau as plain `pread` into host memory), while copies from a registered
 //! mapping of the file run at 54-55 GB/s from any number of threads. Registering costs about
-//! 0.09 s per GiB, serialised in the driver (scripts/probe-mapped.py), so it cannot pay for a
+//! 0.09 s per GiB, serialised in the driver (tools/probes/probe-mapped.py), so it cannot pay for a
 //! range read once; it pays from the third read of a range on.
 //!
 //! How: a file is cut into `WINDOW`-sized windows. Reads add the bytes they take from each
