@@ -69,13 +69,6 @@ pub struct TaskOutcome {
     pub direct_bytes: usize,
 }
 
-impl TaskOutcome {
-    /// A task served by POSIX reads alone.
-    pub fn from_posix(read: crate::posix::Delivered) -> Self {
-        TaskOutcome { bytes: read.bytes, mapped_bytes: 0, not_cached: read.not_cached, direct_bytes: read.direct_bytes }
-    }
-}
-
 /// A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order
 /// is append-only and every field is a `u64`.
 #[repr(C)]

@@ -319,7 +319,7 @@ fn cu(result: sys::CUresult, what: &str) -> Result<(), String> {
 
 /// Makes device 0's primary context current on the calling thread.
 fn cuda_context() -> Result<sys::CUcontext, String> {
-    gdsroute::cuda::cuda().map_err(|e| format!("CUDA unavailable: {e}"))?;
+    gdsroute::testing::cuda::cuda().map_err(|e| format!("CUDA unavailable: {e}"))?;
     let mut dev: sys::CUdevice = 0;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: cuda() confirmed libcuda is loaded and initialised; out-pointers are writable.
@@ -896,7 +896,7 @@ impl Bench {
 
 fn run() -> Result<(), String> {
     let args = parse_args()?;
-    let gpu = match gdsroute::cuda::cuda() {
+    let gpu = match gdsroute::testing::cuda::cuda() {
         Ok(_) => Ok(()),
         Err(e) => Err(e.to_string()),
     };

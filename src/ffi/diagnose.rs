@@ -44,7 +44,7 @@ pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_shutdown() -> Status {
     guard(|| {
-        crate::gds::shutdown();
+        crate::backend::cufile::gds::shutdown();
         Ok(())
     })
 }

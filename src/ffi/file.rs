@@ -2,9 +2,9 @@
 
 use super::{arg, guard, out, write_out};
 use crate::error::Error;
-use crate::file::File;
-use crate::gds::FallbackReason;
-use crate::operation::Operation;
+use crate::api::file::File;
+use crate::backend::cufile::gds::FallbackReason;
+use crate::io::operation::Operation;
 use crate::settings::CompatMode;
 use crate::stats::Counters;
 use crate::status::Status;

@@ -8,7 +8,7 @@
 use super::{guard, out, write_out};
 use crate::settings::{self, CompatMode, CufileFd};
 use crate::status::Status;
-use crate::thread_pool;
+use crate::io::thread_pool;
 
 /// Writes one setting into an out-pointer.
 ///

@@ -2,7 +2,7 @@
 
 use super::{arg, copy_to_c_buffer, guard, out, write_out};
 use crate::error::{Error, Result};
-use crate::gds;
+use crate::api::process;
 use crate::stats::Counters;
 use crate::status::Status;
 use std::ffi::c_char;
@@ -71,7 +71,7 @@ unsafe fn copy_counters_in(src: *const Counters) -> Result<Counters> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
     // SAFETY: the caller's contract above.
-    guard(|| unsafe { copy_counters_out(&gds::process_counters(), stats) })
+    guard(|| unsafe { copy_counters_out(&process::process_counters(), stats) })
 }
 
 /// Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_stats_reset() -> Status {
     guard(|| {
-        gds::reset_process_counters();
+        process::reset_process_counters();
         Ok(())
     })
 }

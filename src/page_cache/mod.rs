@@ -30,7 +30,7 @@ mod registrar;
 pub use budget::{Usage, default_pin_max, usage};
 pub use registrar::DeviceReadInFlight;
 
-use crate::cuda::{self, FileMapping, RegisteredMapping};
+use crate::sys::cuda::{self, FileMapping, RegisteredMapping};
 use budget::{Reservation, page_size};
 use registrar::{Job, registrar};
 use std::collections::HashMap;
@@ -84,7 +84,7 @@ impl Identity {
 }
 
 fn identity_of(fd: RawFd) -> std::io::Result<Identity> {
-    let st = crate::posix::stat(fd)?;
+    let st = crate::sys::fs::stat(fd)?;
     Ok(Identity {
         dev: st.st_dev,
         ino: st.st_ino,

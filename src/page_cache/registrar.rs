@@ -8,7 +8,7 @@
 //! races CUDA's own teardown.
 
 use super::{PageCache, budget::Reservation};
-use crate::cuda::{self, FileMapping, RegisteredMapping, ScopedContext};
+use crate::sys::cuda::{self, FileMapping, RegisteredMapping, ScopedContext};
 use once_cell::sync::Lazy;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -7,7 +7,7 @@
 //! into a threaded process (dlopen from Python, say) leaves the environment alone; the README
 //! says how to set the variable yourself.
 
-use crate::cufile::log_configuration;
+use crate::sys::cufile::log_configuration;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The process that loaded the library (0 until known).

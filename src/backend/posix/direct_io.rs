@@ -14,7 +14,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
-use crate::posix::{pread_once, read_full_at};
+use super::pread::{pread_once, read_full_at};
 
 /// Alignment of `O_DIRECT` offsets, lengths and memory: a page, as KvikIO uses (a multiple of
 /// every logical block size Linux block devices report in practice).
@@ -163,11 +163,11 @@ unsafe fn read_through_scratch(direct: RawFd, dst: *mut u8, len: usize, offset: 
 
 /// The size that bounds direct reads: the file's size, or a block device's (whose `st_size` is 0).
 fn readable_size(fd: RawFd) -> io::Result<u64> {
-    let st = crate::posix::stat(fd)?;
+    let st = crate::sys::fs::stat(fd)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFBLK {
         return Ok(st.st_size as u64);
     }
-    crate::posix::block_device_size(fd)
+    crate::sys::fs::block_device_size(fd)
 }
 
 thread_local! {

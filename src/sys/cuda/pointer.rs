@@ -6,7 +6,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::sys::{self, CUpointer_attribute, CUresult};
 
-use super::context::{ContextHandle, ScopedContext, context_for, current_context, primary_context};
+use super::context::{ContextHandle, ScopedContext, current_context, primary_context};
 use super::driver::cuda;
 use super::error::{CudaFailure, check, result_name};
 
@@ -139,9 +139,53 @@ pub fn allocation_range(ptr: *const c_void) -> Result<(u64, usize), CudaFailure>
     Ok((base, size))
 }
 
+/// The context a transfer to memory of this kind should run in, chosen like KvikIO: the
+/// pointer's own context when the driver reported one, else the primary context of its device.
+/// `None` for host memory (no context needed).
+///
+/// Errors: those of `primary_context`.
+pub fn context_for(kind: &MemoryKind) -> Result<Option<ContextHandle>, CudaFailure> {
+    match *kind {
+        MemoryKind::Host | MemoryKind::PinnedHost => Ok(None),
+        MemoryKind::Device {
+            context: Some(ctx), ..
+        }
+        | MemoryKind::Managed {
+            context: Some(ctx), ..
+        } => Ok(Some(ctx)),
+        MemoryKind::Device {
+            ordinal,
+            context: None,
+        }
+        | MemoryKind::Managed {
+            ordinal,
+            context: None,
+        } => primary_context(ordinal).map(Some),
+    }
+}
+
+impl ScopedContext {
+    /// Pushes the context that `kind` needs (see `context_for`); `None` for host memory.
+    ///
+    /// Errors: those of `context_for` and `push`.
+    pub fn for_kind(kind: &MemoryKind) -> Result<Option<Self>, CudaFailure> {
+        context_for(kind)?.map(Self::push).transpose()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_memory_needs_no_context() {
+        assert_eq!(context_for(&MemoryKind::Host).unwrap(), None);
+        assert!(
+            ScopedContext::for_kind(&MemoryKind::PinnedHost)
+                .unwrap()
+                .is_none()
+        );
+    }
 
     #[test]
     fn stack_and_heap_are_host_without_a_gpu() {

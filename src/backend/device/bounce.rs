@@ -1,12 +1,11 @@
-//! Moving file bytes into device memory: through our POSIX backend (pread into a pinned bounce
-//! buffer, copy to the GPU, repeat; or one copy from the registered page cache) or through one
-//! `cuFileRead`. Each runs on the thread that calls it, with the destination's CUDA context made
-//! current there.
+//! Moving file bytes into device memory through our POSIX backend: pread into a pinned bounce
+//! buffer, copy to the GPU, repeat; or one copy from the registered page cache. Each runs on the
+//! thread that calls it, with the destination's CUDA context made current there. cuFile's own
+//! read is `backend::cufile::read`.
 
-use crate::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
-use crate::cufile::{CufileHandle, CufileLibrary, ReadFailure, code_message};
+use crate::sys::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
 use crate::error::{Error, Result};
-use crate::posix::{self, Delivered};
+use crate::backend::posix::{self, Delivered};
 use once_cell::sync::OnceCell;
 use std::os::fd::RawFd;
 
@@ -92,9 +91,9 @@ pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &M
     // placed at its file offset's distance past a page (`lead`, non-zero for the first piece of
     // an unaligned range only), so that the pages of the file and of the half line up and the
     // direct reads go straight into the pinned memory.
-    let align_pieces = direct.is_some() && piece >= crate::direct_io::ALIGN;
+    let align_pieces = direct.is_some() && piece >= crate::backend::posix::direct_io::ALIGN;
     if align_pieces {
-        piece -= piece % crate::direct_io::ALIGN;
+        piece -= piece % crate::backend::posix::direct_io::ALIGN;
     }
     let base = buffer.as_mut_ptr();
     let _drain = DrainOnDrop(stream);
@@ -109,13 +108,13 @@ pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &M
             events[slot].synchronize().map_err(cuda_error)?;
         }
         let pos = offset + done as u64;
-        let lead = if align_pieces { (pos % crate::direct_io::ALIGN as u64) as usize } else { 0 };
+        let lead = if align_pieces { (pos % crate::backend::posix::direct_io::ALIGN as u64) as usize } else { 0 };
         let want = (len - done).min(piece - lead);
         // SAFETY: slot * piece + lead + want <= buffer.len(); no copy reads this half any more.
         let host = unsafe { base.add(slot * piece + lead) };
         let read = if let Some(direct) = direct {
             // SAFETY: as above.
-            unsafe { crate::direct_io::read_full_at_direct(fd, direct, host, want, pos) }.inspect(|r| direct_bytes += r.direct_bytes).map(|r| r.bytes)
+            unsafe { crate::backend::posix::direct_io::read_full_at_direct(fd, direct, host, want, pos) }.inspect(|r| direct_bytes += r.direct_bytes).map(|r| r.bytes)
         } else if step == 0 {
             // SAFETY: as above.
             unsafe { posix::read_full_at_ahead(fd, host, want, pos, len) }.inspect(|d| not_cached = d.not_cached).map(|d| d.bytes)
@@ -156,45 +155,6 @@ pub unsafe fn copy_from_registered(kind: &MemoryKind, dst: u64, src: *const u8, 
     // SAFETY: forwarded from the caller; registered memory is pinned, so the copy is a DMA read.
     unsafe { cuda::copy_host_to_device(dst, src, len, stream) }.map_err(cuda_error)?;
     cuda::synchronize(stream).map_err(cuda_error)
-}
-
-/// Reads `len` bytes at `offset` with `cuFileRead` into `base + base_offset`, looping over short
-/// counts until the range is full or the file ends.
-///
-/// # Safety
-/// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`.
-#[allow(clippy::too_many_arguments)] // one flat call mirroring cuFileRead's own arguments
-pub unsafe fn cufile_read(
-    library: &CufileLibrary,
-    handle: &CufileHandle<'_>,
-    path: &str,
-    kind: &MemoryKind,
-    base: u64,
-    base_offset: u64,
-    len: usize,
-    offset: u64,
-) -> Result<usize> {
-    let _call = crate::gds::CufileCall::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
-    let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
-    let mut done = 0usize;
-    while done < len {
-        let pos = offset + done as u64;
-        // SAFETY: forwarded from the caller; offsets fit i64 (validated by the file handle).
-        let result = unsafe {
-            library.read(handle, base as *mut std::ffi::c_void, len - done, pos as i64, (base_offset + done as u64) as i64)
-        };
-        match result {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(ReadFailure::Errno(errno)) => {
-                return Err(Error::Io { op: "cuFileRead", path: path.to_string(), offset: pos, source: std::io::Error::from_raw_os_error(errno) });
-            }
-            Err(ReadFailure::Cufile(code)) => {
-                return Err(Error::Cufile(format!("cuFileRead of {path:?} at offset {pos} returned {code}: {}", code_message(code))));
-            }
-        }
-    }
-    Ok(done)
 }
 
 impl From<cuda::CudaFailure> for Error {

@@ -75,7 +75,7 @@ pub fn split(size: usize, file_offset: u64, task_size: u64) -> Split {
 /// that is less than a task (KvikIO's `first_task_size`), so that the other tasks start on pages
 /// (for `direct_io`; with a task size that is a multiple of the page).
 pub fn split_for_direct_io(size: usize, file_offset: u64, task_size: u64) -> Split {
-    let past_page = (file_offset % crate::direct_io::ALIGN as u64) as usize;
+    let past_page = (file_offset % crate::backend::posix::direct_io::ALIGN as u64) as usize;
     let task = usize::try_from(task_size).unwrap_or(usize::MAX);
     let first = (past_page > 0 && past_page < task).then(|| task - past_page);
     split_with_first(size, file_offset, task_size, first)

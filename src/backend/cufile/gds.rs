@@ -3,8 +3,8 @@
 //! without libcuda), and its own statistics as deltas since our start or reset. The per-file half
 //! of the probe lives in `cufile_file`.
 
-use crate::cuda;
-use crate::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};
+use crate::sys::cuda;
+use crate::sys::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};
 use crate::stats::{Counters, CufileStatsState};
 use once_cell::sync::OnceCell;
 use std::path::Path;
@@ -306,26 +306,12 @@ impl Gds {
     }
 }
 
-/// The process-wide counters with cuFile's, if cuFile is open.
-pub fn process_counters() -> Counters {
-    let mut counters = crate::stats::global().snapshot();
-    (counters.pinned_bytes, counters.pinned_bytes_peak) = crate::device_io::pinned_usage();
-    let page_cache = crate::page_cache::usage();
-    counters.page_cache_pinned_bytes = page_cache.pinned_bytes;
-    counters.page_cache_pinned_bytes_peak = page_cache.pinned_bytes_peak;
-    counters.page_cache_registrations = page_cache.registrations;
-    counters.page_cache_refusals = page_cache.refusals;
-    if let Some(Ok(gds)) = PROCESS.get() {
-        gds.fill_counters(&mut counters);
-    }
-    counters
-}
-
-/// Resets our process-wide counters and the cuFile baseline.
-pub fn reset_process_counters() {
-    crate::stats::global().reset();
-    if let Some(Ok(gds)) = PROCESS.get() {
-        gds.reset_counters();
+/// cuFile's process state if its driver was opened; `None` before the first cuFile read or
+/// when it was found unusable.
+pub fn opened() -> Option<&'static Gds> {
+    match PROCESS.get() {
+        Some(Ok(gds)) => Some(gds),
+        _ => None,
     }
 }
 

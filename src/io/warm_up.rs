@@ -11,8 +11,8 @@
 //! overlaps part of it. Until series 4 (2026-11-30) the workers met after preparing and only then took read
 //! tasks; now a prepared worker's `pread`s overlap the others' registrations.
 
-use crate::cuda::{self, ContextHandle, ScopedContext};
-use crate::thread_pool::ThreadPool;
+use crate::sys::cuda::{self, ContextHandle, ScopedContext};
+use crate::io::thread_pool::ThreadPool;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -27,7 +27,7 @@ pub fn prepare_in_background() {
         return;
     }
     let Ok(Some(ctx)) = cuda::current_context() else { return };
-    let Ok(pool) = crate::thread_pool::global() else { return };
+    let Ok(pool) = crate::io::thread_pool::global() else { return };
     if prepare_on(pool, ctx) {
         // The opening thread usually waits for its reads, and a waiter runs tasks too.
         let _ = cuda::thread_stream();
@@ -62,8 +62,8 @@ fn prepare_worker(ctx: ContextHandle, buffers: usize) {
     let _ = cuda::thread_events();
     crate::trace::event("prepare.stream", 0);
     // The size in effect now, so that a setting changed since the open is not undone here.
-    let Ok(buffer_bytes) = crate::device_io::current_bounce_buffer_bytes() else { return };
-    let pool = crate::device_io::bounce_pool(buffer_bytes);
+    let Ok(buffer_bytes) = crate::backend::device::current_bounce_buffer_bytes() else { return };
+    let pool = crate::backend::device::bounce_pool(buffer_bytes);
     // Usually one buffer per worker; a worker that finds the others slower pins the rest (the
     // driver serialises registration, so the total time is the same whoever does it).
     while let Ok(true) = pool.fill_to(buffers) {}

@@ -3,19 +3,19 @@
 //! `Operation`). Reads in flight keep the descriptor alive, so closing a handle never lets a
 //! task read from a recycled descriptor.
 
-use crate::cuda::{self, MemoryKind};
-use crate::cufile_file::CufileFile;
-use crate::device_io;
+use crate::sys::cuda::{self, MemoryKind};
+use crate::backend::cufile::file::CufileFile;
+use crate::backend::device;
 use crate::error::{Error, Result};
-use crate::gds::{self, FallbackReason, Unusable};
-use crate::operation::{Operation, Stop};
+use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
+use crate::io::operation::{Operation, Stop};
 use crate::page_cache::{DeviceReadInFlight, PageCache, Segment};
-use crate::posix::{self, Delivered};
-use crate::route::{self, Plan};
+use crate::backend::posix::{self, Delivered};
+use crate::io::route::{self, Plan};
 use crate::settings::{self, CompatMode, FdChoice, Snapshot};
 use crate::stats::{self, Counters, Route, StatsCell, TaskOutcome};
-use crate::task_split::{self, Chunk, Split};
-use crate::thread_pool;
+use crate::io::task_split::{self, Chunk, Split};
+use crate::io::thread_pool;
 use once_cell::sync::OnceCell;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -109,7 +109,7 @@ impl OpenFile {
         if self.flags == OpenFlags::Write {
             return Ok((size, false));
         }
-        let end = posix::readable_end(self.fd.as_raw_fd()).map_err(|e| self.io_error("fstat", offset, e))?;
+        let end = crate::sys::fs::readable_end(self.fd.as_raw_fd()).map_err(|e| self.io_error("fstat", offset, e))?;
         Ok(match end {
             // The result is at most `size`, so it fits.
             Some(end) => (end.saturating_sub(offset).min(size as u64) as usize, true),
@@ -129,7 +129,7 @@ impl OpenFile {
         if self.flags == OpenFlags::Write {
             return Err("the handle is write-only".into());
         }
-        let opened = self.direct.get_or_init(|| crate::direct_io::open_direct(self.fd.as_raw_fd()).map_err(|e| format!("O_DIRECT open failed: {e}")));
+        let opened = self.direct.get_or_init(|| crate::backend::posix::direct_io::open_direct(self.fd.as_raw_fd()).map_err(|e| format!("O_DIRECT open failed: {e}")));
         opened.as_ref().map(|fd| fd.as_raw_fd()).map_err(Clone::clone)
     }
 
@@ -165,7 +165,7 @@ impl OpenFile {
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
             (_, Target::Host(ptr)) => {
-                unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset, snapshot.direct_io_read) }.map(TaskOutcome::from_posix)
+                unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset, snapshot.direct_io_read) }.map(TaskOutcome::from)
             }
             (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
                 self.read_device_posix(kind, address + chunk.buf_offset as u64, chunk, snapshot)
@@ -173,7 +173,7 @@ impl OpenFile {
             (Route::Cufile, Target::Device { kind, base, base_offset, .. }) => {
                 let registered = self.cufile(compat_mode).map_err(|u| Error::CufileUnavailable(u.message))?;
                 unsafe {
-                    device_io::cufile_read(
+                    crate::backend::cufile::read::cufile_read(
                         registered.library(),
                         registered.handle(),
                         &self.path,
@@ -199,12 +199,12 @@ impl OpenFile {
         let direct = self.direct_fd(snapshot.direct_io_read);
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
-            unsafe { device_io::bounce_read(fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
+            unsafe { device::bounce_read(fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
         };
         // Direct I/O bypasses the page cache, so the registered page cache (which maps it) is not
         // used either.
         let (Some(ordinal), budget @ 1.., None) = (kind.device_ordinal(), snapshot.page_cache_pin_max, direct) else {
-            return bounce(dst, chunk.len, chunk.file_offset).map(TaskOutcome::from_posix);
+            return bounce(dst, chunk.len, chunk.file_offset).map(TaskOutcome::from);
         };
         let mut outcome = TaskOutcome::default();
         for segment in self.page_cache.plan(fd, chunk.file_offset, chunk.len, ordinal, budget) {
@@ -212,7 +212,7 @@ impl OpenFile {
             match segment {
                 Segment::Registered { mapping, file_offset, len } => {
                     // SAFETY: the segment lies in the mapping (page_cache::plan) and in the chunk.
-                    unsafe { device_io::copy_from_registered(kind, at, mapping.address_of(file_offset), len) }?;
+                    unsafe { device::copy_from_registered(kind, at, mapping.address_of(file_offset), len) }?;
                     outcome.bytes += len;
                     outcome.mapped_bytes += len;
                 }
@@ -239,7 +239,7 @@ impl OpenFile {
         let fd = self.fd.as_raw_fd();
         if let Some(direct) = self.direct_fd(direct_io) {
             // SAFETY: forwarded from the caller.
-            let read = unsafe { crate::direct_io::read_full_at_direct(fd, direct, dst, len, offset) }.map_err(|e| self.io_error("pread", offset, e))?;
+            let read = unsafe { crate::backend::posix::direct_io::read_full_at_direct(fd, direct, dst, len, offset) }.map_err(|e| self.io_error("pread", offset, e))?;
             return Ok(Delivered { bytes: read.bytes, not_cached: false, direct_bytes: read.direct_bytes });
         }
         // SAFETY: forwarded from the caller.
@@ -334,7 +334,7 @@ impl File {
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        crate::warm_up::prepare_in_background();
+        crate::io::warm_up::prepare_in_background();
         Ok(File {
             path: display.clone(),
             open: RwLock::new(Some(Arc::new(OpenFile {
@@ -378,7 +378,7 @@ impl File {
     /// Current size of the file (fstat).
     pub fn size(&self) -> Result<u64> {
         let file = self.open_file()?;
-        posix::file_size(file.fd.as_raw_fd()).map_err(|e| file.io_error("fstat", 0, e))
+        crate::sys::fs::file_size(file.fd.as_raw_fd()).map_err(|e| file.io_error("fstat", 0, e))
     }
 
     /// This handle's counters.

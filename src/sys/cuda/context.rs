@@ -11,7 +11,6 @@ use once_cell::sync::Lazy;
 
 use super::driver::cuda;
 use super::error::{CudaFailure, check};
-use super::pointer::MemoryKind;
 
 /// A CUDA context (`CUcontext`), held as an address so that it can cross threads; a context is
 /// usable from any thread once made current there.
@@ -109,31 +108,6 @@ pub fn current_context() -> Result<Option<ContextHandle>, CudaFailure> {
     Ok(ContextHandle::from_address(raw as usize))
 }
 
-/// The context a transfer to memory of this kind should run in, chosen like KvikIO: the
-/// pointer's own context when the driver reported one, else the primary context of its device.
-/// `None` for host memory (no context needed).
-///
-/// Errors: those of `primary_context`.
-pub fn context_for(kind: &MemoryKind) -> Result<Option<ContextHandle>, CudaFailure> {
-    match *kind {
-        MemoryKind::Host | MemoryKind::PinnedHost => Ok(None),
-        MemoryKind::Device {
-            context: Some(ctx), ..
-        }
-        | MemoryKind::Managed {
-            context: Some(ctx), ..
-        } => Ok(Some(ctx)),
-        MemoryKind::Device {
-            ordinal,
-            context: None,
-        }
-        | MemoryKind::Managed {
-            ordinal,
-            context: None,
-        } => primary_context(ordinal).map(Some),
-    }
-}
-
 /// Makes a context current on the calling thread for its lifetime: pushes on creation, pops on
 /// drop. Not `Send`: it must be dropped on the thread that pushed it.
 #[derive(Debug)]
@@ -157,13 +131,6 @@ impl ScopedContext {
             ctx,
             _same_thread: PhantomData,
         })
-    }
-
-    /// Pushes the context that `kind` needs (see `context_for`); `None` for host memory.
-    ///
-    /// Errors: those of `context_for` and `push`.
-    pub fn for_kind(kind: &MemoryKind) -> Result<Option<Self>, CudaFailure> {
-        context_for(kind)?.map(Self::push).transpose()
     }
 
     /// The context this scope made current.
@@ -206,16 +173,6 @@ impl Drop for ScopedContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_memory_needs_no_context() {
-        assert_eq!(context_for(&MemoryKind::Host).unwrap(), None);
-        assert!(
-            ScopedContext::for_kind(&MemoryKind::PinnedHost)
-                .unwrap()
-                .is_none()
-        );
-    }
 
     #[test]
     fn without_a_driver_contexts_are_errors_not_panics() {

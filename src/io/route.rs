@@ -4,9 +4,9 @@
 //! requests use cuFile per task unless compat mode ON (or an AUTO fallback) says otherwise, and
 //! compat mode OFF turns "cuFile cannot serve this file" into an error.
 
-use crate::cuda::MemoryKind;
+use crate::sys::cuda::MemoryKind;
 use crate::error::{Error, Result};
-use crate::gds::Unusable;
+use crate::backend::cufile::gds::Unusable;
 use crate::settings::CompatMode;
 use crate::stats::{PosixReason, Route};
 
@@ -51,7 +51,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gds::FallbackReason;
+    use crate::backend::cufile::gds::FallbackReason;
 
     const DEVICE: MemoryKind = MemoryKind::Device { ordinal: 0, context: None };
 

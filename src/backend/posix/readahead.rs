@@ -22,8 +22,8 @@ static PIECES: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
 /// call, and a task of a request far past the end would otherwise make billions of them. Advice
 /// only: failures are ignored. Returns the number of advice calls made.
 pub fn advise_willneed(fd: RawFd, offset: u64, len: usize) -> usize {
-    let Ok(st) = crate::posix::stat(fd) else { return 0 };
-    let Ok(Some(size)) = crate::posix::readable_end_of(fd, &st) else { return 0 };
+    let Ok(st) = crate::sys::fs::stat(fd) else { return 0 };
+    let Ok(Some(size)) = crate::sys::fs::readable_end_of(fd, &st) else { return 0 };
     let end = offset.saturating_add(len as u64).min(size);
     let piece = piece_for_device(st.st_dev) as u64;
     let mut at = offset;
@@ -62,7 +62,7 @@ mod tests {
     #[test]
     fn the_piece_is_the_device_limit_or_the_fallback() {
         let f = tempfile::tempfile().unwrap();
-        let dev = crate::posix::stat(f.as_raw_fd()).unwrap().st_dev;
+        let dev = crate::sys::fs::stat(f.as_raw_fd()).unwrap().st_dev;
         let piece = piece_for_device(dev);
         assert!(piece >= 4096, "{piece}");
         // Cached: the same answer without sysfs.
@@ -96,7 +96,7 @@ mod tests {
         assert_eq!(advise_willneed(null.as_raw_fd(), 0, 1 << 62), 0);
         // Up to the end, in pieces.
         f.set_len(3 << 20).unwrap();
-        let piece = piece_for_device(crate::posix::stat(fd).unwrap().st_dev);
+        let piece = piece_for_device(crate::sys::fs::stat(fd).unwrap().st_dev);
         assert_eq!(advise_willneed(fd, 0, usize::MAX), (3usize << 20).div_ceil(piece));
     }
 }

@@ -11,6 +11,7 @@
 //! never reaches past the end of the file (`readahead::advise_willneed` clips it), whatever range
 //! the caller names.
 
+use crate::stats::TaskOutcome;
 use std::io;
 use std::os::fd::RawFd;
 
@@ -80,7 +81,7 @@ pub unsafe fn read_full_at_ahead(fd: RawFd, dst: *mut u8, len: usize, offset: u6
     let cached = unsafe { read_cached(fd, dst, asked, offset) };
     let advised = match cached {
         Some(n) if n < asked => {
-            crate::readahead::advise_willneed(fd, offset + n as u64, ahead_len.max(len) - n);
+            super::readahead::advise_willneed(fd, offset + n as u64, ahead_len.max(len) - n);
             true
         }
         _ => false,
@@ -120,56 +121,17 @@ unsafe fn read_cached(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> Optio
 /// on other kernels too.
 const MAX_SYSCALL_BYTES: usize = 0x7fff_f000;
 
-/// `fstat` of an open file.
-pub fn stat(fd: RawFd) -> io::Result<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: fstat writes a full `struct stat` on success; we read it only then.
-    let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: rc == 0, so the struct was filled.
-    Ok(unsafe { st.assume_init() })
-}
-
-/// The size of an open file, from `fstat`.
-pub fn file_size(fd: RawFd) -> io::Result<u64> {
-    Ok(stat(fd)?.st_size as u64)
-}
-
-/// Where the bytes a read can find end, from the file's status `st` (one `ioctl` more for a block
-/// device): the size of a regular file or of a block device; `None` for other files (pipes,
-/// character devices, directories, sockets), whose `st_size` says nothing about what a read
-/// returns.
-pub fn readable_end_of(fd: RawFd, st: &libc::stat) -> io::Result<Option<u64>> {
-    match st.st_mode & libc::S_IFMT {
-        libc::S_IFREG => Ok(Some(st.st_size as u64)),
-        libc::S_IFBLK => block_device_size(fd).map(Some),
-        _ => Ok(None),
+/// A task served by POSIX reads alone, as the counters take it.
+impl From<Delivered> for TaskOutcome {
+    fn from(read: Delivered) -> Self {
+        TaskOutcome { bytes: read.bytes, mapped_bytes: 0, not_cached: read.not_cached, direct_bytes: read.direct_bytes }
     }
 }
-
-/// `readable_end_of` after one `fstat`.
-pub fn readable_end(fd: RawFd) -> io::Result<Option<u64>> {
-    readable_end_of(fd, &stat(fd)?)
-}
-
-/// The size in bytes of the block device open as `fd` (its `st_size` is 0).
-pub(crate) fn block_device_size(fd: RawFd) -> io::Result<u64> {
-    let mut bytes: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
-    if unsafe { libc::ioctl(fd, BLKGETSIZE64, &mut bytes) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(bytes)
-}
-
-/// `BLKGETSIZE64` of `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`.
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::fs::file_size;
     use std::io::Write;
     use std::os::fd::AsRawFd;
 

@@ -103,7 +103,7 @@ pub fn in_use_by_the_application() -> bool {
         return true;
     }
     // A forked child must not touch CUDA state inherited from its parent (nor initialise it).
-    if VERDICT.get().is_some() || crate::startup::forked_since_load() {
+    if VERDICT.get().is_some() || crate::sys::startup::forked_since_load() {
         return false;
     }
     // SAFETY: RTLD_NOLOAD only looks the library up; nothing is loaded or run.

@@ -3,8 +3,8 @@
 //! `O_DIRECT` as KvikIO does, or, without nvidia-fs, the handle's own buffered one (see
 //! `settings::CufileFd` for why).
 
-use crate::cufile::{CufileHandle, CufileLibrary};
-use crate::gds::{self, FallbackReason, Unusable};
+use crate::sys::cufile::{CufileHandle, CufileLibrary};
+use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
 use crate::settings::{CufileFd, Descriptor, FdChoice};
 use std::ffi::CStr;
 use std::mem::ManuallyDrop;

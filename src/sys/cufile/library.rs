@@ -396,12 +396,12 @@ int main(void) {
                 offset_of!(RawCufileDescr, handle),
                 offset_of!(RawCufileDescr, fs_ops),
                 size_of::<RawCufileError>(),
-                crate::cufile::DriverProperties::C_SIZE,
+                crate::sys::cufile::DriverProperties::C_SIZE,
                 32
             ]
         );
         let version = if v[6] > 5000 { 1190 } else { 1150 };
-        let (num_at, gpus_at) = crate::cufile::l3_offsets(version);
+        let (num_at, gpus_at) = crate::sys::cufile::l3_offsets(version);
         assert_eq!(v[6..], [v[6], num_at, gpus_at, 248, 48, 112, 1, 1]);
         assert!(v[6] <= 8192, "L3 no longer fits the 8 KiB buffer");
     }

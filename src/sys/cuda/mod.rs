@@ -13,11 +13,11 @@ mod pinned;
 mod pointer;
 mod registered;
 
-pub use context::{ContextHandle, ScopedContext, active_primary_context, any_context, context_for, current_context, primary_context};
+pub use context::{ContextHandle, ScopedContext, active_primary_context, any_context, current_context, primary_context};
 pub use copy::{Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
 pub use driver::{CudaDriver, cuda, describe, in_use_by_the_application};
 pub use error::CudaFailure;
 pub use event::{Event, thread_events};
 pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
-pub use pointer::{MemoryKind, allocation_range, classify};
+pub use pointer::{MemoryKind, allocation_range, classify, context_for};
 pub use registered::{FileMapping, RegisteredMapping};

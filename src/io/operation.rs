@@ -17,8 +17,8 @@
 
 use crate::error::{Error, Result};
 use crate::stats::{self, StatsCell};
-use crate::task_split::{Chunk, Split};
-use crate::thread_pool::ThreadPool;
+use crate::io::task_split::{Chunk, Split};
+use crate::io::thread_pool::ThreadPool;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -293,14 +293,14 @@ impl Operation {
 impl Drop for Operation {
     fn drop(&mut self) {
         // The caller's buffer must not be written after the handle is gone.
-        let _ = self.wait(crate::thread_pool::global().ok());
+        let _ = self.wait(crate::io::thread_pool::global().ok());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::task_split;
+    use crate::io::task_split;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// An operation over `split` whose task `i` returns `results(i)`, counting runs per task.
