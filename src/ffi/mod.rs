@@ -42,7 +42,7 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> Status {
     let error = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return Status::Ok,
         Ok(Err(e)) => e,
-        Err(payload) => Error::Panic(crate::api::file::panic_message(&payload)),
+        Err(payload) => Error::Panic(crate::error::panic_message(&payload)),
     };
     // Building the message allocates; a panic there must not escape either.
     let _ = catch_unwind(AssertUnwindSafe(|| set_last_error(&error)));
