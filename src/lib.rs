@@ -19,7 +19,6 @@ mod io;
 mod page_cache;
 pub mod settings;
 mod stats;
-mod status;
 mod sys;
 #[doc(hidden)] // an investigation tool (the `trace` feature), not part of the API
 pub mod trace;
@@ -29,7 +28,7 @@ pub use error::{Error, Result};
 pub use io::operation::Operation;
 pub use settings::CompatMode;
 pub use stats::Counters;
-pub use status::Status;
+pub use ffi::types::Status;
 
 /// Internals the integration tests and the benchmark reach, under the names they had before the
 /// layers. Not part of the API: anything here may change without notice.
@@ -54,7 +53,7 @@ pub mod testing {
 
     /// The status codes.
     pub mod status {
-        pub use crate::status::*;
+        pub use crate::ffi::types::*;
     }
 
     /// cuFile's process state, with the process counters beside it as before.

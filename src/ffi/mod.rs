@@ -12,10 +12,11 @@ pub mod operation;
 pub mod settings;
 pub mod stats;
 pub mod status;
+pub mod types;
 pub mod version;
 
 use crate::error::{Error, Result};
-use crate::status::Status;
+use crate::ffi::types::Status;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -4,19 +4,10 @@ use super::{arg, copy_to_c_buffer, guard, out, write_out};
 use crate::error::{Error, Result};
 use crate::api::process;
 use crate::stats::Counters;
-use crate::status::Status;
+use crate::ffi::types::Status;
 use std::ffi::c_char;
+pub use super::types::StatsFormat;
 
-/// Output formats of `gdsroute_stats_render`.
-#[repr(u32)]
-pub enum StatsFormat {
-    /// For people: a summary line in words (reads, bytes, tasks, the route and why, whether
-    /// cuFile was considered), then one `name value` line per counter that is not 0, a line
-    /// counting those that are 0, and cuFile's `n= nvfs= posix=` line when its counters are live.
-    Text = 0,
-    /// One JSON object with every field (zeros included).
-    Json = 1,
-}
 
 /// Copies `counters` into a caller's struct of `struct_size` bytes (min of the two sizes) and
 /// sets its `struct_size` to the bytes written.

@@ -11,30 +11,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
+pub use crate::ffi::types::FallbackReason;
 
-/// Why cuFile is not used; stable numbers, reported through the C API.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FallbackReason {
-    /// cuFile serves this file.
-    None = 0,
-    /// Compat mode is ON: cuFile is never called.
-    CompatOn = 1,
-    /// The CUDA driver is missing or did not initialise.
-    CudaUnavailable = 2,
-    /// libcufile could not be loaded, or lacks a required symbol.
-    LibraryUnavailable = 3,
-    /// `/run/udev` is not a directory: cuFile cannot classify volumes (KvikIO's AUTO check).
-    NoUdev = 4,
-    /// Running under WSL (KvikIO's AUTO check).
-    Wsl = 5,
-    /// `cuFileDriverOpen` failed.
-    DriverOpenFailed = 6,
-    /// The `O_DIRECT` open of the file failed (e.g. tmpfs).
-    DirectOpenFailed = 7,
-    /// `cuFileHandleRegister` failed for the file.
-    RegisterFailed = 8,
-}
 
 /// A verdict with its human-readable reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
