@@ -6,13 +6,15 @@
 //! (`api::process`); `api` calls `io`, the engine (route, task split, pool, operation, preparation at open); `io` calls
 //! `backend`, the ways bytes move (`posix`, `device`, `cufile`); the backends use `page_cache`,
 //! `settings` and `stats`; all of these use `sys`, bindings without policy (CUDA, cuFile, file
-//! system calls, the process at load time); `error`, `status` and `trace` are used everywhere.
+//! system calls, the process at load time); `error`, `direction` and `trace` are used everywhere,
+//! and the ABI types of `ffi::types` (status codes, enumerations, the counters struct) too.
 //! A layer imports only layers below it, and siblings of one folder do not import each other in
 //! a loop. The Rust API is re-exported below; `testing` hands internals to the integration tests.
 
 mod api;
 mod backend;
 pub mod diagnose;
+mod direction;
 mod error;
 pub mod ffi;
 mod io;

@@ -3,6 +3,7 @@
 //! applied under one lock, so a snapshot taken while reads run is consistent: tasks equal the
 //! sum of the routes' tasks, bytes the sum of the routes' bytes.
 
+use crate::direction::Direction;
 use std::sync::{Mutex, MutexGuard};
 pub use crate::ffi::types::{Counters, CufileStatsState};
 
@@ -302,9 +303,16 @@ pub fn global() -> &'static StatsCell {
 }
 
 /// Records one finished task in the process-wide counters and in the handle's.
-pub fn record_task(handle: &StatsCell, route: Route, outcome: &TaskOutcome, failed: bool) {
-    for cell in [global(), handle] {
-        cell.lock().add_task(route, outcome, failed);
+pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, outcome: &TaskOutcome, failed: bool) {
+    match direction {
+        Direction::Read => {
+            for cell in [global(), handle] {
+                cell.lock().add_task(route, outcome, failed);
+            }
+        }
+        // No write task runs yet (each `Write` arm fails before moving a byte); the write
+        // counters come with the write calls.
+        Direction::Write => {}
     }
 }
 

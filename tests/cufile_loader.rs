@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use gdsroute::testing::cufile::{
-    CufileLibrary, LIBRARY_ENV_VAR, LoadError, ReadFailure, StatsSupport, log_configuration,
+    CufileLibrary, LIBRARY_ENV_VAR, LoadError, IoFailure, StatsSupport, log_configuration,
 };
 use gdsroute::testing::cufile_file::CufileFile;
 use gdsroute::testing::gds::FallbackReason;
@@ -500,20 +500,20 @@ fn read_decoding_for_each_mode() {
     env.set("FAKE_CUFILE_READ_MODE", "errno");
     assert_eq!(
         read(&mut buf, 4096, 0, 0),
-        Err(ReadFailure::Errno(libc::EIO))
+        Err(IoFailure::Errno(libc::EIO))
     );
     env.set("FAKE_CUFILE_READ_ERRNO", "5011");
     assert_eq!(
         read(&mut buf, 4096, 0, 0),
-        Err(ReadFailure::Cufile(5011)),
+        Err(IoFailure::Cufile(5011)),
         "cuFile code carried in errno"
     );
 
     env.set("FAKE_CUFILE_READ_MODE", "negative");
-    assert_eq!(read(&mut buf, 4096, 0, 0), Err(ReadFailure::Cufile(5011)));
+    assert_eq!(read(&mut buf, 4096, 0, 0), Err(IoFailure::Cufile(5011)));
     env.set("FAKE_CUFILE_READ_CODE", "5027");
     let err = read(&mut buf, 4096, 0, 0).unwrap_err();
-    assert_eq!(err, ReadFailure::Cufile(5027));
+    assert_eq!(err, IoFailure::Cufile(5027));
     assert!(err.to_string().contains("cuFileRead"), "{err}");
 }
 

@@ -5,6 +5,7 @@
 
 use crate::backend::cufile::file::CufileFile;
 use crate::backend::cufile::gds::{FallbackReason, Unusable};
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::io::engine;
 use crate::io::open_file::{OpenFile, OpenFlags};
@@ -145,7 +146,7 @@ impl File {
     /// `dst` must be valid for writes of `size` bytes for the duration of the call.
     pub unsafe fn read_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<usize> {
         // SAFETY: forwarded from the caller.
-        unsafe { engine::read(&self.stats, self.compat_mode, || self.open_file(), dst, size, offset) }
+        unsafe { engine::read(Direction::Read, &self.stats, self.compat_mode, || self.open_file(), dst, size, offset) }
     }
 
     /// Starts a parallel read of `size` bytes at `offset` (KvikIO's `pread`; `io::engine::pread`).
@@ -156,7 +157,7 @@ impl File {
     /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
     pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
         // SAFETY: forwarded from the caller.
-        unsafe { engine::pread(&self.stats, self.compat_mode, || self.open_file(), dst, size, offset) }
+        unsafe { engine::pread(Direction::Read, &self.stats, self.compat_mode, || self.open_file(), dst, size, offset) }
     }
 
     /// Safe parallel read into a slice; waits for completion. Returns the bytes read.

@@ -7,6 +7,7 @@ use super::open_file::OpenFile;
 use super::request::{Target, check_range, target_of};
 use crate::backend::device;
 use crate::backend::posix::{self, Delivered};
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
@@ -27,20 +28,21 @@ impl OpenFile {
     ///
     /// # Safety
     /// The target range of the chunk is writable memory of the caller.
-    unsafe fn run_task(&self, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<TaskOutcome> {
+    unsafe fn run_task(&self, direction: Direction, plan: Plan, target: &Target, chunk: Chunk, snapshot: &Snapshot, compat_mode: CompatMode) -> Result<TaskOutcome> {
         let _in_flight = matches!(target, Target::Device { .. }).then(DeviceReadInFlight::enter);
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
             (_, Target::Host(ptr)) => {
-                unsafe { self.read_chunk(ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset, snapshot.direct_io_read) }.map(TaskOutcome::from)
+                unsafe { self.host_task(direction, ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset, snapshot.direct_io_read) }.map(TaskOutcome::from)
             }
             (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
-                self.read_device_posix(kind, address + chunk.buf_offset as u64, chunk, snapshot)
+                self.device_posix_task(direction, kind, address + chunk.buf_offset as u64, chunk, snapshot)
             },
             (Route::Cufile, Target::Device { kind, base, base_offset, .. }) => {
                 let registered = self.cufile(compat_mode).map_err(|u| Error::CufileUnavailable(u.message))?;
                 unsafe {
-                    crate::backend::cufile::read::cufile_read(
+                    crate::backend::cufile::transfer::transfer(
+                        direction,
                         registered.library(),
                         registered.handle(),
                         &self.path,
@@ -61,12 +63,15 @@ impl OpenFile {
     ///
     /// # Safety
     /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
-    unsafe fn read_device_posix(&self, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<TaskOutcome> {
+    unsafe fn device_posix_task(&self, direction: Direction, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<TaskOutcome> {
+        if direction == Direction::Write {
+            return Err(direction.unsupported("a device task on the POSIX backend"));
+        }
         let fd = self.fd.as_raw_fd();
         let direct = self.direct_fd(snapshot.direct_io_read);
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
-            unsafe { device::bounce_read(fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
+            unsafe { device::bounce(direction, fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
         };
         // Direct I/O bypasses the page cache, so the registered page cache (which maps it) is not
         // used either.
@@ -102,7 +107,10 @@ impl OpenFile {
     ///
     /// # Safety
     /// `dst` valid for `len` bytes.
-    unsafe fn read_chunk(&self, dst: *mut u8, len: usize, offset: u64, direct_io: bool) -> Result<Delivered> {
+    unsafe fn host_task(&self, direction: Direction, dst: *mut u8, len: usize, offset: u64, direct_io: bool) -> Result<Delivered> {
+        if direction == Direction::Write {
+            return Err(direction.unsupported("a host task on the POSIX backend"));
+        }
         let fd = self.fd.as_raw_fd();
         if let Some(direct) = self.direct_fd(direct_io) {
             // SAFETY: forwarded from the caller.
@@ -132,6 +140,7 @@ fn plan(file: &OpenFile, target: &Target, size: usize, gds_threshold: u64, compa
 /// # Safety
 /// `dst` must be valid for writes of `size` bytes for the duration of the call.
 pub unsafe fn read(
+    direction: Direction,
     stats: &Arc<StatsCell>,
     compat_mode: CompatMode,
     open_file: impl FnOnce() -> Result<Arc<OpenFile>>,
@@ -156,7 +165,7 @@ pub unsafe fn read(
     }
     let chunk = Chunk { buf_offset: 0, file_offset: offset, len };
     // SAFETY: forwarded from the caller.
-    let result = run_and_record(&file, stats, plan, &target, chunk, &snapshot, compat_mode);
+    let result = run_and_record(direction, &file, stats, plan, &target, chunk, &snapshot, compat_mode);
     let delivered = *result.as_ref().unwrap_or(&0) as u64;
     call.finish(size as u64, delivered, result.is_err());
     result
@@ -176,6 +185,7 @@ pub unsafe fn read(
 /// # Safety
 /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
 pub unsafe fn pread(
+    direction: Direction,
     stats: &Arc<StatsCell>,
     compat_mode: CompatMode,
     open_file: impl FnOnce() -> Result<Arc<OpenFile>>,
@@ -213,7 +223,7 @@ pub unsafe fn pread(
     let run = {
         let file = Arc::clone(&file);
         let stats = Arc::clone(stats);
-        move |chunk| run_and_record(&file, &stats, plan, &target, chunk, &snapshot, compat_mode)
+        move |chunk| run_and_record(direction, &file, &stats, plan, &target, chunk, &snapshot, compat_mode)
     };
     let operation = Operation::new(split, size as u64, Arc::clone(stats), stop, run);
     call.handed_over();
@@ -237,7 +247,9 @@ fn sync_default_stream(target: &Target) -> Result<()> {
 
 /// Runs one task of a call (on a worker or the calling thread), catching panics, and counts it.
 /// The caller of the public read functions guarantees the target range stays writable.
+#[allow(clippy::too_many_arguments)] // the task, its call's plan and target, and the handle's state
 fn run_and_record(
+    direction: Direction,
     file: &OpenFile,
     stats: &StatsCell,
     plan: Plan,
@@ -250,9 +262,9 @@ fn run_and_record(
         return Ok(0);
     }
     // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
-    let task = AssertUnwindSafe(|| unsafe { file.run_task(plan, target, chunk, snapshot, compat_mode) });
+    let task = AssertUnwindSafe(|| unsafe { file.run_task(direction, plan, target, chunk, snapshot, compat_mode) });
     let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(crate::error::panic_message(&p))));
     let outcome = result.as_ref().copied().unwrap_or_default();
-    stats::record_task(stats, plan.route, &outcome, result.is_err());
+    stats::record_task(stats, direction, plan.route, &outcome, result.is_err());
     result.map(|outcome| outcome.bytes)
 }

@@ -4,6 +4,7 @@
 //! read is `backend::cufile::read`.
 
 use crate::sys::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::backend::posix::{self, Delivered};
 use once_cell::sync::OnceCell;
@@ -66,8 +67,9 @@ impl Drop for DrainOnDrop {
     }
 }
 
-/// Reads `len` bytes at `offset` from `fd` into device memory at `dst` through pinned bounce
-/// buffers: pread a piece into one half of the buffer while the other half's copy runs. Only the
+/// Moves `len` bytes at `offset` of `fd` between the file and device memory at `dev` through
+/// pinned bounce buffers, in `direction` (a `Write` is `Direction::unsupported` today). A read
+/// preads a piece into one half of the buffer while the other half's copy runs. Only the
 /// first piece's read is non-blocking (`posix::read_full_at_ahead`): if it finds its bytes not
 /// all cached, the whole range is advised ahead; a range whose first piece is cached and later
 /// ones are not is read with plain `pread`s and not counted. With `direct` (an `O_DIRECT`
@@ -76,9 +78,22 @@ impl Drop for DrainOnDrop {
 /// the bytes read (short only at end of file).
 ///
 /// # Safety
-/// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
-#[allow(clippy::too_many_arguments)] // the read's range, its descriptors and its buffer size
-pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+/// `dev .. dev + len` is device memory of `kind` that the caller may overwrite.
+#[allow(clippy::too_many_arguments)] // the range, its descriptors and its buffer size
+pub unsafe fn bounce(direction: Direction, fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, dev: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+    match direction {
+        // SAFETY: forwarded from the caller.
+        Direction::Read => unsafe { bounce_in(fd, direct, path, kind, dev, len, offset, buffer_size) },
+        Direction::Write => Err(direction.unsupported("a bounce-buffer transfer")),
+    }
+}
+
+/// `bounce` from the file into device memory at `dst`.
+///
+/// # Safety
+/// As `bounce`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn bounce_in(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
     crate::trace::event("bounce.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
@@ -86,15 +101,7 @@ pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &M
     let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
     crate::trace::event("bounce.buffer", 0);
     let halves = if buffer.len() >= 2 { 2 } else { 1 };
-    let mut piece = buffer.len() / halves;
-    // With direct I/O, pieces of whole pages, so that both halves start on a page; each piece is
-    // placed at its file offset's distance past a page (`lead`, non-zero for the first piece of
-    // an unaligned range only), so that the pages of the file and of the half line up and the
-    // direct reads go straight into the pinned memory.
-    let align_pieces = direct.is_some() && piece >= crate::backend::posix::direct_io::ALIGN;
-    if align_pieces {
-        piece -= piece % crate::backend::posix::direct_io::ALIGN;
-    }
+    let (piece, align_pieces) = piece_size(buffer.len() / halves, direct.is_some());
     let base = buffer.as_mut_ptr();
     let _drain = DrainOnDrop(stream);
     let mut in_flight = [false; 2];
@@ -112,16 +119,13 @@ pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &M
         let want = (len - done).min(piece - lead);
         // SAFETY: slot * piece + lead + want <= buffer.len(); no copy reads this half any more.
         let host = unsafe { base.add(slot * piece + lead) };
-        let read = if let Some(direct) = direct {
-            // SAFETY: as above.
-            unsafe { crate::backend::posix::direct_io::read_full_at_direct(fd, direct, host, want, pos) }.inspect(|r| direct_bytes += r.direct_bytes).map(|r| r.bytes)
-        } else if step == 0 {
-            // SAFETY: as above.
-            unsafe { posix::read_full_at_ahead(fd, host, want, pos, len) }.inspect(|d| not_cached = d.not_cached).map(|d| d.bytes)
-        } else {
-            // SAFETY: as above.
-            unsafe { posix::read_full_at(fd, host, want, pos) }
-        };
+        // SAFETY: as above.
+        let read = unsafe { read_piece(fd, direct, host, want, pos, (step == 0).then_some(len)) };
+        let read = read.map(|d| {
+            not_cached |= d.not_cached;
+            direct_bytes += d.direct_bytes;
+            d.bytes
+        });
         let n = read.map_err(|e| Error::Io { op: "pread", path: path.to_string(), offset: pos, source: e })?;
         if n == 0 {
             break;
@@ -140,6 +144,36 @@ pub unsafe fn bounce_read(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &M
     cuda::synchronize(stream).map_err(cuda_error)?;
     crate::trace::event("bounce.end", done as u64);
     Ok(Delivered { bytes: done, not_cached, direct_bytes })
+}
+
+/// The piece of a half moved per step, and whether pieces are aligned for direct I/O: with
+/// direct I/O, pieces of whole pages, so that both halves start on a page; each piece is then
+/// placed at its file offset's distance past a page (`lead`, non-zero for the first piece of an
+/// unaligned range only), so that the pages of the file and of the half line up and the direct
+/// reads go straight into the pinned memory.
+fn piece_size(half: usize, direct: bool) -> (usize, bool) {
+    let align = direct && half >= crate::backend::posix::direct_io::ALIGN;
+    if align { (half - half % crate::backend::posix::direct_io::ALIGN, true) } else { (half, false) }
+}
+
+/// One piece read into the bounce buffer at `host`: through the `O_DIRECT` descriptor when there
+/// is one, else with a first read that does not wait for the disk and asks the kernel to read the
+/// rest of the task (`ahead`: the first piece of a task), else plain `pread`s.
+///
+/// # Safety
+/// `host .. host + want` is writable and not read by a copy in flight.
+unsafe fn read_piece(fd: RawFd, direct: Option<RawFd>, host: *mut u8, want: usize, pos: u64, ahead: Option<usize>) -> std::io::Result<Delivered> {
+    if let Some(direct) = direct {
+        // SAFETY: forwarded from the caller.
+        let r = unsafe { crate::backend::posix::direct_io::read_full_at_direct(fd, direct, host, want, pos) }?;
+        return Ok(Delivered { bytes: r.bytes, not_cached: false, direct_bytes: r.direct_bytes });
+    }
+    match ahead {
+        // SAFETY: forwarded from the caller.
+        Some(ahead) => unsafe { posix::read_full_at_ahead(fd, host, want, pos, ahead) },
+        // SAFETY: forwarded from the caller.
+        None => unsafe { posix::read_full_at(fd, host, want, pos) }.map(|bytes| Delivered { bytes, not_cached: false, direct_bytes: 0 }),
+    }
 }
 
 /// Copies `len` bytes from a registered page-cache mapping at `src` to device memory at `dst`

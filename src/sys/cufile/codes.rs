@@ -153,50 +153,51 @@ impl fmt::Display for CufileFailure {
     }
 }
 
-/// Why a `cuFileRead` returned no bytes, decoded per the header and cufile-facts §2.5.
+/// Why a `cuFileRead` returned no bytes (`cuFileWrite` returns the same way), decoded per the
+/// header and cufile-facts §2.5.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadFailure {
+pub enum IoFailure {
     /// −1 with a plain errno (a file-system error).
     Errno(i32),
     /// A cuFile code: from a return value below −1, or from errno > 5000 after a −1.
     Cufile(i32),
 }
 
-impl ReadFailure {
+impl IoFailure {
     /// Decodes a negative `cuFileRead` result. `errno` is the thread's errno read right after
     /// the call; it matters only when `ret == -1`.
     pub fn decode(ret: isize, errno: i32) -> Self {
         if ret == -1 {
             if errno > 5000 {
-                ReadFailure::Cufile(errno)
+                IoFailure::Cufile(errno)
             } else {
-                ReadFailure::Errno(errno)
+                IoFailure::Errno(errno)
             }
         } else {
             // Codes are 5001–5050; anything beyond i32 is garbage, reported as "unknown".
-            ReadFailure::Cufile(i32::try_from(ret.unsigned_abs()).unwrap_or(i32::MAX))
+            IoFailure::Cufile(i32::try_from(ret.unsigned_abs()).unwrap_or(i32::MAX))
         }
     }
 }
 
-impl fmt::Display for ReadFailure {
+impl fmt::Display for IoFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         CufileFailure::from(*self).fmt(f)
     }
 }
 
-impl std::error::Error for ReadFailure {}
+impl std::error::Error for IoFailure {}
 
-impl From<ReadFailure> for CufileFailure {
-    fn from(r: ReadFailure) -> Self {
+impl From<IoFailure> for CufileFailure {
+    fn from(r: IoFailure) -> Self {
         match r {
-            ReadFailure::Errno(e) => CufileFailure {
+            IoFailure::Errno(e) => CufileFailure {
                 code: 0,
                 cu_err: 0,
                 errno: Some(e),
                 context: "cuFileRead",
             },
-            ReadFailure::Cufile(c) => CufileFailure::code("cuFileRead", c, 0),
+            IoFailure::Cufile(c) => CufileFailure::code("cuFileRead", c, 0),
         }
     }
 }
@@ -222,14 +223,14 @@ mod tests {
     #[test]
     fn read_decoding() {
         assert_eq!(
-            ReadFailure::decode(-1, libc::EIO),
-            ReadFailure::Errno(libc::EIO)
+            IoFailure::decode(-1, libc::EIO),
+            IoFailure::Errno(libc::EIO)
         );
-        assert_eq!(ReadFailure::decode(-1, 5011), ReadFailure::Cufile(5011));
-        assert_eq!(ReadFailure::decode(-5027, 0), ReadFailure::Cufile(5027));
+        assert_eq!(IoFailure::decode(-1, 5011), IoFailure::Cufile(5011));
+        assert_eq!(IoFailure::decode(-5027, 0), IoFailure::Cufile(5027));
         assert_eq!(
-            ReadFailure::decode(isize::MIN, 0),
-            ReadFailure::Cufile(i32::MAX)
+            IoFailure::decode(isize::MIN, 0),
+            IoFailure::Cufile(i32::MAX)
         );
     }
 
@@ -241,7 +242,7 @@ mod tests {
             s.contains("cuFileHandleRegister") && s.contains("5027") && s.contains("udev"),
             "{s}"
         );
-        let e = CufileFailure::from(ReadFailure::Errno(libc::EIO)).to_string();
+        let e = CufileFailure::from(IoFailure::Errno(libc::EIO)).to_string();
         assert!(e.contains("errno 5"), "{e}");
         let c = CufileFailure::code("cuFileDriverOpen", 5011, 100).to_string();
         assert!(c.contains("CUresult 100"), "{c}");

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 
-use super::codes::{CU_FILE_INVALID_VALUE, CufileFailure, ReadFailure};
+use super::codes::{CU_FILE_INVALID_VALUE, CufileFailure, IoFailure};
 use super::library::{
     CufileLibrary, HANDLE_TYPE_OPAQUE_FD, RawCufileDescr, RawCufileError, RawDescrHandle,
 };
@@ -231,8 +231,8 @@ impl CufileLibrary {
 
     /// `cuFileRead`: reads `size` bytes at `file_offset` into `dev_base + dev_offset`.
     ///
-    /// Returns the bytes read (fewer than `size` at end of file). Errors: [`ReadFailure::Errno`]
-    /// for −1 with a plain errno; [`ReadFailure::Cufile`] for a return below −1, or −1 with an
+    /// Returns the bytes read (fewer than `size` at end of file). Errors: [`IoFailure::Errno`]
+    /// for −1 with a plain errno; [`IoFailure::Cufile`] for a return below −1, or −1 with an
     /// errno above 5000; `Cufile(5022)` if `handle` belongs to another library or `size` exceeds
     /// `isize::MAX`.
     ///
@@ -246,13 +246,13 @@ impl CufileLibrary {
         size: usize,
         file_offset: i64,
         dev_offset: i64,
-    ) -> Result<usize, ReadFailure> {
+    ) -> Result<usize, IoFailure> {
         if !std::ptr::eq(handle.lib, self) || isize::try_from(size).is_err() {
-            return Err(ReadFailure::Cufile(CU_FILE_INVALID_VALUE));
+            return Err(IoFailure::Cufile(CU_FILE_INVALID_VALUE));
         }
         // Required at load time, so always present.
         let Some(f) = self.sym.read else {
-            return Err(ReadFailure::Cufile(CU_FILE_INVALID_VALUE));
+            return Err(IoFailure::Cufile(CU_FILE_INVALID_VALUE));
         };
         // SAFETY: the handle is registered in this library and alive (borrowed); the buffer
         // contract is the caller's (see # Safety).
@@ -261,7 +261,7 @@ impl CufileLibrary {
             return Ok(ret as usize);
         }
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        Err(ReadFailure::decode(ret, errno))
+        Err(IoFailure::decode(ret, errno))
     }
 
     /// `cuFileBufRegister` for a long-lived buffer (flags: 0, or `CU_FILE_RDMA_REGISTER` = 1 etc.).

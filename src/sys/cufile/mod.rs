@@ -11,7 +11,7 @@ mod stats;
 pub use codes::{
     CU_FILE_CUDA_DRIVER_ERROR, CU_FILE_DRIVER_ALREADY_OPEN, CU_FILE_DRIVER_NOT_INITIALIZED,
     CU_FILE_HANDLE_NOT_REGISTERED, CU_FILE_INVALID_VALUE, CU_FILE_SUCCESS, CufileFailure,
-    ReadFailure, SYMBOL_MISSING, code_message,
+    IoFailure, SYMBOL_MISSING, code_message,
 };
 pub use driver::{CufileHandle, DriverProperties, log_configuration};
 pub use library::{

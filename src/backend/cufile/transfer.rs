@@ -1,10 +1,36 @@
-//! One `cuFileRead` call site: the range of a task read through cuFile into device memory, on the
-//! calling thread with the destination's CUDA context current, inside the process's call gate.
+//! The cuFile call of a task: its range moved between the file and device memory through cuFile,
+//! on the calling thread with the memory's CUDA context current, inside the process's call gate.
+//! A `Write` (`cuFileWrite`) is `Direction::unsupported` today.
 
 use super::gds::CufileCall;
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::sys::cuda::{MemoryKind, ScopedContext};
-use crate::sys::cufile::{CufileHandle, CufileLibrary, ReadFailure, code_message};
+use crate::sys::cufile::{CufileHandle, CufileLibrary, IoFailure, code_message};
+
+/// Moves `len` bytes at `offset` of the registered file between it and the device memory at
+/// `base + base_offset`, in `direction`. Returns the bytes moved (fewer only at end of file).
+///
+/// # Safety
+/// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`.
+#[allow(clippy::too_many_arguments)] // one flat call mirroring cuFileRead's own arguments
+pub unsafe fn transfer(
+    direction: Direction,
+    library: &CufileLibrary,
+    handle: &CufileHandle<'_>,
+    path: &str,
+    kind: &MemoryKind,
+    base: u64,
+    base_offset: u64,
+    len: usize,
+    offset: u64,
+) -> Result<usize> {
+    match direction {
+        // SAFETY: forwarded from the caller.
+        Direction::Read => unsafe { read(library, handle, path, kind, base, base_offset, len, offset) },
+        Direction::Write => Err(direction.unsupported("a cuFile transfer")),
+    }
+}
 
 /// Reads `len` bytes at `offset` with `cuFileRead` into `base + base_offset`, looping over short
 /// counts until the range is full or the file ends.
@@ -12,7 +38,7 @@ use crate::sys::cufile::{CufileHandle, CufileLibrary, ReadFailure, code_message}
 /// # Safety
 /// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`.
 #[allow(clippy::too_many_arguments)] // one flat call mirroring cuFileRead's own arguments
-pub unsafe fn cufile_read(
+unsafe fn read(
     library: &CufileLibrary,
     handle: &CufileHandle<'_>,
     path: &str,
@@ -34,10 +60,10 @@ pub unsafe fn cufile_read(
         match result {
             Ok(0) => break,
             Ok(n) => done += n,
-            Err(ReadFailure::Errno(errno)) => {
+            Err(IoFailure::Errno(errno)) => {
                 return Err(Error::Io { op: "cuFileRead", path: path.to_string(), offset: pos, source: std::io::Error::from_raw_os_error(errno) });
             }
-            Err(ReadFailure::Cufile(code)) => {
+            Err(IoFailure::Cufile(code)) => {
                 return Err(Error::Cufile(format!("cuFileRead of {path:?} at offset {pos} returned {code}: {}", code_message(code))));
             }
         }
