@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::io::engine;
 use crate::io::open_file::{OpenFile, OpenFlags};
 use crate::io::operation::Operation;
+use crate::io::request::Request;
 use crate::io::thread_pool;
 use crate::page_cache::PageCache;
 use crate::settings::{self, CompatMode, FdChoice};
@@ -146,7 +147,7 @@ impl File {
     /// `dst` must be valid for writes of `size` bytes for the duration of the call.
     pub unsafe fn read_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<usize> {
         // SAFETY: forwarded from the caller.
-        unsafe { engine::read(Direction::Read, &self.stats, self.compat_mode, || self.open_file(), dst, size, offset) }
+        unsafe { engine::read(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
     }
 
     /// Starts a parallel read of `size` bytes at `offset` (KvikIO's `pread`; `io::engine::pread`).
@@ -157,7 +158,7 @@ impl File {
     /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
     pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
         // SAFETY: forwarded from the caller.
-        unsafe { engine::pread(Direction::Read, &self.stats, self.compat_mode, || self.open_file(), dst, size, offset) }
+        unsafe { engine::pread(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
     }
 
     /// Safe parallel read into a slice; waits for completion. Returns the bytes read.

@@ -4,7 +4,7 @@
 //! page cache, cuFile) and records every task and call in the handle's counters.
 
 use super::open_file::OpenFile;
-use super::request::{Target, check_range, target_of};
+use super::request::{Request, Target, check_range, target_of};
 use crate::backend::device;
 use crate::backend::posix::{self, Delivered};
 use crate::direction::Direction;
@@ -130,7 +130,7 @@ fn plan(file: &OpenFile, target: &Target, size: usize, gds_threshold: u64, compa
     route::plan(&kind, size, gds_threshold, compat_mode, || file.cufile(compat_mode).map(|_| ()))
 }
 
-/// Reads `size` bytes at `offset` in one synchronous call on the calling thread (KvikIO's
+/// Reads the request's `size` bytes at `offset` in one synchronous call on the calling thread (KvikIO's
 /// `read`: no task splitting and no GDS threshold), for the handle whose counters are `stats`
 /// and whose open file `open_file` hands out (an error once closed). Returns the bytes read
 /// (fewer only at end of file). The end of the file is its size when the call starts
@@ -138,16 +138,9 @@ fn plan(file: &OpenFile, target: &Target, size: usize, gds_threshold: u64, compa
 /// runs no task, as a zero-byte request.
 ///
 /// # Safety
-/// `dst` must be valid for writes of `size` bytes for the duration of the call.
-pub unsafe fn read(
-    direction: Direction,
-    stats: &Arc<StatsCell>,
-    compat_mode: CompatMode,
-    open_file: impl FnOnce() -> Result<Arc<OpenFile>>,
-    dst: *mut u8,
-    size: usize,
-    offset: u64,
-) -> Result<usize> {
+/// `request.buf` must be valid for writes of `request.size` bytes for the duration of the call.
+pub unsafe fn read(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
+    let Request { direction, buf: dst, size, offset } = request;
     // Every call counts once, an early error return included.
     let call = stats::PendingCall::new(stats);
     check_range(size, offset)?;
@@ -171,7 +164,7 @@ pub unsafe fn read(
     result
 }
 
-/// Starts a parallel read of `size` bytes at `offset` (KvikIO's `pread`): task-size tasks on
+/// Starts a parallel read of the request's `size` bytes at `offset` (KvikIO's `pread`): task-size tasks on
 /// the shared pool, or one task on the calling thread for device requests below the GDS
 /// threshold. The returned operation must be waited for (or dropped, which waits) before the
 /// buffer is released.
@@ -183,16 +176,10 @@ pub unsafe fn read(
 /// job per pool thread (at most one per task) claims tasks until none is left.
 ///
 /// # Safety
-/// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
-pub unsafe fn pread(
-    direction: Direction,
-    stats: &Arc<StatsCell>,
-    compat_mode: CompatMode,
-    open_file: impl FnOnce() -> Result<Arc<OpenFile>>,
-    dst: *mut u8,
-    size: usize,
-    offset: u64,
-) -> Result<Operation> {
+/// `request.buf` must be valid for writes of `request.size` bytes until the returned operation
+/// has finished.
+pub unsafe fn pread(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<Operation> {
+    let Request { direction, buf: dst, size, offset } = request;
     crate::trace::event("pread", size as u64);
     // Every call counts once: the operation records it, or this does for an early error.
     let call = stats::PendingCall::new(stats);

@@ -1,8 +1,20 @@
-//! A request as the engine takes it: where its bytes go (`Target`, classified once per call with
-//! the CUDA driver) and the range checks every call passes before it reaches a route.
+//! A request as the engine takes it: which way it goes (`Direction`), the caller's memory and the
+//! file range (`Request`), where its bytes go (`Target`, classified once per call with the CUDA
+//! driver) and the range checks every call passes before it reaches a route.
 
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::sys::cuda::{self, MemoryKind};
+
+/// One call: its direction, the caller's memory (`buf`, host or device, `size` bytes) and the
+/// file offset.
+#[derive(Clone, Copy)]
+pub struct Request {
+    pub direction: Direction,
+    pub buf: *mut u8,
+    pub size: usize,
+    pub offset: u64,
+}
 
 /// A caller's buffer pointer moved into a task. The caller guarantees (C API contract, or the
 /// borrow in `File::read_into`) that it stays valid until the operation finishes.

@@ -9,7 +9,8 @@ use crate::sys::cuda::{MemoryKind, ScopedContext};
 use crate::sys::cufile::{CufileHandle, CufileLibrary, IoFailure, code_message};
 
 /// Moves `len` bytes at `offset` of the registered file between it and the device memory at
-/// `base + base_offset`, in `direction`. Returns the bytes moved (fewer only at end of file).
+/// `base + base_offset`, in `direction`: `cuFileRead` looped over short counts until the range is
+/// full or the file ends. Returns the bytes moved (fewer only at end of file).
 ///
 /// # Safety
 /// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`.
@@ -25,29 +26,9 @@ pub unsafe fn transfer(
     len: usize,
     offset: u64,
 ) -> Result<usize> {
-    match direction {
-        // SAFETY: forwarded from the caller.
-        Direction::Read => unsafe { read(library, handle, path, kind, base, base_offset, len, offset) },
-        Direction::Write => Err(direction.unsupported("a cuFile transfer")),
+    if direction == Direction::Write {
+        return Err(direction.unsupported("a cuFile transfer")); // cuFileWrite comes with writes
     }
-}
-
-/// Reads `len` bytes at `offset` with `cuFileRead` into `base + base_offset`, looping over short
-/// counts until the range is full or the file ends.
-///
-/// # Safety
-/// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`.
-#[allow(clippy::too_many_arguments)] // one flat call mirroring cuFileRead's own arguments
-unsafe fn read(
-    library: &CufileLibrary,
-    handle: &CufileHandle<'_>,
-    path: &str,
-    kind: &MemoryKind,
-    base: u64,
-    base_offset: u64,
-    len: usize,
-    offset: u64,
-) -> Result<usize> {
     let _call = CufileCall::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
     let _context = ScopedContext::for_kind(kind).map_err(Error::from)?;
     let mut done = 0usize;
