@@ -48,3 +48,5 @@ pub extern "C" fn gdsroute_shutdown() -> Status {
         Ok(())
     })
 }
+
+symbol_version!(gdsroute_diagnose, gdsroute_shutdown);

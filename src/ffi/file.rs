@@ -291,3 +291,5 @@ pub unsafe extern "C" fn gdsroute_file_free(file: *mut File) {
         Ok(())
     });
 }
+
+symbol_version!(gdsroute_file_open, gdsroute_file_open_with_compat_mode, gdsroute_file_compat_mode, gdsroute_file_cufile_verdict, gdsroute_file_size, gdsroute_file_read, gdsroute_file_pread, gdsroute_file_stats, gdsroute_file_stats_reset, gdsroute_file_close, gdsroute_file_free);

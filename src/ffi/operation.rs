@@ -53,3 +53,5 @@ pub unsafe extern "C" fn gdsroute_op_free(op: *mut Operation) {
         Ok(())
     });
 }
+
+symbol_version!(gdsroute_op_poll, gdsroute_op_wait, gdsroute_op_free);

@@ -112,3 +112,5 @@ pub unsafe extern "C" fn gdsroute_stats_render(
         Ok(())
     })
 }
+
+symbol_version!(gdsroute_stats_get, gdsroute_stats_reset, gdsroute_stats_render);
