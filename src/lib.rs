@@ -3,14 +3,16 @@
 //!
 //! Layering, from the top: `ffi` (the C ABI, the only place with `extern "C"`) and `diagnose`
 //! call `api`, the handle a caller holds (`api::file`) and the process-wide counters
-//! (`api::process`); `api` calls `io`, the engine (route, task split, pool, operation, preparation at open); `io` calls
-//! `backend`, the ways bytes move (`posix`, `device`, `cufile`); the backends use `page_cache`,
-//! `settings` and `stats`; all of these use `sys`, bindings without policy (CUDA, cuFile, file
-//! system calls, the process at load time); `error`, `direction` and `trace` are used everywhere,
-//! and the ABI types of `ffi::types` (status codes, enumerations, the counters struct) too.
-//! A layer imports only layers below it, and siblings of one folder do not import each other in
-//! a loop. The Rust API is re-exported below; `testing` hands internals to the integration tests.
+//! (`api::process`); `api` calls `io`, the engine (request, route, task split, pool, operation,
+//! preparation at open); `io` calls `backend`, the ways bytes move (`posix`, `device`, `cufile`);
+//! the backends use `page_cache`, `settings` and `stats`; all of these use `sys`, bindings
+//! without policy (CUDA, cuFile, file-system calls, the process at load time). At the bottom,
+//! used by every layer: `abi` (every type that crosses the C ABI, its values append-only),
+//! `error`, `direction` (`Read`/`Write`) and `trace`. A layer imports only layers below it, and
+//! the files of one folder do not import each other in a loop. The Rust API is re-exported
+//! below; `testing` hands internals to the integration tests.
 
+mod abi;
 mod api;
 mod backend;
 pub mod diagnose;
@@ -30,7 +32,7 @@ pub use error::{Error, Result};
 pub use io::operation::Operation;
 pub use settings::CompatMode;
 pub use stats::Counters;
-pub use ffi::types::Status;
+pub use abi::Status;
 
 /// Internals the integration tests and the benchmark reach, under the names they had before the
 /// layers. Not part of the API: anything here may change without notice.
@@ -55,7 +57,7 @@ pub mod testing {
 
     /// The status codes.
     pub mod status {
-        pub use crate::ffi::types::*;
+        pub use crate::abi::*;
     }
 
     /// cuFile's process state, with the process counters beside it as before.

@@ -5,7 +5,7 @@
 
 use crate::direction::Direction;
 use std::sync::{Mutex, MutexGuard};
-pub use crate::ffi::types::{Counters, CufileStatsState};
+pub use crate::abi::{Counters, CufileStatsState};
 
 /// Which backend served a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use super::{copy_to_c_buffer, guard, out, write_out};
 use crate::error::Error;
-use crate::ffi::types::Status;
+use crate::abi::Status;
 use std::ffi::{CStr, c_char};
 
 /// Writes a human-readable report on routing into `buf` (snprintf semantics; full length in

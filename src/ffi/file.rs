@@ -7,7 +7,7 @@ use crate::backend::cufile::gds::FallbackReason;
 use crate::io::operation::Operation;
 use crate::settings::CompatMode;
 use crate::stats::Counters;
-use crate::ffi::types::Status;
+use crate::abi::Status;
 use std::ffi::{CStr, c_char, c_void};
 
 /// Reads the C strings of an open call.

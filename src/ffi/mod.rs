@@ -21,11 +21,10 @@ pub mod operation;
 pub mod settings;
 pub mod stats;
 pub mod status;
-pub mod types;
 pub mod version;
 
 use crate::error::{Error, Result};
-use crate::ffi::types::Status;
+use crate::abi::Status;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -2,7 +2,7 @@
 
 use super::{arg, guard, out, write_out};
 use crate::io::operation::Operation;
-use crate::ffi::types::Status;
+use crate::abi::Status;
 use crate::io::thread_pool;
 
 /// Sets `*done` to true once every task of the operation has stopped. Never blocks.

@@ -7,7 +7,7 @@
 
 use super::{guard, out, write_out};
 use crate::settings::{self, CompatMode, CufileFd};
-use crate::ffi::types::Status;
+use crate::abi::Status;
 use crate::io::thread_pool;
 
 /// Writes one setting into an out-pointer.

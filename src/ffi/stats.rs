@@ -4,9 +4,9 @@ use super::{arg, copy_to_c_buffer, guard, out, write_out};
 use crate::error::{Error, Result};
 use crate::api::process;
 use crate::stats::Counters;
-use crate::ffi::types::Status;
+use crate::abi::Status;
 use std::ffi::c_char;
-pub use super::types::StatsFormat;
+pub use crate::abi::StatsFormat;
 
 
 /// Copies `counters` into a caller's struct of `struct_size` bytes (min of the two sizes) and

@@ -1,7 +1,7 @@
 //! Status codes and the thread's last error.
 
 use super::{LAST_ERROR, copy_to_c_buffer};
-use crate::ffi::types::Status;
+use crate::abi::Status;
 use std::ffi::c_char;
 
 /// A static, NUL-terminated description of a status code.

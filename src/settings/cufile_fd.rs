@@ -5,7 +5,7 @@
 //! threads and 40-43 GB/s at 16 on the handle's buffered descriptor, which cuFile registers fine
 //! in compat mode (docs/benchmark-record.md).
 
-pub use crate::ffi::types::CufileFd;
+pub use crate::abi::CufileFd;
 use std::fmt;
 
 impl CufileFd {

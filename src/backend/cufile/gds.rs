@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
-pub use crate::ffi::types::FallbackReason;
+pub use crate::abi::FallbackReason;
 
 
 /// A verdict with its human-readable reason.

@@ -1,7 +1,8 @@
 //! Every type that crosses the C ABI, with the validators of values received from C: the status
 //! codes, the enumerations (compat mode, cuFile descriptor, fallback reason, statistics state and
-//! format) and the counters struct. The core uses these same types, re-exported where it needs
-//! them; cbindgen writes them into include/gdsroute.h.
+//! format) and the counters struct. They sit at the bottom of the layers, beside `error`: the
+//! core uses these same types (re-exported where it used them before) and `ffi` hands them to C;
+//! cbindgen writes them into include/gdsroute.h.
 //!
 //! Stability: values are append-only, never renumbered (like zstd_errors.h). A retired value
 //! stays here as a comment and is never reused; a struct gains fields only at its end.
