@@ -153,8 +153,8 @@ impl fmt::Display for CufileFailure {
     }
 }
 
-/// Why a `cuFileRead` returned no bytes (`cuFileWrite` returns the same way), decoded per the
-/// header and cufile-facts §2.5.
+/// Why a `cuFileRead` returned no bytes (`cuFileWrite` returns the same way), decoded per
+/// cufile.h: −1 with errno set (a cuFile code when errno is above 5000), or a cuFile code negated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoFailure {
     /// −1 with a plain errno (a file-system error).
