@@ -1,5 +1,5 @@
 # cmake -DINPUT=cargo/libgdsroute.a -DOUTPUT=lib/libgdsroute.a -DHEADER=include/gdsroute.h
-#       -DWORK_DIR=... -DLINKER=ld -DOBJCOPY=objcopy -DAR=ar -P gdsroute-localize-archive.cmake
+#       [-DMAP=src/gdsroute.map] -DWORK_DIR=... -DLINKER=ld -DOBJCOPY=objcopy -DAR=ar -P gdsroute-localize-archive.cmake
 #
 # Makes the installed static archive define no global symbol but the C API: cargo's staticlib
 # carries Rust's std and every crate with global symbols (5,839 besides the 45 gdsroute_*
@@ -49,7 +49,20 @@ set(_keep "${WORK_DIR}/gdsroute-api-symbols.txt")
 # COMDAT group (the pointer to the personality routine that unwind tables use). Made local, the
 # linker still merges the group with another Rust library's, keeps ours, and that library's
 # references to the symbol are left undefined ("relocation ... against undefined hidden symbol").
-string(REPLACE ";" "\n" _keep_text "${_api};DW.ref.rust_eh_personality")
+# The objects name each function by its symbol version too (`gdsroute_x@@GDSROUTE_0.1`: the
+# `.symver` of src/ffi/); both names stay global, for every version node of the map.
+set(_versioned)
+if(DEFINED MAP AND NOT "${MAP}" STREQUAL "")
+  file(READ "${MAP}" _map)
+  string(REGEX MATCHALL "GDSROUTE_[0-9.]+ {" _nodes "${_map}")
+  foreach(_n IN LISTS _nodes)
+    string(REPLACE " {" "" _n "${_n}")
+    foreach(_s IN LISTS _api)
+      list(APPEND _versioned "${_s}@@${_n}")
+    endforeach()
+  endforeach()
+endif()
+string(REPLACE ";" "\n" _keep_text "${_api};${_versioned};DW.ref.rust_eh_personality")
 file(WRITE "${_keep}" "${_keep_text}\n")
 set(_roots)
 foreach(_s IN LISTS _api)

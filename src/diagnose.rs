@@ -5,9 +5,9 @@
 //! C API (`gdsroute_diagnose`) and the `gdsroute-diagnose` CLI, which also takes its exit code
 //! and JSON form from here.
 
-use crate::cufile::{CufileLibrary, DriverProperties, StatsSupport};
-use crate::file::File;
-use crate::gds::{self, FallbackReason, Unusable};
+use crate::sys::cufile::{CufileLibrary, DriverProperties, StatsSupport};
+use crate::api::file::File;
+use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
 use crate::settings::{self, CompatMode, Settings};
 
 /// Exit codes of `gdsroute-diagnose` (an enum without a C representation, so that the header
@@ -209,7 +209,7 @@ pub fn diagnose(path: Option<&[u8]>) -> Diagnosis {
             d.settings_error = Some(e.to_string());
         }
     }
-    d.lines.push(format!("CUDA driver: {}", crate::cuda::describe()));
+    d.lines.push(format!("CUDA driver: {}", crate::sys::cuda::describe()));
     library_lines(&mut d.lines);
     let udev = std::path::Path::new("/run/udev").is_dir();
     d.lines.push(format!("/run/udev: {}", if udev { "present" } else { "missing (cuFileHandleRegister fails with 5027 without it)" }));

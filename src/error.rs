@@ -2,7 +2,6 @@
 //! thread-local "last error" message at the C boundary, so it carries the context a user needs
 //! (path, errno, offending value).
 
-use crate::status::Status;
 
 /// Every failure the core can report.
 #[derive(Debug, thiserror::Error)]
@@ -82,28 +81,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// The C status code for this error.
-    pub fn status(&self) -> Status {
-        match self {
-            Error::NullArgument(_) => Status::NullArgument,
-            Error::InvalidArgument(_) => Status::InvalidArgument,
-            Error::InvalidFlags(_) => Status::InvalidFlags,
-            Error::InvalidEnum { .. } => Status::InvalidEnum,
-            Error::Overflow(_) => Status::Overflow,
-            Error::ClosedHandle { .. } => Status::ClosedHandle,
-            Error::InvalidPath(_) => Status::InvalidPath,
-            Error::Open { .. } => Status::OpenFailed,
-            Error::Io { .. } => Status::IoError,
-            Error::CudaUnavailable(_) => Status::CudaUnavailable,
-            Error::Cuda(_) => Status::CudaError,
-            Error::CufileUnavailable(_) => Status::CufileUnavailable,
-            Error::Cufile(_) => Status::CufileError,
-            Error::InvalidSetting(_) => Status::InvalidSetting,
-            Error::Panic(_) => Status::Panic,
-            Error::Internal(_) => Status::Internal,
-        }
-    }
-
     /// The errno behind this error, if it came from a system call.
     pub fn os_error(&self) -> Option<i32> {
         match self {
@@ -147,3 +124,14 @@ impl Clone for Error {
 
 /// Shorthand used across the core.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Text of a caught panic payload.
+pub fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".into()
+    }
+}

@@ -3,7 +3,9 @@
 //! applied under one lock, so a snapshot taken while reads run is consistent: tasks equal the
 //! sum of the routes' tasks, bytes the sum of the routes' bytes.
 
+use crate::direction::Direction;
 use std::sync::{Mutex, MutexGuard};
+pub use crate::abi::{Counters, CufileStatsState};
 
 /// Which backend served a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,21 +29,6 @@ pub enum PosixReason {
     AutoFallback,
 }
 
-/// Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CufileStatsState {
-    /// cuFile has not been loaded in this process (no device read needed it yet, or it is absent).
-    NotLoaded = 0,
-    /// libcufile is loaded but has no statistics API (older than 1.15) or it failed.
-    ApiMissing = 1,
-    /// cuFile's per-GPU counters are collected; the `cufile_n_*` fields are live.
-    Active = 2,
-    /// Per-handle statistics: cuFile counts per process, not per file, so the fields read 0.
-    ProcessWideOnly = 3,
-    /// Collection was turned off (`GDSROUTE_CUFILE_STATS=0` or the settings API).
-    Disabled = 4,
-}
 
 impl CufileStatsState {
     /// The state's meaning in a few words, for a `cufile_stats_state` value.
@@ -69,100 +56,6 @@ pub struct TaskOutcome {
     pub direct_bytes: usize,
 }
 
-impl TaskOutcome {
-    /// A task served by POSIX reads alone.
-    pub fn from_posix(read: crate::posix::Delivered) -> Self {
-        TaskOutcome { bytes: read.bytes, mapped_bytes: 0, not_cached: read.not_cached, direct_bytes: read.direct_bytes }
-    }
-}
-
-/// A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order
-/// is append-only and every field is a `u64`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Size of this struct in bytes as the library filled it (set by the library).
-    pub struct_size: u64,
-    /// Logical read calls (one `gdsroute_file_read` or `gdsroute_file_pread` is one call, however
-    /// many tasks), each counted once: when it finished, or when it returned an error before
-    /// reading (a bad argument, a closed handle, an invalid setting, ...). A call with a NULL
-    /// handle is counted in the process-wide counters only.
-    pub calls: u64,
-    /// Logical calls that returned an error, whatever the error: at the call itself, or for a
-    /// `pread` at `gdsroute_op_wait`.
-    pub calls_failed: u64,
-    /// Calls that stopped short of the requested size at end of file.
-    pub calls_short: u64,
-    /// Bytes requested by calls that started reading (a call rejected before reading adds 0).
-    pub bytes_requested: u64,
-    /// Bytes delivered by completed calls (contiguous from the requested offset).
-    pub bytes_read: u64,
-    /// Tasks run (one pread loop or one cuFileRead each).
-    pub tasks: u64,
-    /// Tasks that failed.
-    pub tasks_failed: u64,
-    /// Bytes delivered by tasks (equals `posix_bytes + cufile_bytes`).
-    pub task_bytes: u64,
-    /// Tasks on our POSIX backend.
-    pub posix_tasks: u64,
-    /// Bytes delivered by our POSIX backend.
-    pub posix_bytes: u64,
-    /// POSIX tasks because the destination was host memory.
-    pub posix_tasks_host_memory: u64,
-    /// POSIX tasks because a device request was below the GDS threshold.
-    pub posix_tasks_below_threshold: u64,
-    /// POSIX tasks because compat mode was ON.
-    pub posix_tasks_compat_on: u64,
-    /// POSIX tasks because AUTO fell back (cuFile unusable for the file).
-    pub posix_tasks_auto_fallback: u64,
-    /// Tasks served by `cuFileRead`.
-    pub cufile_tasks: u64,
-    /// Bytes delivered by `cuFileRead`.
-    pub cufile_bytes: u64,
-    /// A `CufileStatsState` value: whether the `cufile_n_*` fields below are live.
-    pub cufile_stats_state: u64,
-    /// cuFile's own per-GPU `n_total_reads`, summed over GPUs, since start or reset.
-    pub cufile_n_total_reads: u64,
-    /// cuFile's `n_nvfs_reads`: reads through nvidia-fs (real GPUDirect Storage).
-    pub cufile_n_nvfs_reads: u64,
-    /// cuFile's `n_posix_reads`: reads through cuFile's own compatibility (POSIX) path.
-    pub cufile_n_posix_reads: u64,
-    /// cuFile's `n_p2p_reads`: reads through PCIe P2PDMA.
-    pub cufile_n_p2p_reads: u64,
-    /// cuFile's `n_unaligned_reads`.
-    pub cufile_n_unaligned_reads: u64,
-    /// cuFile's `n_reads_err`.
-    pub cufile_n_reads_err: u64,
-    /// cuFile's per-GPU `read_bytes`.
-    pub cufile_read_bytes: u64,
-    /// Pinned host memory the library holds now for bounce buffers (process-wide; 0 per handle).
-    pub pinned_bytes: u64,
-    /// Most pinned host memory the library has held at once (process-wide; 0 per handle).
-    pub pinned_bytes_peak: u64,
-    /// Of `posix_bytes`: bytes of device reads that the copy engine took straight from the
-    /// registered page cache (no bounce buffer); see the `page_cache_pin_max` setting.
-    pub posix_mapped_bytes: u64,
-    /// Page-cache bytes pinned now by the registered page cache (process-wide; 0 per handle).
-    pub page_cache_pinned_bytes: u64,
-    /// Most page-cache bytes pinned at once (process-wide; 0 per handle).
-    pub page_cache_pinned_bytes_peak: u64,
-    /// File windows registered so far (process-wide; 0 per handle; not reset by
-    /// `gdsroute_stats_reset`).
-    pub page_cache_registrations: u64,
-    /// Windows that could not be registered: refused by the driver, no active primary context,
-    /// `mmap` failed, or process exit began; those ranges stay on the bounce route (process-wide;
-    /// 0 per handle; not reset by `gdsroute_stats_reset`).
-    pub page_cache_refusals: u64,
-    /// POSIX tasks whose first, non-blocking read (`RWF_NOWAIT`) did not get all it asked for
-    /// and whose next read then had to wait for the disk: part of the range was not in the page
-    /// cache, and the kernel was asked to read the rest of the task ahead
-    /// (`POSIX_FADV_WILLNEED`). The first read is the whole task for host memory and a bounce
-    /// piece (at most 2 MiB) for device memory. Stays 0 where the kernel cannot tell.
-    pub posix_tasks_not_cached: u64,
-    /// Of `posix_bytes`: bytes read through an `O_DIRECT` descriptor, bypassing the page cache
-    /// (the `auto_direct_io_read` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ`).
-    pub posix_direct_bytes: u64,
-}
 
 /// Fields (from the start of the layout) the summary line reads: up to `cufile_stats_state`.
 const SUMMARY_FIELDS: usize = 18;
@@ -410,9 +303,16 @@ pub fn global() -> &'static StatsCell {
 }
 
 /// Records one finished task in the process-wide counters and in the handle's.
-pub fn record_task(handle: &StatsCell, route: Route, outcome: &TaskOutcome, failed: bool) {
-    for cell in [global(), handle] {
-        cell.lock().add_task(route, outcome, failed);
+pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, outcome: &TaskOutcome, failed: bool) {
+    match direction {
+        Direction::Read => {
+            for cell in [global(), handle] {
+                cell.lock().add_task(route, outcome, failed);
+            }
+        }
+        // No write task runs yet (each `Write` arm fails before moving a byte); the write
+        // counters come with the write calls.
+        Direction::Write => {}
     }
 }
 

@@ -8,7 +8,8 @@
 mod common;
 
 use common::{POISON, random_bytes};
-use gdsroute::{File, Status, settings, thread_pool};
+use gdsroute::{File, Status, settings};
+use gdsroute::testing::{thread_pool};
 use std::sync::Mutex;
 
 /// Settings and the peak-memory mark are process-wide; these tests run one at a time. Taken

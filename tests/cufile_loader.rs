@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use gdsroute::cufile::{
-    CufileLibrary, LIBRARY_ENV_VAR, LoadError, ReadFailure, StatsSupport, log_configuration,
+use gdsroute::testing::cufile::{
+    CufileLibrary, LIBRARY_ENV_VAR, LoadError, IoFailure, StatsSupport, log_configuration,
 };
-use gdsroute::cufile_file::CufileFile;
-use gdsroute::gds::FallbackReason;
+use gdsroute::testing::cufile_file::CufileFile;
+use gdsroute::testing::gds::FallbackReason;
 use gdsroute::settings::{CufileFd, Descriptor};
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -363,7 +363,7 @@ fn direct_io_supported() -> bool {
 }
 
 impl Registration {
-    fn new(setting: CufileFd, write: bool) -> Result<Registration, gdsroute::gds::Unusable> {
+    fn new(setting: CufileFd, write: bool) -> Result<Registration, gdsroute::testing::gds::Unusable> {
         let (lib, hooks) = load(Variant::Full);
         let (tmp, data) = data_file(8192);
         let handle_file = std::fs::OpenOptions::new().read(true).write(write).open(tmp.path()).unwrap();
@@ -500,25 +500,25 @@ fn read_decoding_for_each_mode() {
     env.set("FAKE_CUFILE_READ_MODE", "errno");
     assert_eq!(
         read(&mut buf, 4096, 0, 0),
-        Err(ReadFailure::Errno(libc::EIO))
+        Err(IoFailure::Errno(libc::EIO))
     );
     env.set("FAKE_CUFILE_READ_ERRNO", "5011");
     assert_eq!(
         read(&mut buf, 4096, 0, 0),
-        Err(ReadFailure::Cufile(5011)),
+        Err(IoFailure::Cufile(5011)),
         "cuFile code carried in errno"
     );
 
     env.set("FAKE_CUFILE_READ_MODE", "negative");
-    assert_eq!(read(&mut buf, 4096, 0, 0), Err(ReadFailure::Cufile(5011)));
+    assert_eq!(read(&mut buf, 4096, 0, 0), Err(IoFailure::Cufile(5011)));
     env.set("FAKE_CUFILE_READ_CODE", "5027");
     let err = read(&mut buf, 4096, 0, 0).unwrap_err();
-    assert_eq!(err, ReadFailure::Cufile(5027));
+    assert_eq!(err, IoFailure::Cufile(5027));
     assert!(err.to_string().contains("cuFileRead"), "{err}");
 }
 
 /// Runs a fixed set of reads under stats level 3 and returns the totals.
-fn stats_run(env: &Env, version: &str, num_gpus: &str) -> gdsroute::cufile::PerGpuTotals {
+fn stats_run(env: &Env, version: &str, num_gpus: &str) -> gdsroute::testing::cufile::PerGpuTotals {
     env.set("FAKE_CUFILE_VERSION", version);
     env.set("FAKE_CUFILE_NUM_GPUS", num_gpus);
     let (lib, _h) = load(Variant::Full);
@@ -697,7 +697,7 @@ fn real_library_smoke_without_driver_open() {
 /// NO_UDEV and advised `KVIKIO_COMPAT_MODE=off`, which cannot work without CUDA).
 #[test]
 fn without_cuda_the_verdict_is_cuda_even_with_a_library() {
-    if gdsroute::cuda::cuda().is_ok() {
+    if gdsroute::testing::cuda::cuda().is_ok() {
         return; // about machines without CUDA
     }
     let env = Env::new();

@@ -8,7 +8,8 @@
 mod common;
 
 use common::{POISON, random_bytes};
-use gdsroute::{File, settings, thread_pool};
+use gdsroute::{File, settings};
+use gdsroute::testing::{thread_pool};
 use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 
@@ -39,7 +40,7 @@ fn direct_io_on() -> DirectIoOn {
 
 /// Whether the file system of `file` has direct I/O (the library then uses it).
 fn has_direct_io(file: &std::fs::File) -> bool {
-    gdsroute::direct_io::open_direct(file.as_raw_fd()).is_ok()
+    gdsroute::testing::direct_io::open_direct(file.as_raw_fd()).is_ok()
 }
 
 /// A temporary file of `len` random bytes and its data, on a file system with direct I/O; `None`
@@ -172,7 +173,7 @@ fn a_write_only_handle_still_cannot_read() {
 fn the_c_api_reads_and_sets_the_setting() {
     let _on = direct_io_on();
     use gdsroute::ffi::settings::{gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read};
-    use gdsroute::status::Status;
+    use gdsroute::testing::status::Status;
     let mut on = false;
     // SAFETY: a valid out-pointer, then NULL (which must be refused).
     unsafe {

@@ -10,7 +10,8 @@
 mod common;
 
 use common::{POISON, random_bytes};
-use gdsroute::{File, Status, settings, thread_pool};
+use gdsroute::{File, Status, settings};
+use gdsroute::testing::{thread_pool};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;

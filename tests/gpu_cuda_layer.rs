@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use std::time::Duration;
 
 use cudarc::driver::sys;
-use gdsroute::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
+use gdsroute::testing::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
 
 /// Primary context of device 0 made current on the calling thread.
 fn on_device0() -> ScopedContext {

@@ -8,9 +8,10 @@ mod common;
 
 use common::gpu::{check_device_read, file_with, on_device0, open};
 use common::random_bytes;
-use gdsroute::page_cache::{self, WINDOW};
+use gdsroute::testing::page_cache::{self, WINDOW};
 use gdsroute::settings::CompatMode;
-use gdsroute::{File, gds, settings, thread_pool};
+use gdsroute::{File, settings};
+use gdsroute::testing::{gds, thread_pool};
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -185,7 +186,7 @@ fn opening_a_file_prepares_the_device_route_in_the_background() {
     let tmp = file_with(&data);
     let file = open(&tmp, CompatMode::On);
     // One bounce buffer per worker and one for this thread.
-    let buffer = gdsroute::device_io::current_bounce_buffer_bytes().unwrap();
+    let buffer = gdsroute::testing::device_io::current_bounce_buffer_bytes().unwrap();
     let want = (workers as u64 + 1) * buffer;
     let deadline = Instant::now() + Duration::from_secs(5);
     while gds::process_counters().pinned_bytes < want {

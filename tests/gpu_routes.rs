@@ -8,10 +8,11 @@ mod common;
 use common::gpu::{check_device_read, file_with, ok, on_device0, open};
 use common::random_bytes;
 use cudarc::driver::sys;
-use gdsroute::gds::{self, FallbackReason};
+use gdsroute::testing::gds::{self, FallbackReason};
 use gdsroute::settings::{CompatMode, CufileFd, Descriptor};
-use gdsroute::stats::CufileStatsState;
-use gdsroute::{File, settings, thread_pool};
+use gdsroute::testing::stats::CufileStatsState;
+use gdsroute::{File, settings};
+use gdsroute::testing::{thread_pool};
 use std::sync::Mutex;
 
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
@@ -98,7 +99,7 @@ fn device_reads_with_direct_io_are_exact_counted_and_skip_the_page_cache() {
     let _ctx = on_device0();
     let data = random_bytes((9 << 20) + 777, 15);
     let tmp = file_with(&data);
-    let direct = gdsroute::direct_io::open_direct(std::os::fd::AsRawFd::as_raw_fd(tmp.as_file())).is_ok();
+    let direct = gdsroute::testing::direct_io::open_direct(std::os::fd::AsRawFd::as_raw_fd(tmp.as_file())).is_ok();
     let s = settings::global().unwrap();
     /// Turns direct I/O off again however the test ends.
     struct Off;
@@ -214,8 +215,8 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     // (other tests, or the preparation at open with the default thread count) are kept and reused.
     // Pinned first, up to that bound, so that the reads need no new buffer whatever their
     // concurrency, and the preparation at open (in the background) none either.
-    let buffer = gdsroute::device_io::current_bounce_buffer_bytes().unwrap();
-    let pool = gdsroute::device_io::bounce_pool(buffer);
+    let buffer = gdsroute::testing::device_io::current_bounce_buffer_bytes().unwrap();
+    let pool = gdsroute::testing::device_io::bounce_pool(buffer);
     while pool.fill_to(threads + 1).unwrap() {}
     // A buffer the preparation is still pinning counts as live before it counts as pinned.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -223,7 +224,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
         assert!(std::time::Instant::now() < deadline, "{:?}", pool.stats());
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    let held_before = gdsroute::gds::process_counters().pinned_bytes;
+    let held_before = gdsroute::testing::gds::process_counters().pinned_bytes;
     let bound = ((threads as u64 + 1) * buffer).max(held_before);
     let mut last = (0, 0);
     for i in 0..1000usize {
@@ -231,7 +232,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
         let size = if i % 2 == 0 { data.len() } else { 8192 };
         let n = unsafe { file.pread_raw(dev as usize as *mut u8, size, 0) }.unwrap().wait(None).unwrap();
         assert_eq!(n, size);
-        let c = gdsroute::gds::process_counters();
+        let c = gdsroute::testing::gds::process_counters();
         assert!(c.pinned_bytes <= bound, "read {i}: {} pinned, above {bound}", c.pinned_bytes);
         // Buffers are kept and reused, never freed and allocated again: no growth.
         assert_eq!(c.pinned_bytes, held_before, "read {i}");

@@ -91,7 +91,7 @@ fn committed_header_is_current() {
 #[test]
 fn every_macro_and_function_of_the_header_carries_the_prefix() {
     // A name without the prefix (a Rust `pub const` cbindgen picked up, say) would clash with
-    // the including program's own macros: session 7 leaked `#define ALIGN 4096` this way.
+    // the including program's own macros: series 7 (2026-11-30) leaked `#define ALIGN 4096` this way.
     let header = generate();
     for line in header.lines() {
         let line = line.trim_start();

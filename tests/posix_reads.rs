@@ -5,7 +5,8 @@
 mod common;
 
 use common::{POISON, random_bytes};
-use gdsroute::{File, settings, stats, thread_pool};
+use gdsroute::{File, settings};
+use gdsroute::testing::{stats, thread_pool};
 use std::sync::Mutex;
 
 /// Settings are process-wide; tests that change them run one at a time. Taken even when
@@ -138,7 +139,7 @@ fn a_read_that_finds_only_a_prefix_cached_reads_the_rest_ahead() {
     for &(offset, len, ahead) in &[(1000u64, (8 << 20) - 1017, (8 << 20) - 1017), (0, 1 << 20, 6 << 20), (5 << 20, 4097, 4097)] {
         common::assert_misses_flagged(tmp.path(), 64 << 10, offset, len, &format!("offset {offset}"), || {
             let mut buf = vec![POISON; len + 2 * GUARD];
-            let got = unsafe { gdsroute::posix::read_full_at_ahead(f.as_raw_fd(), buf[GUARD..].as_mut_ptr(), len, offset, ahead) }.unwrap();
+            let got = unsafe { gdsroute::testing::posix::read_full_at_ahead(f.as_raw_fd(), buf[GUARD..].as_mut_ptr(), len, offset, ahead) }.unwrap();
             let at = offset as usize;
             assert_eq!(got.bytes, len);
             assert!(buf[GUARD..GUARD + len] == data[at..at + len], "bytes differ at offset {offset}");

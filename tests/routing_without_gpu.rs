@@ -3,7 +3,7 @@
 //! names what is missing.
 
 use gdsroute::File;
-use gdsroute::gds::FallbackReason;
+use gdsroute::testing::gds::FallbackReason;
 use gdsroute::settings::CompatMode;
 use std::io::Write;
 
@@ -18,7 +18,7 @@ fn open(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {
 }
 
 fn have_gpu() -> bool {
-    gdsroute::cuda::cuda().is_ok()
+    gdsroute::testing::cuda::cuda().is_ok()
 }
 
 #[test]
@@ -91,8 +91,8 @@ fn shutdown_without_cufile_is_a_no_op() {
     if have_gpu() {
         return;
     }
-    assert!(!gdsroute::gds::shutdown());
-    assert!(!gdsroute::gds::is_shut_down());
+    assert!(!gdsroute::testing::gds::shutdown());
+    assert!(!gdsroute::testing::gds::is_shut_down());
     assert_eq!(gdsroute::ffi::diagnose::gdsroute_shutdown(), gdsroute::Status::Ok);
     // Host reads keep working, zero-byte ones included.
     let tmp = sample();

@@ -4,7 +4,7 @@
 
 use gdsroute::Counters;
 use gdsroute::ffi::stats::{gdsroute_stats_get, gdsroute_stats_render};
-use gdsroute::status::Status;
+use gdsroute::testing::status::Status;
 
 fn render(stats: *const Counters, format: u32) -> String {
     let mut len = 0usize;

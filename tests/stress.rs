@@ -5,7 +5,8 @@
 //! handle while in flight. Afterwards the process counters add up exactly and the OS thread
 //! count is back where it was. One test function: the counters are process-wide.
 
-use gdsroute::{File, settings, stats, thread_pool};
+use gdsroute::{File, settings};
+use gdsroute::testing::{stats, thread_pool};
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

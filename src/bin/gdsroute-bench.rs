@@ -1,6 +1,6 @@
 //! `gdsroute-bench --file PATH [options]`: reads a file into device (or host) memory through the
 //! C API (`gdsroute_file_pread` + `gdsroute_op_wait`, called from Rust) and prints one
-//! `RESULT impl=gdsroute ...` line per measurement, then a table. Method: notes/benchmarks.md.
+//! `RESULT impl=gdsroute ...` line per measurement, then a table. Method: docs/performance.md.
 //! `scripts/bench-kvikio.py` prints the same lines for KvikIO.
 
 use std::ffi::{CString, c_void};
@@ -319,7 +319,7 @@ fn cu(result: sys::CUresult, what: &str) -> Result<(), String> {
 
 /// Makes device 0's primary context current on the calling thread.
 fn cuda_context() -> Result<sys::CUcontext, String> {
-    gdsroute::cuda::cuda().map_err(|e| format!("CUDA unavailable: {e}"))?;
+    gdsroute::testing::cuda::cuda().map_err(|e| format!("CUDA unavailable: {e}"))?;
     let mut dev: sys::CUdevice = 0;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: cuda() confirmed libcuda is loaded and initialised; out-pointers are writable.
@@ -351,7 +351,7 @@ enum Buffer {
 /// Host memory allocated as numpy allocates KvikIO's host arrays, so that both libraries read
 /// into the same kind of pages: an anonymous mapping, advised `MADV_HUGEPAGE` from 4 MiB up
 /// (numpy's default on Linux). With 4 KiB pages the kernel's copies into the buffer take more TLB
-/// misses: session 4 measured host reads at 8 threads 0.95-1.01x KvikIO with a plain `Vec` (run 6).
+/// misses: series 4 (2026-11-30) measured host reads at 8 threads 0.95-1.01x KvikIO with a plain `Vec` (run 6).
 struct HostMemory {
     ptr: std::ptr::NonNull<u8>,
     len: usize,
@@ -691,18 +691,7 @@ impl Bench {
             );
             return Ok(());
         }
-        if let Some(t) = cfg.threads {
-            check(
-                gdsroute_settings_set_num_threads(t),
-                "gdsroute_settings_set_num_threads",
-            )?;
-        }
-        if let Some(t) = cfg.task {
-            check(
-                gdsroute_settings_set_task_size(t),
-                "gdsroute_settings_set_task_size",
-            )?;
-        }
+        apply_settings(cfg)?;
         let opened = Instant::now();
         gdsroute::trace::event("bench.open", 0);
         let handle = Handle::open(&self.args.file, cfg.mode.as_deref())?;
@@ -736,71 +725,11 @@ impl Bench {
             self.pass(&handle, addr, cfg.kind, &offsets)?;
         }
 
-        let mut gbps = Vec::new();
-        let mut rps = Vec::new();
-        let mut cpu = Vec::new();
         let before = stats();
-        for rep in 0..self.args.reps {
-            let offsets = match cfg.kind {
-                Kind::Big => vec![],
-                Kind::Rand(size) => random_offsets(rep as u64 + 1, reads, size, self.file_size),
-            };
-            buffer.poison()?;
-            if cfg.cache == "cold" {
-                drop_caches()?;
-            }
-            gdsroute::trace::event("bench.timed", 0);
-            let cpu0 = cpu_seconds();
-            let t0 = Instant::now();
-            let bytes = self.pass(&handle, addr, cfg.kind, &offsets)?;
-            let secs = t0.elapsed().as_secs_f64();
-            let cpu_s = cpu_seconds() - cpu0;
-            self.verify(&buffer, cfg.kind, &offsets)?;
-            gbps.push(bytes as f64 / secs / 1e9);
-            rps.push(reads as f64 / secs);
-            cpu.push(cpu_s / (bytes as f64 / 1e9));
-        }
+        let Reps { gbps, rps, cpu } = self.timed_reps(&handle, &mut buffer, cfg, reads)?;
         let after = stats();
-        let posix = after.posix_tasks - before.posix_tasks;
-        let cufile = after.cufile_tasks - before.cufile_tasks;
-        let route = match (posix > 0, cufile > 0) {
-            (true, false) => "posix",
-            (false, true) => "cufile",
-            (true, true) => "mixed",
-            _ => "none",
-        };
-        // Pinned memory and the registered page cache: every counter named *pinned* or *page_cache*
-        // (process-wide, after the measurement), and the bytes copied from the registered page
-        // cache during the timed repetitions.
-        let mut pinned: String = after
-            .entries()
-            .iter()
-            .filter(|(name, _)| name.contains("pinned") || name.contains("page_cache"))
-            .map(|(name, v)| format!(" {name}={v}"))
-            .collect();
-        pinned.push_str(&format!(" mapped_bytes={}", after.posix_mapped_bytes - before.posix_mapped_bytes));
-        // Tasks of the timed repetitions whose data had to come from the disk (src/posix.rs).
-        pinned.push_str(&format!(" not_cached_tasks={}", after.posix_tasks_not_cached - before.posix_tasks_not_cached));
-        // Bytes of the timed repetitions read with direct I/O (KVIKIO_AUTO_DIRECT_IO_READ).
-        pinned.push_str(&format!(" direct_bytes={}", after.posix_direct_bytes - before.posix_direct_bytes));
-        let mut pin_max = 0u64;
-        // SAFETY: valid out-pointer.
-        let _ = unsafe { gdsroute::ffi::settings::gdsroute_settings_get_page_cache_pin_max(&mut pin_max) };
-        pinned.push_str(&format!(" page_cache_pin_max={pin_max}"));
-        // The open call itself (it starts the background preparation of the device route).
-        pinned.push_str(&format!(" open_s={open_s:.6}"));
-        if self.args.prime_gpu {
-            pinned.push_str(" primed=1");
-        }
-        // Labels from the calling script: BENCH_TAG (a setup both libraries share) and
-        // BENCH_VARIANT (a gdsroute setting compared with the same KvikIO lines).
-        for (var, field) in [("BENCH_TAG", "tag"), ("BENCH_VARIANT", "variant")] {
-            let value = std::env::var(var).map(|v| v.split_whitespace().collect::<Vec<_>>().join("_"));
-            if let Some(v) = value.ok().filter(|v| !v.is_empty()) {
-                pinned.push_str(&format!(" {field}={v}"));
-            }
-        }
-        pinned.push_str(&format!(" gbps_reps={}", gbps.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(",")));
+        let route = route_of(&before, &after);
+        let pinned = self.extra_fields(&before, &after, open_s, &gbps);
         let (g, r, c) = (median(&gbps), median(&rps), median(&cpu));
         let gmin = gbps.iter().cloned().fold(f64::INFINITY, f64::min);
         let gmax = gbps.iter().cloned().fold(0.0, f64::max);
@@ -842,6 +771,76 @@ impl Bench {
             rps: r,
         });
         Ok(())
+    }
+
+    /// The timed repetitions of one configuration: per repetition the rate in GB/s, reads per
+    /// second and CPU seconds per GB, each pass on a poisoned buffer (and dropped caches when
+    /// cold) and verified after.
+    fn timed_reps(&mut self, handle: &Handle, buffer: &mut Buffer, cfg: &Config, reads: usize) -> Result<Reps, String> {
+        let addr = buffer.addr();
+        let mut gbps = Vec::new();
+        let mut rps = Vec::new();
+        let mut cpu = Vec::new();
+        for rep in 0..self.args.reps {
+            let offsets = match cfg.kind {
+                Kind::Big => vec![],
+                Kind::Rand(size) => random_offsets(rep as u64 + 1, reads, size, self.file_size),
+            };
+            buffer.poison()?;
+            if cfg.cache == "cold" {
+                drop_caches()?;
+            }
+            gdsroute::trace::event("bench.timed", 0);
+            let cpu0 = cpu_seconds();
+            let t0 = Instant::now();
+            let bytes = self.pass(handle, addr, cfg.kind, &offsets)?;
+            let secs = t0.elapsed().as_secs_f64();
+            let cpu_s = cpu_seconds() - cpu0;
+            self.verify(buffer, cfg.kind, &offsets)?;
+            gbps.push(bytes as f64 / secs / 1e9);
+            rps.push(reads as f64 / secs);
+            cpu.push(cpu_s / (bytes as f64 / 1e9));
+        }
+        Ok(Reps { gbps, rps, cpu })
+    }
+
+    /// The fields after the figures: pinned memory and the registered page cache, the timed
+    /// repetitions' direct and uncached reads, the open call, labels from the calling script and
+    /// each repetition's rate.
+    fn extra_fields(&self, before: &Counters, after: &Counters, open_s: f64, gbps: &[f64]) -> String {
+        // Pinned memory and the registered page cache: every counter named *pinned* or *page_cache*
+        // (process-wide, after the measurement), and the bytes copied from the registered page
+        // cache during the timed repetitions.
+        let mut pinned: String = after
+            .entries()
+            .iter()
+            .filter(|(name, _)| name.contains("pinned") || name.contains("page_cache"))
+            .map(|(name, v)| format!(" {name}={v}"))
+            .collect();
+        pinned.push_str(&format!(" mapped_bytes={}", after.posix_mapped_bytes - before.posix_mapped_bytes));
+        // Tasks of the timed repetitions whose data had to come from the disk (src/backend/posix/pread.rs).
+        pinned.push_str(&format!(" not_cached_tasks={}", after.posix_tasks_not_cached - before.posix_tasks_not_cached));
+        // Bytes of the timed repetitions read with direct I/O (KVIKIO_AUTO_DIRECT_IO_READ).
+        pinned.push_str(&format!(" direct_bytes={}", after.posix_direct_bytes - before.posix_direct_bytes));
+        let mut pin_max = 0u64;
+        // SAFETY: valid out-pointer.
+        let _ = unsafe { gdsroute::ffi::settings::gdsroute_settings_get_page_cache_pin_max(&mut pin_max) };
+        pinned.push_str(&format!(" page_cache_pin_max={pin_max}"));
+        // The open call itself (it starts the background preparation of the device route).
+        pinned.push_str(&format!(" open_s={open_s:.6}"));
+        if self.args.prime_gpu {
+            pinned.push_str(" primed=1");
+        }
+        // Labels from the calling script: BENCH_TAG (a setup both libraries share) and
+        // BENCH_VARIANT (a gdsroute setting compared with the same KvikIO lines).
+        for (var, field) in [("BENCH_TAG", "tag"), ("BENCH_VARIANT", "variant")] {
+            let value = std::env::var(var).map(|v| v.split_whitespace().collect::<Vec<_>>().join("_"));
+            if let Some(v) = value.ok().filter(|v| !v.is_empty()) {
+                pinned.push_str(&format!(" {field}={v}"));
+            }
+        }
+        pinned.push_str(&format!(" gbps_reps={}", gbps.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>().join(",")));
+        pinned
     }
 
     fn table(&self) {
@@ -896,7 +895,7 @@ impl Bench {
 
 fn run() -> Result<(), String> {
     let args = parse_args()?;
-    let gpu = match gdsroute::cuda::cuda() {
+    let gpu = match gdsroute::testing::cuda::cuda() {
         Ok(_) => Ok(()),
         Err(e) => Err(e.to_string()),
     };
@@ -990,4 +989,40 @@ fn main() {
         }
         std::process::exit(1);
     }
+}
+
+/// The thread count and task size a configuration sets, if any.
+fn apply_settings(cfg: &Config) -> Result<(), String> {
+    if let Some(t) = cfg.threads {
+        check(
+            gdsroute_settings_set_num_threads(t),
+            "gdsroute_settings_set_num_threads",
+        )?;
+    }
+    if let Some(t) = cfg.task {
+        check(
+            gdsroute_settings_set_task_size(t),
+            "gdsroute_settings_set_task_size",
+        )?;
+    }
+    Ok(())
+}
+
+/// Which route the tasks between two snapshots of the counters took.
+fn route_of(before: &Counters, after: &Counters) -> &'static str {
+    let posix = after.posix_tasks - before.posix_tasks;
+    let cufile = after.cufile_tasks - before.cufile_tasks;
+    match (posix > 0, cufile > 0) {
+        (true, false) => "posix",
+        (false, true) => "cufile",
+        (true, true) => "mixed",
+        _ => "none",
+    }
+}
+
+/// Per timed repetition: GB/s, reads per second, CPU seconds per GB.
+struct Reps {
+    gbps: Vec<f64>,
+    rps: Vec<f64>,
+    cpu: Vec<f64>,
 }

@@ -2,7 +2,7 @@
 
 use super::{copy_to_c_buffer, guard, out, write_out};
 use crate::error::Error;
-use crate::status::Status;
+use crate::abi::Status;
 use std::ffi::{CStr, c_char};
 
 /// Writes a human-readable report on routing into `buf` (snprintf semantics; full length in
@@ -44,7 +44,9 @@ pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_shutdown() -> Status {
     guard(|| {
-        crate::gds::shutdown();
+        crate::backend::cufile::gds::shutdown();
         Ok(())
     })
 }
+
+symbol_version!(gdsroute_diagnose, gdsroute_shutdown);

@@ -2,12 +2,12 @@
 
 use super::{arg, guard, out, write_out};
 use crate::error::Error;
-use crate::file::File;
-use crate::gds::FallbackReason;
-use crate::operation::Operation;
+use crate::api::file::File;
+use crate::backend::cufile::gds::FallbackReason;
+use crate::io::operation::Operation;
 use crate::settings::CompatMode;
 use crate::stats::Counters;
-use crate::status::Status;
+use crate::abi::Status;
 use std::ffi::{CStr, c_char, c_void};
 
 /// Reads the C strings of an open call.
@@ -291,3 +291,5 @@ pub unsafe extern "C" fn gdsroute_file_free(file: *mut File) {
         Ok(())
     });
 }
+
+symbol_version!(gdsroute_file_open, gdsroute_file_open_with_compat_mode, gdsroute_file_compat_mode, gdsroute_file_cufile_verdict, gdsroute_file_size, gdsroute_file_read, gdsroute_file_pread, gdsroute_file_stats, gdsroute_file_stats_reset, gdsroute_file_close, gdsroute_file_free);

@@ -6,6 +6,15 @@
 // The pointer rules of every function are the C API conventions stated once in the header and README.
 #![allow(clippy::missing_safety_doc)]
 
+/// Binds each named C function to the symbol version `GDSROUTE_0.1` of src/gdsroute.map, which a
+/// new release's functions name by their own node. One `.symver` per function, in the module that
+/// defines it (so in its object file); `@@@` makes that the default version of the definition.
+macro_rules! symbol_version {
+    ($($name:ident),+ $(,)?) => {
+        core::arch::global_asm!($(concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@GDSROUTE_0.1")),+);
+    };
+}
+
 pub mod diagnose;
 pub mod file;
 pub mod operation;
@@ -15,7 +24,7 @@ pub mod status;
 pub mod version;
 
 use crate::error::{Error, Result};
-use crate::status::Status;
+use crate::abi::Status;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -42,7 +51,7 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<()>) -> Status {
     let error = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return Status::Ok,
         Ok(Err(e)) => e,
-        Err(payload) => Error::Panic(crate::file::panic_message(&payload)),
+        Err(payload) => Error::Panic(crate::error::panic_message(&payload)),
     };
     // Building the message allocates; a panic there must not escape either.
     let _ = catch_unwind(AssertUnwindSafe(|| set_last_error(&error)));

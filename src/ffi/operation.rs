@@ -1,9 +1,9 @@
 //! Parallel reads in flight (KvikIO's futures).
 
 use super::{arg, guard, out, write_out};
-use crate::operation::Operation;
-use crate::status::Status;
-use crate::thread_pool;
+use crate::io::operation::Operation;
+use crate::abi::Status;
+use crate::io::thread_pool;
 
 /// Sets `*done` to true once every task of the operation has stopped. Never blocks.
 #[must_use]
@@ -53,3 +53,5 @@ pub unsafe extern "C" fn gdsroute_op_free(op: *mut Operation) {
         Ok(())
     });
 }
+
+symbol_version!(gdsroute_op_poll, gdsroute_op_wait, gdsroute_op_free);

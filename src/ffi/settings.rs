@@ -7,8 +7,8 @@
 
 use super::{guard, out, write_out};
 use crate::settings::{self, CompatMode, CufileFd};
-use crate::status::Status;
-use crate::thread_pool;
+use crate::abi::Status;
+use crate::io::thread_pool;
 
 /// Writes one setting into an out-pointer.
 ///
@@ -217,3 +217,5 @@ pub extern "C" fn gdsroute_settings_set_auto_direct_io_read(enabled: bool) -> St
         Ok(())
     })
 }
+
+symbol_version!(gdsroute_settings_get_compat_mode, gdsroute_settings_set_compat_mode, gdsroute_settings_get_num_threads, gdsroute_settings_set_num_threads, gdsroute_settings_get_task_size, gdsroute_settings_set_task_size, gdsroute_settings_get_gds_threshold, gdsroute_settings_set_gds_threshold, gdsroute_settings_get_bounce_buffer_size, gdsroute_settings_set_bounce_buffer_size, gdsroute_settings_get_cufile_stats, gdsroute_settings_set_cufile_stats, gdsroute_settings_get_page_cache_pin_max, gdsroute_settings_set_page_cache_pin_max, gdsroute_settings_get_cufile_fd, gdsroute_settings_set_cufile_fd, gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read);

@@ -2,21 +2,12 @@
 
 use super::{arg, copy_to_c_buffer, guard, out, write_out};
 use crate::error::{Error, Result};
-use crate::gds;
+use crate::api::process;
 use crate::stats::Counters;
-use crate::status::Status;
+use crate::abi::Status;
 use std::ffi::c_char;
+pub use crate::abi::StatsFormat;
 
-/// Output formats of `gdsroute_stats_render`.
-#[repr(u32)]
-pub enum StatsFormat {
-    /// For people: a summary line in words (reads, bytes, tasks, the route and why, whether
-    /// cuFile was considered), then one `name value` line per counter that is not 0, a line
-    /// counting those that are 0, and cuFile's `n= nvfs= posix=` line when its counters are live.
-    Text = 0,
-    /// One JSON object with every field (zeros included).
-    Json = 1,
-}
 
 /// Copies `counters` into a caller's struct of `struct_size` bytes (min of the two sizes) and
 /// sets its `struct_size` to the bytes written.
@@ -71,7 +62,7 @@ unsafe fn copy_counters_in(src: *const Counters) -> Result<Counters> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
     // SAFETY: the caller's contract above.
-    guard(|| unsafe { copy_counters_out(&gds::process_counters(), stats) })
+    guard(|| unsafe { copy_counters_out(&process::process_counters(), stats) })
 }
 
 /// Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
@@ -81,7 +72,7 @@ pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_stats_reset() -> Status {
     guard(|| {
-        gds::reset_process_counters();
+        process::reset_process_counters();
         Ok(())
     })
 }
@@ -121,3 +112,5 @@ pub unsafe extern "C" fn gdsroute_stats_render(
         Ok(())
     })
 }
+
+symbol_version!(gdsroute_stats_get, gdsroute_stats_reset, gdsroute_stats_render);

@@ -1,7 +1,7 @@
 //! Status codes and the thread's last error.
 
 use super::{LAST_ERROR, copy_to_c_buffer};
-use crate::status::Status;
+use crate::abi::Status;
 use std::ffi::c_char;
 
 /// A static, NUL-terminated description of a status code.
@@ -47,3 +47,5 @@ pub unsafe extern "C" fn gdsroute_last_error_message(buf: *mut c_char, buf_len: 
         unsafe { copy_to_c_buffer(text, buf, buf_len) }
     })
 }
+
+symbol_version!(gdsroute_status_str, gdsroute_last_error_status, gdsroute_last_error_errno, gdsroute_last_error_message);

@@ -30,3 +30,5 @@ pub extern "C" fn gdsroute_version_patch() -> u32 {
 pub extern "C" fn gdsroute_version_string() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
+
+symbol_version!(gdsroute_version_major, gdsroute_version_minor, gdsroute_version_patch, gdsroute_version_string);

@@ -4,7 +4,7 @@
 //! Why: on the H200 the bounce route is bound by the CPU's page-cache copy (42-44 GB/s at 16
 //! threads, the same plateau as plain `pread` into host memory), while copies from a registered
 //! mapping of the file run at 54-55 GB/s from any number of threads. Registering costs about
-//! 0.09 s per GiB, serialised in the driver (scripts/probe-mapped.py), so it cannot pay for a
+//! 0.09 s per GiB, serialised in the driver (tools/probes/probe-mapped.py), so it cannot pay for a
 //! range read once; it pays from the third read of a range on.
 //!
 //! How: a file is cut into `WINDOW`-sized windows. Reads add the bytes they take from each
@@ -30,7 +30,7 @@ mod registrar;
 pub use budget::{Usage, default_pin_max, usage};
 pub use registrar::DeviceReadInFlight;
 
-use crate::cuda::{self, FileMapping, RegisteredMapping};
+use crate::sys::cuda::{self, FileMapping, RegisteredMapping};
 use budget::{Reservation, page_size};
 use registrar::{Job, registrar};
 use std::collections::HashMap;
@@ -84,7 +84,7 @@ impl Identity {
 }
 
 fn identity_of(fd: RawFd) -> std::io::Result<Identity> {
-    let st = crate::posix::stat(fd)?;
+    let st = crate::sys::fs::stat(fd)?;
     Ok(Identity {
         dev: st.st_dev,
         ino: st.st_ino,
@@ -195,62 +195,74 @@ impl PageCache {
     /// reads, and queues windows that became hot for registration for device `ordinal`, within
     /// `limit` pinned bytes (> 0).
     pub fn plan(self: &Arc<Self>, fd: RawFd, offset: u64, len: usize, ordinal: i32, limit: u64) -> Vec<Segment> {
-        let end = offset.saturating_add(len as u64);
         let Ok(now) = identity_of(fd) else {
             return vec![Segment::Bounce { file_offset: offset, len }].into_iter().filter(|s| !s.is_empty()).collect();
         };
-        let stale;
+        let (segments, hot, stale) = self.plan_under_lock(now, offset, len, limit);
+        drop(stale); // unregisters outside the lock
+        self.start_registrations(fd, ordinal, hot);
+        segments
+    }
+
+    /// `plan`'s bookkeeping under the lock: a file that changed (`now` is not the identity on
+    /// record) drops its windows (returned as `stale`, to be unregistered after the lock), then
+    /// each window of the range gives its segments, counts its bytes read and, once read often
+    /// enough and within the pinning `limit`, becomes `Pending` with a reservation (`hot`).
+    fn plan_under_lock(&self, now: Identity, offset: u64, len: usize, limit: u64) -> (Vec<Segment>, Vec<Hot>, HashMap<u64, WindowState>) {
+        let end = offset.saturating_add(len as u64);
         let mut segments: Vec<Segment> = Vec::new();
         let mut hot = Vec::new();
-        {
-            let mut state = self.lock();
-            stale = if state.identity != Some(now) {
-                state.identity = Some(now);
-                state.generation += 1;
-                std::mem::take(&mut state.windows)
-            } else {
-                HashMap::new()
-            };
-            let generation = state.generation;
-            let eligible = now.is_quiet() && !registrar::unsupported();
-            let mut pos = offset;
-            while pos < end {
-                let index = pos / WINDOW;
-                let window_end = index.saturating_add(1).saturating_mul(WINDOW).min(end);
-                let piece = (window_end - pos) as usize;
-                if pos >= now.size {
-                    push_bounce(&mut segments, pos, (end - pos) as usize);
-                    break;
-                }
-                let piece_in_file = piece.min((now.size - pos) as usize);
-                let start = index * WINDOW;
-                let in_file = (now.size - start).min(WINDOW);
-                let window = state.windows.entry(index).or_insert(WindowState::Seen { bytes_read: 0 });
-                match window {
-                    WindowState::Registered(mapping) => {
-                        segments.push(Segment::Registered { mapping: Arc::clone(mapping), file_offset: pos, len: piece_in_file });
-                    }
-                    WindowState::Seen { bytes_read } => {
-                        *bytes_read = bytes_read.saturating_add(piece_in_file as u64);
-                        if eligible && in_file >= MIN_REGISTERED_BYTES && *bytes_read >= READS_BEFORE_REGISTERING * in_file {
-                            let bytes = in_file.div_ceil(page_size()) * page_size();
-                            if let Some(reservation) = Reservation::take(bytes, limit) {
-                                *window = WindowState::Pending;
-                                hot.push(Hot { index, start, bytes, generation, reservation });
-                            }
-                        }
-                        push_bounce(&mut segments, pos, piece_in_file);
-                    }
-                    WindowState::Pending | WindowState::Refused => push_bounce(&mut segments, pos, piece_in_file),
-                }
-                if piece_in_file < piece {
-                    // The file ends inside this piece: pread finds out how much is really there.
-                    push_bounce(&mut segments, pos + piece_in_file as u64, piece - piece_in_file);
-                }
-                pos = window_end;
+        let mut state = self.lock();
+        let stale = if state.identity != Some(now) {
+            state.identity = Some(now);
+            state.generation += 1;
+            std::mem::take(&mut state.windows)
+        } else {
+            HashMap::new()
+        };
+        let generation = state.generation;
+        let eligible = now.is_quiet() && !registrar::unsupported();
+        let mut pos = offset;
+        while pos < end {
+            let index = pos / WINDOW;
+            let window_end = index.saturating_add(1).saturating_mul(WINDOW).min(end);
+            let piece = (window_end - pos) as usize;
+            if pos >= now.size {
+                push_bounce(&mut segments, pos, (end - pos) as usize);
+                break;
             }
+            let piece_in_file = piece.min((now.size - pos) as usize);
+            let start = index * WINDOW;
+            let in_file = (now.size - start).min(WINDOW);
+            let window = state.windows.entry(index).or_insert(WindowState::Seen { bytes_read: 0 });
+            match window {
+                WindowState::Registered(mapping) => {
+                    segments.push(Segment::Registered { mapping: Arc::clone(mapping), file_offset: pos, len: piece_in_file });
+                }
+                WindowState::Seen { bytes_read } => {
+                    *bytes_read = bytes_read.saturating_add(piece_in_file as u64);
+                    if eligible && in_file >= MIN_REGISTERED_BYTES && *bytes_read >= READS_BEFORE_REGISTERING * in_file {
+                        let bytes = in_file.div_ceil(page_size()) * page_size();
+                        if let Some(reservation) = Reservation::take(bytes, limit) {
+                            *window = WindowState::Pending;
+                            hot.push(Hot { index, start, bytes, generation, reservation });
+                        }
+                    }
+                    push_bounce(&mut segments, pos, piece_in_file);
+                }
+                WindowState::Pending | WindowState::Refused => push_bounce(&mut segments, pos, piece_in_file),
+            }
+            if piece_in_file < piece {
+                // The file ends inside this piece: pread finds out how much is really there.
+                push_bounce(&mut segments, pos + piece_in_file as u64, piece - piece_in_file);
+            }
+            pos = window_end;
         }
-        drop(stale); // unregisters outside the lock
+        (segments, hot, stale)
+    }
+
+    /// Maps the windows `plan` found hot and hands them to the background registrar.
+    fn start_registrations(self: &Arc<Self>, fd: RawFd, ordinal: i32, hot: Vec<Hot>) {
         for Hot { index, start, bytes, generation, reservation } in hot {
             // Mapped here, while the handle's descriptor is surely open: the mapping keeps the
             // file, so the background registration needs no descriptor of its own.
@@ -259,7 +271,6 @@ impl PageCache {
                 Err(_) => self.install(index, start, generation, Err(None), reservation),
             }
         }
-        segments
     }
 
     /// Registered windows and pending registrations of this file.

@@ -2,13 +2,13 @@
 //! registrations anyway), so that reads never wait for a registration.
 //!
 //! Registering stalls every host-to-device copy of the process while it runs (measured 0.7 GB/s
-//! instead of 52, whatever the piece size: scripts/probe-register-interference.py), so each job
+//! instead of 52, whatever the piece size: tools/probes/probe-register-interference.py), so each job
 //! first waits, up to `MAX_DEFERRAL`, for a moment when no device read is in flight. At process
 //! exit no registration is started any more and the exit waits for the one running, so that none
 //! races CUDA's own teardown.
 
 use super::{PageCache, budget::Reservation};
-use crate::cuda::{self, FileMapping, RegisteredMapping, ScopedContext};
+use crate::sys::cuda::{self, FileMapping, RegisteredMapping, ScopedContext};
 use once_cell::sync::Lazy;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,31 +1,9 @@
 //! KvikIO's compatibility mode: whether reads into device memory may call cuFile (OFF), must not
 //! (ON), or try it and fall back to our POSIX backend (AUTO). The numbers match KvikIO's enum.
 
-use crate::error::{Error, Result};
-
-/// Whether device reads go through cuFile or our POSIX backend.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CompatMode {
-    /// Always call cuFile; failures to use it are errors.
-    Off = 0,
-    /// Never call cuFile.
-    On = 1,
-    /// Try cuFile, fall back to POSIX (with a recorded reason) when it cannot serve a file.
-    Auto = 2,
-}
+pub use crate::abi::CompatMode;
 
 impl CompatMode {
-    /// Converts a raw value received from C.
-    pub fn from_raw(value: u32) -> Result<CompatMode> {
-        match value {
-            0 => Ok(CompatMode::Off),
-            1 => Ok(CompatMode::On),
-            2 => Ok(CompatMode::Auto),
-            _ => Err(Error::InvalidEnum { what: "compat mode", value }),
-        }
-    }
-
     /// Parses KvikIO's spellings, case-insensitively: on/true/yes/1, off/false/no/0, auto.
     /// Stricter than KvikIO, which keeps only the first whitespace-separated word: surrounding
     /// whitespace is ignored but "yes please" is rejected.
@@ -51,6 +29,7 @@ impl CompatMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn parses_kvikio_spellings() {

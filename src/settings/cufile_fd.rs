@@ -3,36 +3,12 @@
 //! serves reads through its own POSIX path, and on an `O_DIRECT` descriptor that path bypasses the
 //! page cache: measured 1.4-1.9 GB/s (disk bound) on the H200 machine, against 22-25 GB/s at 4
 //! threads and 40-43 GB/s at 16 on the handle's buffered descriptor, which cuFile registers fine
-//! in compat mode (notes/benchmarks.md).
+//! in compat mode (docs/benchmark-record.md).
 
-use crate::error::{Error, Result};
+pub use crate::abi::CufileFd;
 use std::fmt;
 
-/// The descriptor handed to `cuFileHandleRegister`.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CufileFd {
-    /// The buffered descriptor when cuFile's driver reports no nvidia-fs (version 0.0), else
-    /// `O_DIRECT`.
-    #[default]
-    Auto = 0,
-    /// Always a second descriptor opened with `O_DIRECT` (KvikIO's behaviour).
-    Direct = 1,
-    /// Always the handle's own buffered descriptor.
-    Buffered = 2,
-}
-
 impl CufileFd {
-    /// Converts a raw value received from C.
-    pub fn from_raw(value: u32) -> Result<CufileFd> {
-        match value {
-            0 => Ok(CufileFd::Auto),
-            1 => Ok(CufileFd::Direct),
-            2 => Ok(CufileFd::Buffered),
-            _ => Err(Error::InvalidEnum { what: "cuFile descriptor", value }),
-        }
-    }
-
     /// Parses auto, direct or buffered, case-insensitively, surrounding whitespace ignored.
     pub fn parse(text: &str) -> Option<CufileFd> {
         match text.trim().to_ascii_lowercase().as_str() {
@@ -97,6 +73,7 @@ impl fmt::Display for FdChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn parses_and_converts() {

@@ -274,7 +274,7 @@ impl Settings {
         self.num_threads.load(Ordering::Relaxed)
     }
 
-    /// Records a new thread count; `crate::thread_pool` applies it to the running pool.
+    /// Records a new thread count; `crate::io::thread_pool` applies it to the running pool.
     pub fn set_num_threads(&self, n: usize) -> Result<()> {
         let n = thread_count("number of threads", n as u64)?;
         self.num_threads.store(n, Ordering::Relaxed);

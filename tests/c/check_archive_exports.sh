@@ -4,14 +4,15 @@
 # and crates cannot clash with another Rust static library of the program
 # (cmake/gdsroute-localize-archive.cmake). Undefined references (libc, the unwinder) may remain,
 # and one more definition must: DW.ref.rust_eh_personality, weak and hidden, the signature of the
-# archive's one COMDAT group (see the CMake script).
+# archive's one COMDAT group (see the CMake script). Each function is defined under its symbol
+# version too (gdsroute_x@@GDSROUTE_0.1, src/gdsroute.map), which is compared without the version.
 set -eu
 archive=$1 header=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # Lines "ADDRESS TYPE NAME" for each member; member headers and blank lines have fewer fields.
-nm -g --defined-only "$archive" 2>/dev/null | awk 'NF >= 3 {print $NF}' | sort -u >"$tmp/defined"
+nm -g --defined-only "$archive" 2>/dev/null | awk 'NF >= 3 {print $NF}' | sed 's/@@GDSROUTE_[0-9.]*$//' | sort -u >"$tmp/defined"
 grep -o 'gdsroute_[a-z0-9_]*(' "$header" | tr -d '(' | sort -u >"$tmp/declared"
 unavoidable=DW.ref.rust_eh_personality
 grep -qx "$unavoidable" "$tmp/defined" && sed -i "/^$unavoidable\$/d" "$tmp/defined"

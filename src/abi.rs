@@ -1,0 +1,336 @@
+//! Every type that crosses the C ABI, with the validators of values received from C: the status
+//! codes, the enumerations (compat mode, cuFile descriptor, fallback reason, statistics state and
+//! format) and the counters struct. They sit at the bottom of the layers, beside `error`: the
+//! core uses these same types (re-exported where it used them before) and `ffi` hands them to C;
+//! cbindgen writes them into include/gdsroute.h.
+//!
+//! Stability: values are append-only, never renumbered (like zstd_errors.h). A retired value
+//! stays here as a comment and is never reused; a struct gains fields only at its end.
+
+use crate::error::{Error, Result};
+
+/// Result of a gdsroute call. 0 is success; other values are grouped: 1xx bad arguments,
+/// 2xx file-system and I/O, 3xx CUDA and cuFile, 4xx settings, 9xx internal.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Success.
+    Ok = 0,
+    /// A required pointer argument was NULL.
+    NullArgument = 100,
+    /// An argument had a value the function does not accept.
+    InvalidArgument = 101,
+    /// The open flags were not one of "r", "r+", "w", "w+".
+    InvalidFlags = 102,
+    /// An enumeration value passed from C was out of range.
+    InvalidEnum = 103,
+    /// A size or offset does not fit the arithmetic of the call (off_t, ssize_t or size_t).
+    Overflow = 104,
+    /// The file handle was closed.
+    ClosedHandle = 105,
+    /// The path contains an interior NUL byte or is empty.
+    InvalidPath = 106,
+    /// The file could not be opened; the last error message holds the path and errno.
+    OpenFailed = 200,
+    /// A read or other system call failed; the last error message holds errno.
+    IoError = 201,
+    /// The CUDA driver (libcuda) could not be loaded or initialised.
+    CudaUnavailable = 300,
+    /// A CUDA driver call failed.
+    CudaError = 301,
+    /// libcufile could not be loaded or cuFile cannot serve this file, and compat mode is OFF.
+    CufileUnavailable = 302,
+    /// A cuFile call failed.
+    CufileError = 303,
+    /// A setting (environment variable or API value) is invalid.
+    InvalidSetting = 400,
+    /// A panic was caught inside the library; the library stays usable.
+    Panic = 900,
+    /// An internal invariant was violated or a resource (thread, memory) could not be obtained.
+    Internal = 901,
+}
+
+/// Every status, in numeric order; used by `from_code` and the tests. A module constant, not an
+/// associated one: cbindgen turned the associated `Status::ALL` into a `gdsroute_status_ALL` macro of Rust
+/// variant names that no C program could compile (issue 15).
+const ALL: [Status; 17] = [
+    Status::Ok,
+    Status::NullArgument,
+    Status::InvalidArgument,
+    Status::InvalidFlags,
+    Status::InvalidEnum,
+    Status::Overflow,
+    Status::ClosedHandle,
+    Status::InvalidPath,
+    Status::OpenFailed,
+    Status::IoError,
+    Status::CudaUnavailable,
+    Status::CudaError,
+    Status::CufileUnavailable,
+    Status::CufileError,
+    Status::InvalidSetting,
+    Status::Panic,
+    Status::Internal,
+];
+
+impl Status {
+    /// The status with this numeric code, if there is one.
+    pub fn from_code(code: u32) -> Option<Status> {
+        ALL.into_iter().find(|s| *s as u32 == code)
+    }
+
+    /// A short, static, NUL-terminated description of the code.
+    pub fn description(self) -> &'static std::ffi::CStr {
+        match self {
+            Status::Ok => c"success",
+            Status::NullArgument => c"a required pointer argument was NULL",
+            Status::InvalidArgument => c"invalid argument",
+            Status::InvalidFlags => c"invalid open flags (expected \"r\", \"r+\", \"w\" or \"w+\")",
+            Status::InvalidEnum => c"enumeration value out of range",
+            Status::Overflow => c"size or offset overflows the call's arithmetic",
+            Status::ClosedHandle => c"the file handle is closed",
+            Status::InvalidPath => c"invalid path",
+            Status::OpenFailed => c"the file could not be opened",
+            Status::IoError => c"I/O error",
+            Status::CudaUnavailable => c"the CUDA driver is unavailable",
+            Status::CudaError => c"CUDA driver call failed",
+            Status::CufileUnavailable => c"cuFile is unavailable and compat mode is OFF",
+            Status::CufileError => c"cuFile call failed",
+            Status::InvalidSetting => c"invalid setting",
+            Status::Panic => c"internal panic caught",
+            Status::Internal => c"internal error",
+        }
+    }
+}
+
+/// The C status code of each error.
+impl Error {
+    /// The C status code for this error.
+    pub fn status(&self) -> Status {
+        match self {
+            Error::NullArgument(_) => Status::NullArgument,
+            Error::InvalidArgument(_) => Status::InvalidArgument,
+            Error::InvalidFlags(_) => Status::InvalidFlags,
+            Error::InvalidEnum { .. } => Status::InvalidEnum,
+            Error::Overflow(_) => Status::Overflow,
+            Error::ClosedHandle { .. } => Status::ClosedHandle,
+            Error::InvalidPath(_) => Status::InvalidPath,
+            Error::Open { .. } => Status::OpenFailed,
+            Error::Io { .. } => Status::IoError,
+            Error::CudaUnavailable(_) => Status::CudaUnavailable,
+            Error::Cuda(_) => Status::CudaError,
+            Error::CufileUnavailable(_) => Status::CufileUnavailable,
+            Error::Cufile(_) => Status::CufileError,
+            Error::InvalidSetting(_) => Status::InvalidSetting,
+            Error::Panic(_) => Status::Panic,
+            Error::Internal(_) => Status::Internal,
+        }
+    }
+}
+
+/// Why cuFile is not used; stable numbers, reported through the C API.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FallbackReason {
+    /// cuFile serves this file.
+    None = 0,
+    /// Compat mode is ON: cuFile is never called.
+    CompatOn = 1,
+    /// The CUDA driver is missing or did not initialise.
+    CudaUnavailable = 2,
+    /// libcufile could not be loaded, or lacks a required symbol.
+    LibraryUnavailable = 3,
+    /// `/run/udev` is not a directory: cuFile cannot classify volumes (KvikIO's AUTO check).
+    NoUdev = 4,
+    /// Running under WSL (KvikIO's AUTO check).
+    Wsl = 5,
+    /// `cuFileDriverOpen` failed.
+    DriverOpenFailed = 6,
+    /// The `O_DIRECT` open of the file failed (e.g. tmpfs).
+    DirectOpenFailed = 7,
+    /// `cuFileHandleRegister` failed for the file.
+    RegisterFailed = 8,
+}
+
+/// Whether device reads go through cuFile or our POSIX backend.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompatMode {
+    /// Always call cuFile; failures to use it are errors.
+    Off = 0,
+    /// Never call cuFile.
+    On = 1,
+    /// Try cuFile, fall back to POSIX (with a recorded reason) when it cannot serve a file.
+    Auto = 2,
+}
+
+impl CompatMode {
+    /// Converts a raw value received from C.
+    pub fn from_raw(value: u32) -> Result<CompatMode> {
+        match value {
+            0 => Ok(CompatMode::Off),
+            1 => Ok(CompatMode::On),
+            2 => Ok(CompatMode::Auto),
+            _ => Err(Error::InvalidEnum { what: "compat mode", value }),
+        }
+    }
+}
+
+/// The descriptor handed to `cuFileHandleRegister`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CufileFd {
+    /// The buffered descriptor when cuFile's driver reports no nvidia-fs (version 0.0), else
+    /// `O_DIRECT`.
+    #[default]
+    Auto = 0,
+    /// Always a second descriptor opened with `O_DIRECT` (KvikIO's behaviour).
+    Direct = 1,
+    /// Always the handle's own buffered descriptor.
+    Buffered = 2,
+}
+
+impl CufileFd {
+    /// Converts a raw value received from C.
+    pub fn from_raw(value: u32) -> Result<CufileFd> {
+        match value {
+            0 => Ok(CufileFd::Auto),
+            1 => Ok(CufileFd::Direct),
+            2 => Ok(CufileFd::Buffered),
+            _ => Err(Error::InvalidEnum { what: "cuFile descriptor", value }),
+        }
+    }
+}
+
+/// Whether the `cufile_n_*` counters are live, reported in `cufile_stats_state`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CufileStatsState {
+    /// cuFile has not been loaded in this process (no device read needed it yet, or it is absent).
+    NotLoaded = 0,
+    /// libcufile is loaded but has no statistics API (older than 1.15) or it failed.
+    ApiMissing = 1,
+    /// cuFile's per-GPU counters are collected; the `cufile_n_*` fields are live.
+    Active = 2,
+    /// Per-handle statistics: cuFile counts per process, not per file, so the fields read 0.
+    ProcessWideOnly = 3,
+    /// Collection was turned off (`GDSROUTE_CUFILE_STATS=0` or the settings API).
+    Disabled = 4,
+}
+
+/// A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order
+/// is append-only and every field is a `u64`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Size of this struct in bytes as the library filled it (set by the library).
+    pub struct_size: u64,
+    /// Logical read calls (one `gdsroute_file_read` or `gdsroute_file_pread` is one call, however
+    /// many tasks), each counted once: when it finished, or when it returned an error before
+    /// reading (a bad argument, a closed handle, an invalid setting, ...). A call with a NULL
+    /// handle is counted in the process-wide counters only.
+    pub calls: u64,
+    /// Logical calls that returned an error, whatever the error: at the call itself, or for a
+    /// `pread` at `gdsroute_op_wait`.
+    pub calls_failed: u64,
+    /// Calls that stopped short of the requested size at end of file.
+    pub calls_short: u64,
+    /// Bytes requested by calls that started reading (a call rejected before reading adds 0).
+    pub bytes_requested: u64,
+    /// Bytes delivered by completed calls (contiguous from the requested offset).
+    pub bytes_read: u64,
+    /// Tasks run (one pread loop or one cuFileRead each).
+    pub tasks: u64,
+    /// Tasks that failed.
+    pub tasks_failed: u64,
+    /// Bytes delivered by tasks (equals `posix_bytes + cufile_bytes`).
+    pub task_bytes: u64,
+    /// Tasks on our POSIX backend.
+    pub posix_tasks: u64,
+    /// Bytes delivered by our POSIX backend.
+    pub posix_bytes: u64,
+    /// POSIX tasks because the destination was host memory.
+    pub posix_tasks_host_memory: u64,
+    /// POSIX tasks because a device request was below the GDS threshold.
+    pub posix_tasks_below_threshold: u64,
+    /// POSIX tasks because compat mode was ON.
+    pub posix_tasks_compat_on: u64,
+    /// POSIX tasks because AUTO fell back (cuFile unusable for the file).
+    pub posix_tasks_auto_fallback: u64,
+    /// Tasks served by `cuFileRead`.
+    pub cufile_tasks: u64,
+    /// Bytes delivered by `cuFileRead`.
+    pub cufile_bytes: u64,
+    /// A `CufileStatsState` value: whether the `cufile_n_*` fields below are live.
+    pub cufile_stats_state: u64,
+    /// cuFile's own per-GPU `n_total_reads`, summed over GPUs, since start or reset.
+    pub cufile_n_total_reads: u64,
+    /// cuFile's `n_nvfs_reads`: reads through nvidia-fs (real GPUDirect Storage).
+    pub cufile_n_nvfs_reads: u64,
+    /// cuFile's `n_posix_reads`: reads through cuFile's own compatibility (POSIX) path.
+    pub cufile_n_posix_reads: u64,
+    /// cuFile's `n_p2p_reads`: reads through PCIe P2PDMA.
+    pub cufile_n_p2p_reads: u64,
+    /// cuFile's `n_unaligned_reads`.
+    pub cufile_n_unaligned_reads: u64,
+    /// cuFile's `n_reads_err`.
+    pub cufile_n_reads_err: u64,
+    /// cuFile's per-GPU `read_bytes`.
+    pub cufile_read_bytes: u64,
+    /// Pinned host memory the library holds now for bounce buffers (process-wide; 0 per handle).
+    pub pinned_bytes: u64,
+    /// Most pinned host memory the library has held at once (process-wide; 0 per handle).
+    pub pinned_bytes_peak: u64,
+    /// Of `posix_bytes`: bytes of device reads that the copy engine took straight from the
+    /// registered page cache (no bounce buffer); see the `page_cache_pin_max` setting.
+    pub posix_mapped_bytes: u64,
+    /// Page-cache bytes pinned now by the registered page cache (process-wide; 0 per handle).
+    pub page_cache_pinned_bytes: u64,
+    /// Most page-cache bytes pinned at once (process-wide; 0 per handle).
+    pub page_cache_pinned_bytes_peak: u64,
+    /// File windows registered so far (process-wide; 0 per handle; not reset by
+    /// `gdsroute_stats_reset`).
+    pub page_cache_registrations: u64,
+    /// Windows that could not be registered: refused by the driver, no active primary context,
+    /// `mmap` failed, or process exit began; those ranges stay on the bounce route (process-wide;
+    /// 0 per handle; not reset by `gdsroute_stats_reset`).
+    pub page_cache_refusals: u64,
+    /// POSIX tasks whose first, non-blocking read (`RWF_NOWAIT`) did not get all it asked for
+    /// and whose next read then had to wait for the disk: part of the range was not in the page
+    /// cache, and the kernel was asked to read the rest of the task ahead
+    /// (`POSIX_FADV_WILLNEED`). The first read is the whole task for host memory and a bounce
+    /// piece (at most 2 MiB) for device memory. Stays 0 where the kernel cannot tell.
+    pub posix_tasks_not_cached: u64,
+    /// Of `posix_bytes`: bytes read through an `O_DIRECT` descriptor, bypassing the page cache
+    /// (the `auto_direct_io_read` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ`).
+    pub posix_direct_bytes: u64,
+}
+
+/// Output formats of `gdsroute_stats_render`.
+#[repr(u32)]
+pub enum StatsFormat {
+    /// For people: a summary line in words (reads, bytes, tasks, the route and why, whether
+    /// cuFile was considered), then one `name value` line per counter that is not 0, a line
+    /// counting those that are 0, and cuFile's `n= nvfs= posix=` line when its counters are live.
+    Text = 0,
+    /// One JSON object with every field (zeros included).
+    Json = 1,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_are_sorted() {
+        let codes: Vec<u32> = ALL.iter().map(|s| *s as u32).collect();
+        let mut sorted = codes.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(codes, sorted);
+        for s in ALL {
+            assert_eq!(Status::from_code(s as u32), Some(s));
+        }
+        assert_eq!(Status::from_code(7), None);
+    }
+}

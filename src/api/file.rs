@@ -1,0 +1,170 @@
+//! A file handle: open with KvikIO's flags, read synchronously (`read`, one call on the calling
+//! thread) or in parallel (`pread`, task-size tasks on the shared pool, returning an
+//! `Operation`), close, and the verdicts on cuFile and direct I/O. The reads themselves are
+//! `io::engine`'s; the open state they share with the handle is `io::open_file::OpenFile`.
+
+use crate::backend::cufile::file::CufileFile;
+use crate::backend::cufile::gds::{FallbackReason, Unusable};
+use crate::direction::Direction;
+use crate::error::{Error, Result};
+use crate::io::engine;
+use crate::io::open_file::{OpenFile, OpenFlags};
+use crate::io::operation::Operation;
+use crate::io::request::Request;
+use crate::io::thread_pool;
+use crate::page_cache::PageCache;
+use crate::settings::{self, CompatMode, FdChoice};
+use crate::stats::{self, Counters, StatsCell};
+use once_cell::sync::OnceCell;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, RwLock};
+
+/// An open file.
+pub struct File {
+    open: RwLock<Option<Arc<OpenFile>>>,
+    /// The path as opened (lossy UTF-8), for messages after `close`.
+    path: String,
+    compat_mode: CompatMode,
+    stats: Arc<StatsCell>,
+}
+
+impl File {
+    /// Opens `path` (any bytes but NUL) with KvikIO's `flags` and `mode` for created files.
+    /// `compat_mode` overrides the process setting for this handle; `None` takes the setting's
+    /// value now (later changes of the setting do not affect this handle, as in KvikIO).
+    pub fn open(path: &[u8], flags: &str, mode: u32, compat_mode: Option<CompatMode>) -> Result<File> {
+        let settings = settings::global()?;
+        let flags = OpenFlags::parse(flags)?;
+        if path.is_empty() {
+            return Err(Error::InvalidPath("empty path".into()));
+        }
+        let display = String::from_utf8_lossy(path).into_owned();
+        let c_path = CString::new(path).map_err(|_| Error::InvalidPath(format!("{display:?} contains a NUL byte")))?;
+        if mode > 0o7777 {
+            return Err(Error::InvalidArgument(format!("mode {mode:#o} has bits outside 0o7777")));
+        }
+        // SAFETY: c_path is NUL-terminated; the mode is passed as the variadic third argument.
+        let fd: RawFd = unsafe { libc::open(c_path.as_ptr(), flags.os_flags(), mode as libc::c_uint) };
+        if fd < 0 {
+            return Err(Error::Open { path: display, flags: flags.as_str().into(), source: std::io::Error::last_os_error() });
+        }
+        // SAFETY: fd was just returned by open and is owned by nobody else.
+        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        crate::io::warm_up::prepare_in_background();
+        Ok(File {
+            path: display.clone(),
+            open: RwLock::new(Some(Arc::new(OpenFile {
+                fd,
+                c_path,
+                path: display,
+                flags,
+                cufile: OnceCell::new(),
+                page_cache: PageCache::new(),
+                direct: OnceCell::new(),
+            }))),
+            compat_mode: compat_mode.unwrap_or_else(|| settings.compat_mode()),
+            stats: Arc::new(StatsCell::default()),
+        })
+    }
+
+    fn open_file(&self) -> Result<Arc<OpenFile>> {
+        self.open.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| Error::ClosedHandle { path: self.path.clone() })
+    }
+
+    /// Closes the handle; idempotent. Reads in flight finish on the descriptor they hold.
+    pub fn close(&self) {
+        self.open.write().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    /// True after `close`.
+    pub fn is_closed(&self) -> bool {
+        self.open.read().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// The compat mode this handle was opened with.
+    pub fn compat_mode(&self) -> CompatMode {
+        self.compat_mode
+    }
+
+    /// The path as opened (lossy UTF-8).
+    pub fn path(&self) -> Result<String> {
+        Ok(self.open_file()?.path.clone())
+    }
+
+    /// Current size of the file (fstat).
+    pub fn size(&self) -> Result<u64> {
+        let file = self.open_file()?;
+        crate::sys::fs::file_size(file.fd.as_raw_fd()).map_err(|e| file.io_error("fstat", 0, e))
+    }
+
+    /// This handle's counters.
+    pub fn stats(&self) -> Counters {
+        let mut c = self.stats.snapshot();
+        c.cufile_stats_state = stats::CufileStatsState::ProcessWideOnly as u64;
+        c
+    }
+
+    /// Zeroes this handle's counters.
+    pub fn reset_stats(&self) {
+        self.stats.reset();
+    }
+
+    /// Counts a read call on this handle that was rejected before it reached `read_raw` or
+    /// `pread_raw` (a NULL output pointer at the C boundary).
+    pub fn record_rejected_call(&self) {
+        stats::record_rejected_call(Some(&self.stats));
+    }
+
+    /// Whether cuFile can serve this file under the handle's compat mode, deciding it now if no
+    /// device read has yet (this may open the cuFile driver). `Ok` means reads of device memory
+    /// at or above the GDS threshold go through cuFile.
+    pub fn cufile_verdict(&self) -> Result<std::result::Result<(), Unusable>> {
+        let file = self.open_file()?;
+        if self.compat_mode == CompatMode::On {
+            return Ok(Err(Unusable::new(FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")));
+        }
+        Ok(file.cufile(self.compat_mode).map(|_| ()))
+    }
+
+    /// Whether this file's POSIX reads can take direct I/O (the `auto_direct_io_read` setting),
+    /// opening the `O_DIRECT` descriptor now if no read has; the reason where they cannot.
+    pub fn direct_io_verdict(&self) -> Result<std::result::Result<(), String>> {
+        Ok(self.open_file()?.direct_descriptor().map(|_| ()))
+    }
+
+    /// Which descriptor cuFile registered for this file, and why; `None` before a device read or
+    /// `cufile_verdict` registered it, when it could not be, or after `close`.
+    pub fn cufile_descriptor(&self) -> Option<FdChoice> {
+        let file = self.open_file().ok()?;
+        file.cufile.get()?.as_ref().ok().map(CufileFile::choice)
+    }
+
+    /// Reads `size` bytes at `offset` in one synchronous call on the calling thread (KvikIO's
+    /// `read`; `io::engine::read`). Returns the bytes read, fewer only at end of file.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `size` bytes for the duration of the call.
+    pub unsafe fn read_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<usize> {
+        // SAFETY: forwarded from the caller.
+        unsafe { engine::read(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
+    }
+
+    /// Starts a parallel read of `size` bytes at `offset` (KvikIO's `pread`; `io::engine::pread`).
+    /// The returned operation must be waited for (or dropped, which waits) before the buffer is
+    /// released.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
+    pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
+        // SAFETY: forwarded from the caller.
+        unsafe { engine::pread(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
+    }
+
+    /// Safe parallel read into a slice; waits for completion. Returns the bytes read.
+    pub fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        // SAFETY: the borrow outlives the wait below.
+        let operation = unsafe { self.pread_raw(buf.as_mut_ptr(), buf.len(), offset)? };
+        operation.wait(thread_pool::global().ok())
+    }
+}

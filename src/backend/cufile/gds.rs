@@ -1,0 +1,373 @@
+//! cuFile in this process: whether it can be used at all (the process-level half of KvikIO's AUTO
+//! probe), opening its driver once and only after CUDA initialised (cuFile 1.16+ spins forever
+//! without libcuda), and its own statistics as deltas since our start or reset. The per-file half
+//! of the probe lives in `cufile_file`.
+
+use crate::sys::cuda;
+use crate::sys::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};
+use crate::stats::{Counters, CufileStatsState};
+use once_cell::sync::OnceCell;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, TryLockError};
+use std::time::{Duration, Instant};
+pub use crate::abi::FallbackReason;
+
+
+/// A verdict with its human-readable reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unusable {
+    /// Machine-readable cause.
+    pub reason: FallbackReason,
+    /// What happened, with codes and hints.
+    pub message: String,
+}
+
+impl Unusable {
+    pub(crate) fn new(reason: FallbackReason, message: impl Into<String>) -> Unusable {
+        Unusable { reason, message: message.into() }
+    }
+}
+
+/// cuFile, loaded and with its driver open.
+pub struct Gds {
+    /// The loaded library (leaked: never unloaded).
+    pub library: &'static CufileLibrary,
+    stats_baseline: Mutex<Option<PerGpuTotals>>,
+    stats_enabled: bool,
+    /// The process that opened the driver; a forked child must not call cuFile.
+    pid: u32,
+}
+
+static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
+
+/// libcufile, loaded once (leaked: never unloaded), or why it cannot be.
+static LIBRARY: OnceCell<Result<&'static CufileLibrary, Unusable>> = OnceCell::new();
+
+/// The first process-level check: libcuda loads, `cuInit` works and there is a device.
+fn cuda_check() -> Result<(), Unusable> {
+    let driver = cuda::cuda().map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
+    if driver.device_count() < 1 {
+        return Err(Unusable::new(FallbackReason::CudaUnavailable, "no CUDA device"));
+    }
+    Ok(())
+}
+
+/// The second: libcufile loads with the symbols reads need.
+fn library() -> Result<&'static CufileLibrary, Unusable> {
+    LIBRARY
+        .get_or_init(|| {
+            CufileLibrary::load(None).map(CufileLibrary::leak).map_err(|e| Unusable::new(FallbackReason::LibraryUnavailable, e.to_string()))
+        })
+        .clone()
+}
+
+/// The process-level checks in the README's order, each only when those before it passed, so
+/// that the reason reported is the most fundamental missing piece and its advice can work: CUDA,
+/// then libcufile, then (AUTO only) the environment heuristics, then the driver open.
+fn in_order<T>(
+    auto: bool,
+    cuda: impl FnOnce() -> Result<(), Unusable>,
+    library: impl FnOnce() -> Result<(), Unusable>,
+    environment: impl FnOnce() -> Result<(), Unusable>,
+    open: impl FnOnce() -> Result<T, Unusable>,
+) -> Result<T, Unusable> {
+    cuda()?;
+    library()?;
+    if auto {
+        environment()?;
+    }
+    open()
+}
+
+/// cuFile for a handle of `compat_mode` (OFF or AUTO): the process-level verdict, checks in the
+/// README's order (`in_order`).
+pub fn process_for(compat_mode: crate::settings::CompatMode) -> Result<&'static Gds, Unusable> {
+    in_order(
+        compat_mode == crate::settings::CompatMode::Auto,
+        cuda_check,
+        || library().map(|_| ()),
+        auto_environment_check,
+        process,
+    )
+}
+
+fn open_process() -> Result<Gds, Unusable> {
+    cuda_check()?;
+    let library = library()?;
+    // cuFile's driver open needs a CUDA context (cuDF's workaround for nvbug 4562392).
+    let context = cuda::primary_context(0).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
+    let _current = cuda::ScopedContext::push(context).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
+    let stats_enabled = crate::settings::global().map(|s| s.cufile_stats()).unwrap_or(true);
+    let stats = library.stats().filter(|_| stats_enabled);
+    if let Some(stats) = &stats {
+        // Level 3 (per-GPU counters) must be set before the driver opens.
+        let _ = stats.set_level(3);
+    }
+    library.driver_open().map_err(|e| Unusable::new(FallbackReason::DriverOpenFailed, e.to_string()))?;
+    let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu_totals().ok()));
+    // SAFETY: registering a plain extern "C" function with no captured state.
+    unsafe { libc::atexit(close_at_exit) };
+    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled, pid: std::process::id() })
+}
+
+/// Who may call cuFile: every call after the driver opened holds the gate shared; shutdown
+/// closes it (no call starts once closing began, calls in flight drain) and then holds it
+/// exclusively while the driver closes.
+pub(crate) struct CallGate {
+    closing: AtomicBool,
+    shut: RwLock<bool>,
+}
+
+/// Permission to call cuFile, held for the duration of one call.
+pub struct CufileCall(#[allow(dead_code)] RwLockReadGuard<'static, bool>);
+
+impl CallGate {
+    const fn new() -> CallGate {
+        CallGate { closing: AtomicBool::new(false), shut: RwLock::new(false) }
+    }
+
+    fn enter(&'static self) -> Option<CufileCall> {
+        if self.closing.load(Ordering::SeqCst) {
+            return None;
+        }
+        let guard = self.shut.read().unwrap_or_else(|p| p.into_inner());
+        (!*guard && !self.closing.load(Ordering::SeqCst)).then_some(CufileCall(guard))
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closing.load(Ordering::SeqCst) || *self.shut.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Begins closing (once: a second call returns false at once), waits up to `drain` for the
+    /// calls in flight, then runs `close` with the gate held. False when it was already closing,
+    /// the calls did not drain in time (`close` is not run then), or `close` returned false.
+    fn close(&self, drain: Duration, close: impl FnOnce() -> bool) -> bool {
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        let deadline = Instant::now() + drain;
+        let mut shut = loop {
+            match self.shut.try_write() {
+                Ok(guard) => break guard,
+                Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Err(TryLockError::WouldBlock) => return false,
+            }
+        };
+        *shut = true;
+        close()
+    }
+}
+
+static GATE: CallGate = CallGate::new();
+
+/// How long shutdown waits for cuFile calls in flight (a 4 MiB cuFileRead takes milliseconds)
+/// before it gives up and leaves the driver open.
+const DRAIN_WAIT: Duration = Duration::from_millis(300);
+
+/// Measured on the H200 (cuFile 1.15.1, statistics level 3, docs/exit.md): cuFileDriverOpen starts
+/// five threads, one of which copies the statistics into their shared segment. Leaving the driver
+/// open at exit lets cuFile's own static destructors free its table under that thread (10 of 10
+/// processes crashed); cuFileStatsStop unmaps the segment while the thread still writes into it
+/// (crashes during the stop: 7 of 40 with stop + close, 1 of 40 with stop alone); cuFileDriverClose
+/// alone joins the threads before it frees anything (0 crashes). So this handler, registered
+/// after the driver opened and therefore run before cuFile's destructors, only closes the driver,
+/// after the cuFile calls in flight (a read still running on the pool) drained.
+extern "C" fn close_at_exit() {
+    let _ = std::panic::catch_unwind(shutdown);
+}
+
+/// Closes the driver reference gdsroute opened, which ends cuFile's threads (its statistics
+/// thread included); cuFileStatsStop is never called (above). No cuFile call starts once this
+/// began; calls in flight get [`DRAIN_WAIT`] to finish, else the driver is left open. Afterwards
+/// cuFile is never called: AUTO handles use the POSIX backend, OFF reads fail with
+/// `CufileUnavailable`. Does nothing in a forked child. Returns whether the driver was closed.
+pub fn shutdown() -> bool {
+    let Some(Ok(gds)) = PROCESS.get() else { return false };
+    if gds.pid != std::process::id() {
+        return false;
+    }
+    GATE.close(DRAIN_WAIT, || gds.library.driver_close().is_ok())
+}
+
+/// True once cuFile was shut down (or its shutdown began), or in a process other than the one
+/// that opened it.
+pub fn is_shut_down() -> bool {
+    let forked = matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id());
+    forked || GATE.is_closed()
+}
+
+impl CufileCall {
+    /// `None` once cuFile's shutdown began or in a forked child.
+    pub fn enter() -> Option<CufileCall> {
+        if matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id()) {
+            return None;
+        }
+        GATE.enter()
+    }
+}
+
+/// cuFile for this process, probed and opened on first use; the verdict is cached.
+pub fn process() -> Result<&'static Gds, Unusable> {
+    if is_shut_down() {
+        return Err(Unusable::new(
+            FallbackReason::DriverOpenFailed,
+            "cuFile was shut down (gdsroute_shutdown, process exit, or this is a forked child)",
+        ));
+    }
+    PROCESS.get_or_init(open_process).as_ref().map_err(Clone::clone)
+}
+
+/// KvikIO's environment heuristics for AUTO: `/run/udev` must be a directory and the kernel not
+/// WSL's. OFF skips them and lets cuFile itself fail. Checked after CUDA and libcufile
+/// (`process_for`), so "set KVIKIO_COMPAT_MODE=off to try anyway" is only advised where OFF can
+/// try.
+pub fn auto_environment_check() -> Result<(), Unusable> {
+    if !Path::new("/run/udev").is_dir() {
+        return Err(Unusable::new(
+            FallbackReason::NoUdev,
+            "/run/udev is not a directory: without a udev database cuFileHandleRegister fails (5027); \
+             mount /run/udev into the container or set KVIKIO_COMPAT_MODE=off to try anyway",
+        ));
+    }
+    let mut uts = std::mem::MaybeUninit::<libc::utsname>::uninit();
+    // SAFETY: uname fills the struct on success; it is read only then.
+    if unsafe { libc::uname(uts.as_mut_ptr()) } == 0 {
+        // SAFETY: uname returned 0; release is NUL-terminated.
+        let release = unsafe { std::ffi::CStr::from_ptr(uts.assume_init_ref().release.as_ptr()) };
+        if release.to_string_lossy().contains("icrosoft") {
+            return Err(Unusable::new(FallbackReason::Wsl, "running under WSL, where cuFile is not supported"));
+        }
+    }
+    Ok(())
+}
+
+impl Gds {
+    fn totals_now(&self) -> Option<PerGpuTotals> {
+        let _call = CufileCall::enter()?;
+        self.library.stats().filter(|_| self.stats_enabled).and_then(|s| s.read_per_gpu_totals().ok())
+    }
+
+    /// Fills the `cufile_*` fields of a process-wide snapshot with deltas since start or reset.
+    pub fn fill_counters(&self, counters: &mut Counters) {
+        if !self.stats_enabled {
+            counters.cufile_stats_state = CufileStatsState::Disabled as u64;
+            return;
+        }
+        let baseline = *self.stats_baseline.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(baseline), Some(now)) = (baseline, self.totals_now()) else {
+            counters.cufile_stats_state = CufileStatsState::ApiMissing as u64;
+            return;
+        };
+        let d = now.delta_since(&baseline);
+        counters.cufile_stats_state = CufileStatsState::Active as u64;
+        counters.cufile_n_total_reads = d.n_total_reads;
+        counters.cufile_n_nvfs_reads = d.n_nvfs_reads;
+        counters.cufile_n_posix_reads = d.n_posix_reads;
+        counters.cufile_n_p2p_reads = d.n_p2p_reads;
+        counters.cufile_n_unaligned_reads = d.n_unaligned_reads;
+        counters.cufile_n_reads_err = d.n_reads_err;
+        counters.cufile_read_bytes = d.read_bytes;
+    }
+
+    /// Makes the next deltas start from now.
+    pub fn reset_counters(&self) {
+        if let Some(now) = self.totals_now() {
+            *self.stats_baseline.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        }
+    }
+
+    /// Whether the library offers statistics, for the diagnostic.
+    pub fn stats_support(&self) -> StatsSupport {
+        self.library.stats_support()
+    }
+}
+
+/// cuFile's process state if its driver was opened; `None` before the first cuFile read or
+/// when it was found unusable.
+pub fn opened() -> Option<&'static Gds> {
+    match PROCESS.get() {
+        Some(Ok(gds)) => Some(gds),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn leaked_gate() -> &'static CallGate {
+        Box::leak(Box::new(CallGate::new()))
+    }
+
+    #[test]
+    fn close_waits_for_the_call_in_flight_and_refuses_new_ones() {
+        let gate = leaked_gate();
+        let call = gate.enter().expect("an open gate lets calls in");
+        let (started, closing) = mpsc::channel();
+        let closer = std::thread::spawn(move || {
+            started.send(()).unwrap();
+            gate.close(Duration::from_secs(10), || true)
+        });
+        closing.recv().unwrap();
+        while !gate.closing.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        assert!(gate.enter().is_none(), "no call starts once closing began");
+        assert!(gate.is_closed());
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!closer.is_finished(), "close must wait for the call in flight");
+        drop(call);
+        assert!(closer.join().unwrap(), "close runs once the call drained");
+        assert!(gate.enter().is_none());
+        assert!(!gate.close(Duration::ZERO, || panic!("a second close must not close again")));
+    }
+
+    #[test]
+    fn a_call_that_does_not_drain_leaves_the_driver_open() {
+        let gate = leaked_gate();
+        let _stuck = gate.enter().unwrap();
+        let t0 = Instant::now();
+        assert!(!gate.close(Duration::from_millis(30), || panic!("must not close under a running call")));
+        assert!(t0.elapsed() >= Duration::from_millis(30));
+        assert!(gate.enter().is_none(), "still closed to new calls");
+    }
+
+    fn fails(reason: FallbackReason) -> impl FnOnce() -> Result<(), Unusable> {
+        move || Err(Unusable::new(reason, format!("{reason:?}")))
+    }
+
+    fn passes() -> Result<(), Unusable> {
+        Ok(())
+    }
+
+    #[test]
+    fn the_most_fundamental_missing_piece_is_reported_first() {
+        // Issue 15: without libcuda an AUTO handle said NO_UDEV and advised COMPAT_MODE=off.
+        use FallbackReason::*;
+        let open = || Ok::<(), Unusable>(());
+        let reason = |r: Result<(), Unusable>| r.unwrap_err().reason;
+        for auto in [true, false] {
+            assert_eq!(reason(in_order(auto, fails(CudaUnavailable), fails(LibraryUnavailable), fails(NoUdev), open)), CudaUnavailable);
+            assert_eq!(reason(in_order(auto, passes, fails(LibraryUnavailable), fails(NoUdev), open)), LibraryUnavailable);
+        }
+        assert_eq!(reason(in_order(true, passes, passes, fails(NoUdev), open)), NoUdev);
+        assert!(in_order(false, passes, passes, fails(NoUdev), open).is_ok(), "OFF skips the heuristics");
+        let driver = || Err::<(), _>(Unusable::new(DriverOpenFailed, "open"));
+        assert_eq!(reason(in_order(true, passes, passes, fails(Wsl), driver)), Wsl);
+        assert_eq!(reason(in_order(true, passes, passes, passes, driver)), DriverOpenFailed);
+    }
+
+    #[test]
+    fn later_checks_do_not_run_after_a_failure() {
+        let ran = std::cell::Cell::new(0);
+        let count = || {
+            ran.set(ran.get() + 1);
+            Ok(())
+        };
+        let _ = in_order(true, fails(FallbackReason::CudaUnavailable), count, count, count);
+        assert_eq!(ran.get(), 0);
+    }
+}

@@ -1,0 +1,7 @@
+//! The device backend without cuFile: POSIX reads through pinned bounce buffers copied to the GPU,
+//! and copies from page-cache ranges registered with CUDA (`bounce`). The preparation at open that
+//! readies every worker for it is `io::warm_up`.
+
+mod bounce;
+
+pub use bounce::*;

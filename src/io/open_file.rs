@@ -1,0 +1,162 @@
+//! The open file as its reads see it, shared by the handle and its reads in flight: the
+//! descriptor and KvikIO's open flags, the per-file half of cuFile's probe, the `O_DIRECT`
+//! descriptor opened at first use and the windows registered with the page cache. Reads in flight
+//! keep it alive, so closing a handle never lets a task read from a recycled descriptor.
+
+use crate::backend::cufile::file::CufileFile;
+use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
+use crate::error::{Error, Result};
+use crate::page_cache::PageCache;
+use crate::settings::{self, CompatMode};
+use once_cell::sync::OnceCell;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// KvikIO's open flags. Stricter than KvikIO, which looks at two characters only: the whole
+/// string must be one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenFlags {
+    /// "r": read only.
+    Read,
+    /// "r+": read and write.
+    ReadWrite,
+    /// "w": write only, create, truncate.
+    Write,
+    /// "w+": read and write, create, truncate.
+    WriteRead,
+}
+
+impl OpenFlags {
+    /// Parses "r", "r+", "w" or "w+".
+    pub fn parse(text: &str) -> Result<OpenFlags> {
+        match text {
+            "r" => Ok(OpenFlags::Read),
+            "r+" => Ok(OpenFlags::ReadWrite),
+            "w" => Ok(OpenFlags::Write),
+            "w+" => Ok(OpenFlags::WriteRead),
+            _ => Err(Error::InvalidFlags(text.to_string())),
+        }
+    }
+
+    pub fn os_flags(self) -> libc::c_int {
+        let access = match self {
+            OpenFlags::Read => libc::O_RDONLY,
+            OpenFlags::ReadWrite => libc::O_RDWR,
+            OpenFlags::Write => libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+            OpenFlags::WriteRead => libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC,
+        };
+        access | libc::O_CLOEXEC
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenFlags::Read => "r",
+            OpenFlags::ReadWrite => "r+",
+            OpenFlags::Write => "w",
+            OpenFlags::WriteRead => "w+",
+        }
+    }
+}
+
+/// The open state shared by the handle and its reads in flight.
+pub struct OpenFile {
+    /// Shared with the cuFile registration when that registered this descriptor.
+    pub fd: Arc<OwnedFd>,
+    pub c_path: CString,
+    pub path: String,
+    pub flags: OpenFlags,
+    /// The per-file half of the AUTO probe, decided at the first device read that needs it.
+    pub cufile: OnceCell<std::result::Result<CufileFile, Unusable>>,
+    /// Windows of this file registered for direct copies (device POSIX reads).
+    pub page_cache: Arc<PageCache>,
+    /// A second descriptor with `O_DIRECT` for POSIX reads under `auto_direct_io_read`, opened at
+    /// the first such read; the error where the file system has no direct I/O.
+    pub direct: OnceCell<std::result::Result<OwnedFd, String>>,
+}
+
+impl OpenFile {
+    pub fn io_error(&self, op: &'static str, offset: u64, source: std::io::Error) -> Error {
+        // Keep errno intact for gdsroute_last_error_errno; say why EBADF happens in the op text.
+        let op = if source.raw_os_error() == Some(libc::EBADF) && self.flags == OpenFlags::Write {
+            "read of a file opened write-only (\"w\")"
+        } else {
+            op
+        };
+        Error::Io { op, path: self.path.clone(), offset, source }
+    }
+
+    /// The part of a request of `size` bytes at `offset` that a read can find, and whether the
+    /// file's size bounds it: the request is clipped to the file's size at this moment (one
+    /// `fstat`; a block device's size by `ioctl`). Bytes the file gains later, during the read,
+    /// are not read (KvikIO reads on until a read comes back short or at end of file, so it may
+    /// return them). A file whose size says nothing about its reads (a pipe, a character device, a
+    /// directory) and a write-only handle (whose reads must fail as before, though "w" truncated
+    /// the file) are not clipped. A zero-byte request makes no system call.
+    pub fn readable(&self, size: usize, offset: u64) -> Result<(usize, bool)> {
+        if size == 0 {
+            return Ok((0, true));
+        }
+        if self.flags == OpenFlags::Write {
+            return Ok((size, false));
+        }
+        let end = crate::sys::fs::readable_end(self.fd.as_raw_fd()).map_err(|e| self.io_error("fstat", offset, e))?;
+        Ok(match end {
+            // The result is at most `size`, so it fits.
+            Some(end) => (end.saturating_sub(offset).min(size as u64) as usize, true),
+            None => (size, false),
+        })
+    }
+
+    /// The `O_DIRECT` descriptor for a read under `auto_direct_io_read` (`wanted`), opened on
+    /// first use; `None` when not wanted or where the file cannot be read that way (no direct I/O
+    /// on its file system, or a handle opened write-only, whose reads must fail as before).
+    pub fn direct_fd(&self, wanted: bool) -> Option<RawFd> {
+        wanted.then(|| self.direct_descriptor().ok()).flatten()
+    }
+
+    /// `direct_fd`, or why there is none.
+    pub fn direct_descriptor(&self) -> std::result::Result<RawFd, String> {
+        if self.flags == OpenFlags::Write {
+            return Err("the handle is write-only".into());
+        }
+        let opened = self.direct.get_or_init(|| crate::backend::posix::direct_io::open_direct(self.fd.as_raw_fd()).map_err(|e| format!("O_DIRECT open failed: {e}")));
+        opened.as_ref().map(|fd| fd.as_raw_fd()).map_err(Clone::clone)
+    }
+
+    /// Registers the file with cuFile (the per-file probe), on the descriptor the
+    /// `GDSROUTE_CUFILE_FD` setting chooses now.
+    fn register_with_cufile(&self, compat_mode: CompatMode) -> std::result::Result<CufileFile, Unusable> {
+        // CUDA, libcufile, then AUTO's environment heuristics, then the driver (README's order).
+        let gds = gds::process_for(compat_mode)?;
+        let setting = settings::global().map(|s| s.cufile_fd()).unwrap_or_default();
+        CufileFile::register(gds.library, setting, &self.c_path, &self.path, &self.fd)
+    }
+
+    /// The per-file verdict; once cuFile was shut down, "unusable" whatever was decided before,
+    /// so AUTO falls back and OFF reports it.
+    pub fn cufile(&self, compat_mode: CompatMode) -> std::result::Result<&CufileFile, Unusable> {
+        if gds::is_shut_down() {
+            return Err(Unusable::new(
+                FallbackReason::DriverOpenFailed,
+                "cuFile was shut down (gdsroute_shutdown, process exit, or this is a forked child)",
+            ));
+        }
+        self.cufile.get_or_init(|| self.register_with_cufile(compat_mode)).as_ref().map_err(Clone::clone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_strict() {
+        assert_eq!(OpenFlags::parse("r").unwrap(), OpenFlags::Read);
+        assert_eq!(OpenFlags::parse("w+").unwrap(), OpenFlags::WriteRead);
+        for bad in ["", "a", "x", "rb", "r+b", "R", "ww"] {
+            assert!(matches!(OpenFlags::parse(bad), Err(Error::InvalidFlags(_))), "{bad}");
+        }
+        assert_ne!(OpenFlags::Read.os_flags() & libc::O_CLOEXEC, 0);
+    }
+}

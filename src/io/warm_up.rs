@@ -1,0 +1,85 @@
+//! Preparing the device route before the first device read. When a file is opened on a thread
+//! that has a CUDA context current (the application already uses CUDA: libcuda is loaded), every
+//! pool worker, before the next queued job it takes (`ThreadPool::broadcast`), creates its stream
+//! and events for that context and pins one bounce buffer for the pool; then it takes read tasks
+//! at once, while others may still be preparing. The opening thread makes its own stream and
+//! events, and the workers pin one buffer for it too (a waiting caller runs tasks:
+//! operation.rs). CUDA is never loaded here, so host-only programs pay nothing.
+//!
+//! Why this shape (docs/benchmark-record.md, series 2-4, 2026-11-30): the driver serialises stream creation and
+//! registration (about 10 ms for 16 workers on the H200), so a read issued right after the open
+//! overlaps part of it. Until series 4 (2026-11-30) the workers met after preparing and only then took read
+//! tasks; now a prepared worker's `pread`s overlap the others' registrations.
+
+use crate::sys::cuda::{self, ContextHandle, ScopedContext};
+use crate::io::thread_pool::ThreadPool;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Workers prepared so far, by context address.
+static PREPARED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
+/// Starts the background preparation for the calling thread's current context, unless it was done
+/// for this context and at least this many workers. Never fails: whatever is not prepared is
+/// prepared by the first read.
+pub fn prepare_in_background() {
+    if !cuda::in_use_by_the_application() {
+        return;
+    }
+    let Ok(Some(ctx)) = cuda::current_context() else { return };
+    let Ok(pool) = crate::io::thread_pool::global() else { return };
+    if prepare_on(pool, ctx) {
+        // The opening thread usually waits for its reads, and a waiter runs tasks too.
+        let _ = cuda::thread_stream();
+        let _ = cuda::thread_events();
+    }
+}
+
+/// Broadcasts the preparation to the pool's workers unless already done; true if it did.
+fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
+    // The target count: while a resize is under way the broadcast reaches the live workers,
+    // which may be fewer or more; the first reads prepare whatever is missing.
+    let workers = pool.num_threads();
+    {
+        let mut prepared = PREPARED.lock().unwrap_or_else(|p| p.into_inner());
+        let prepared_workers = prepared.get_or_insert_with(HashMap::new).entry(ctx.as_raw() as usize).or_default();
+        if *prepared_workers >= workers {
+            return false;
+        }
+        *prepared_workers = workers;
+    }
+    crate::trace::event("prepare.queued", workers as u64);
+    // One buffer per worker and one for the opening thread.
+    let buffers = workers + 1;
+    pool.broadcast(move || prepare_worker(ctx, buffers));
+    true
+}
+
+fn prepare_worker(ctx: ContextHandle, buffers: usize) {
+    crate::trace::event("prepare.start", 0);
+    let Ok(_scope) = ScopedContext::push(ctx) else { return };
+    let _ = cuda::thread_stream();
+    let _ = cuda::thread_events();
+    crate::trace::event("prepare.stream", 0);
+    // The size in effect now, so that a setting changed since the open is not undone here.
+    let Ok(buffer_bytes) = crate::backend::device::current_bounce_buffer_bytes() else { return };
+    let pool = crate::backend::device::bounce_pool(buffer_bytes);
+    // Usually one buffer per worker; a worker that finds the others slower pins the rest (the
+    // driver serialises registration, so the total time is the same whoever does it).
+    while let Ok(true) = pool.fill_to(buffers) {}
+    crate::trace::event("prepare.end", 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn does_nothing_without_cuda_in_use() {
+        // Without libcuda loaded nothing is queued or recorded.
+        if !cuda::in_use_by_the_application() {
+            prepare_in_background();
+            assert!(PREPARED.lock().unwrap().as_ref().is_none_or(|m| m.is_empty()));
+        }
+    }
+}

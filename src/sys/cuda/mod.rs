@@ -1,0 +1,23 @@
+//! The CUDA driver layer: loading/initialising libcuda (`driver`), classifying pointers
+//! (`pointer`), scoped contexts for worker threads (`context`), a pool of pinned bounce buffers
+//! (`pinned`), file ranges the copy engine reads straight from the page cache (`registered`) and
+//! host-to-device copies on per-thread streams (`copy`). Nothing here calls cudarc
+//! before `driver::cuda()` has confirmed that libcuda and every symbol used are present.
+
+mod context;
+mod copy;
+mod driver;
+mod error;
+mod event;
+mod pinned;
+mod pointer;
+mod registered;
+
+pub use context::{ContextHandle, ScopedContext, active_primary_context, any_context, current_context, primary_context};
+pub use copy::{Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
+pub use driver::{CudaDriver, cuda, describe, in_use_by_the_application};
+pub use error::CudaFailure;
+pub use event::{Event, thread_events};
+pub use pinned::{PinnedBuffer, PinnedPool, PinnedStats};
+pub use pointer::{MemoryKind, allocation_range, classify, context_for};
+pub use registered::{FileMapping, RegisteredMapping};

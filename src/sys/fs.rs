@@ -1,0 +1,53 @@
+//! File-system calls without policy: a file's status, its size and where its readable bytes end
+//! (regular files and block devices). The POSIX backend, direct I/O, readahead and the page cache
+//! ask here; nothing here reads data.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// `fstat` of an open file.
+pub fn stat(fd: RawFd) -> io::Result<libc::stat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a full `struct stat` on success; we read it only then.
+    let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: rc == 0, so the struct was filled.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// The size of an open file, from `fstat`.
+pub fn file_size(fd: RawFd) -> io::Result<u64> {
+    Ok(stat(fd)?.st_size as u64)
+}
+
+/// Where the bytes a read can find end, from the file's status `st` (one `ioctl` more for a block
+/// device): the size of a regular file or of a block device; `None` for other files (pipes,
+/// character devices, directories, sockets), whose `st_size` says nothing about what a read
+/// returns.
+pub fn readable_end_of(fd: RawFd, st: &libc::stat) -> io::Result<Option<u64>> {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => Ok(Some(st.st_size as u64)),
+        libc::S_IFBLK => block_device_size(fd).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// `readable_end_of` after one `fstat`.
+pub fn readable_end(fd: RawFd) -> io::Result<Option<u64>> {
+    readable_end_of(fd, &stat(fd)?)
+}
+
+/// The size in bytes of the block device open as `fd` (its `st_size` is 0).
+pub fn block_device_size(fd: RawFd) -> io::Result<u64> {
+    let mut bytes: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
+    if unsafe { libc::ioctl(fd, BLKGETSIZE64, &mut bytes) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(bytes)
+}
+
+/// `BLKGETSIZE64` of `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`.
+const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;

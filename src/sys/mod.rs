@@ -1,0 +1,8 @@
+//! Bindings without policy: the CUDA driver (`cuda`), cuFile loaded at run time with its codes
+//! and statistics (`cufile`), file-system calls (`fs`) and what the process is at load time
+//! (`startup`: fork detection, cuFile's log directory). Nothing here decides a route.
+
+pub mod cuda;
+pub mod cufile;
+pub mod fs;
+pub mod startup;

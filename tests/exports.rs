@@ -1,0 +1,79 @@
+//! The shared library exports exactly the functions the header declares, each under the symbol
+//! version of the release that added it (src/gdsroute.map), and nothing else; the map and the
+//! `symbol_version!` lines of src/ffi/ name the same functions.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `target/<profile>/deps/libgdsroute.so`, built beside this test (cargo copies it up to
+/// `target/<profile>/` only on `cargo build`).
+fn shared_library() -> PathBuf {
+    std::env::current_exe().unwrap().parent().unwrap().join("libgdsroute.so")
+}
+
+fn header_functions() -> BTreeSet<String> {
+    let header = include_str!("../include/gdsroute.h");
+    let mut names = BTreeSet::new();
+    for (i, _) in header.match_indices("gdsroute_") {
+        let rest = &header[i..];
+        let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        if rest[end..].starts_with('(') {
+            names.insert(rest[..end].to_string());
+        }
+    }
+    names
+}
+
+fn map_functions() -> BTreeSet<String> {
+    let map = include_str!("../src/gdsroute.map");
+    map.lines().map(str::trim).filter(|l| l.starts_with("gdsroute_")).map(|l| l.trim_end_matches(';').to_string()).collect()
+}
+
+/// The functions named by `symbol_version!(...)` in the files of src/ffi/.
+fn versioned_in_source() -> BTreeSet<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/ffi");
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines().filter(|l| l.starts_with("symbol_version!(")) {
+            let list = line.trim_start_matches("symbol_version!(").trim_end_matches(");");
+            names.extend(list.split(',').map(|n| n.trim().to_string()));
+        }
+    }
+    names
+}
+
+#[test]
+fn the_version_script_and_the_sources_list_the_header_functions() {
+    assert_eq!(map_functions(), header_functions());
+    assert_eq!(versioned_in_source(), header_functions());
+}
+
+#[test]
+fn exports_are_the_header_functions_at_gdsroute_0_1() {
+    let lib = shared_library();
+    if !lib.exists() {
+        eprintln!("skipped: {} not built", lib.display());
+        return;
+    }
+    let out = match Command::new("nm").args(["-D", "--defined-only"]).arg(&lib).output() {
+        Ok(out) if out.status.success() => out,
+        _ => {
+            eprintln!("skipped: nm not available");
+            return;
+        }
+    };
+    let mut exported = BTreeSet::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, symbol) = (fields[fields.len() - 2], fields[fields.len() - 1]);
+        let (name, version) = symbol.split_once("@@").unwrap_or((symbol, ""));
+        if kind == "A" && name == version {
+            continue; // the version node itself
+        }
+        assert_eq!(version, "GDSROUTE_0.1", "{name} is exported without the release's version");
+        exported.insert(name.to_string());
+    }
+    assert_eq!(exported, header_functions());
+}
