@@ -35,7 +35,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define MAX_RECORDS 4096
+#define MAX_RECORDS 65536
 
 struct record {
     void (*func)(void *);
