@@ -33,7 +33,7 @@ impl OpenFile {
         match (plan.route, target) {
             // SAFETY (all arms): the chunk lies in the caller's range (task_split tiles it).
             (_, Target::Host(ptr)) => {
-                unsafe { self.host_task(direction, ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset, snapshot.direct_io_read) }.map(TaskOutcome::from)
+                unsafe { self.host_task(direction, ptr.at(chunk.buf_offset), chunk.len, chunk.file_offset, snapshot.direct_io(direction)) }.map(TaskOutcome::from)
             }
             (Route::Posix(_), Target::Device { kind, address, .. }) => unsafe {
                 self.device_posix_task(direction, kind, address + chunk.buf_offset as u64, chunk, snapshot)
@@ -68,7 +68,7 @@ impl OpenFile {
             return Err(direction.unsupported("a device task on the POSIX backend"));
         }
         let fd = self.fd.as_raw_fd();
-        let direct = self.direct_fd(snapshot.direct_io_read);
+        let direct = self.direct_fd(snapshot.direct_io(direction));
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
             unsafe { device::bounce(direction, fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
@@ -146,7 +146,7 @@ pub unsafe fn read(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: i
     check_range(size, offset)?;
     let snapshot = settings::global()?.snapshot();
     let file = open_file()?;
-    let (len, _) = file.readable(size, offset)?;
+    let (len, _) = file.extent(direction, size, offset)?;
     if len == 0 {
         call.finish(size as u64, 0, false);
         return Ok(0);
@@ -187,7 +187,7 @@ pub unsafe fn pread(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     let snapshot = settings::global()?.snapshot();
     let pool = thread_pool::global()?;
     let file = open_file()?;
-    let (len, size_known) = file.readable(size, offset)?;
+    let (len, size_known) = file.extent(direction, size, offset)?;
     if len == 0 {
         // Nothing to read: no task, no cuFile probe, an operation that is already done.
         call.handed_over();
@@ -201,7 +201,7 @@ pub unsafe fn pread(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     let split = if plan.inline {
         Split::one(len, offset)
     } else {
-        let split = if snapshot.direct_io_read { task_split::split_for_direct_io } else { task_split::split };
+        let split = if snapshot.direct_io(direction) { task_split::split_for_direct_io } else { task_split::split };
         split(len, offset, snapshot.task_size)
     };
     // Where the size is unknown the request is not clipped: stop at the first short or failed

@@ -4,6 +4,7 @@
 //! keep it alive, so closing a handle never lets a task read from a recycled descriptor.
 
 use crate::backend::cufile::file::CufileFile;
+use crate::direction::Direction;
 use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
 use crate::error::{Error, Result};
 use crate::page_cache::PageCache;
@@ -106,6 +107,16 @@ impl OpenFile {
             Some(end) => (end.saturating_sub(offset).min(size as u64) as usize, true),
             None => (size, false),
         })
+    }
+
+    /// The part of a request that its tasks cover, by direction: a read covers what the file has
+    /// ([`OpenFile::readable`]); a write covers the whole request (writes extend the file).
+    /// Returns the bytes and whether their extent is bounded by the file's size.
+    pub fn extent(&self, direction: Direction, size: usize, offset: u64) -> Result<(usize, bool)> {
+        match direction {
+            Direction::Read => self.readable(size, offset),
+            Direction::Write => Ok((size, true)),
+        }
     }
 
     /// The `O_DIRECT` descriptor for a read under `auto_direct_io_read` (`wanted`), opened on

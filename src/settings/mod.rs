@@ -10,6 +10,7 @@ pub mod env;
 pub use compat_mode::CompatMode;
 pub use cufile_fd::{CufileFd, Descriptor, FdChoice};
 
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use env::EnvSource;
 use once_cell::sync::OnceCell;
@@ -104,6 +105,17 @@ pub struct Snapshot {
     pub page_cache_pin_max: u64,
     /// POSIX reads take page-aligned ranges with direct I/O (`direct_io`).
     pub direct_io_read: bool,
+}
+
+impl Snapshot {
+    /// Whether POSIX tasks of `direction` take their aligned middle through `O_DIRECT`
+    /// (`KVIKIO_AUTO_DIRECT_IO_READ`; writes have no such setting yet, so never).
+    pub fn direct_io(&self, direction: Direction) -> bool {
+        match direction {
+            Direction::Read => self.direct_io_read,
+            Direction::Write => false,
+        }
+    }
 }
 
 /// One setting, for the environment error it may carry. The order is the order in which the
