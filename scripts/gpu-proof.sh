@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (see README "GPU proof"): the six routing scenarios of the GPU-route
 # issue with a 1 GiB random file read into cuMemAlloc memory through the C ABI, every byte
-# checked, then the GPU test suites. Build here first with scripts/gpu-build.sh; the binaries
+# checked, then the GPU test suites and the exit suite. Build here first with scripts/gpu-build.sh; the binaries
 # travel in .device/.
 set -u
 D=${1:-.device}
@@ -24,3 +24,7 @@ step "5. 8 KiB device read, AUTO, udev record"; run "$D/gpu_read" "$F" 8192 4096
 step "GPU tests, udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "CUDA layer GPU tests"; run "$D/gpu_cuda_layer" --ignored --test-threads 1
 step "stray cufile.log in the working directory?"; ls -l cufile.log 2>&1
+# The exit suite (docs/exit.md; about 4 minutes): GDSROUTE_PROOF_EXIT=0 skips it.
+if [ "${GDSROUTE_PROOF_EXIT:-1}" != 0 ]; then
+    step "exit suite (scripts/gpu-exit.sh)"; GDSROUTE_EXIT_FILE="$F" run bash scripts/gpu-exit.sh "$D"
+fi
