@@ -236,6 +236,21 @@ fn files_without_a_size_end_at_their_first_short_or_failed_task() {
         let c = file.stats();
         assert!(c.tasks <= 4 * (4 + 2), "{name}: {} tasks", c.tasks);
     }
+    // procfs files report size 0 and still have bytes: they are read until a short read, as
+    // before the clipping (and as KvikIO does). An empty regular file reads 0 bytes.
+    let status = File::open(b"/proc/self/status", "r", 0, None).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    for sync in [true, false] {
+        let n = read(&status, buf.as_mut_ptr(), buf.len(), sync).unwrap();
+        assert!(n > 0 && buf[..n].starts_with(b"Name:"), "/proc/self/status sync {sync}: {n} bytes");
+    }
+    let empty_path = dir.path().join("empty.bin");
+    std::fs::write(&empty_path, b"").unwrap();
+    let empty = File::open(empty_path.as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
+    for sync in [true, false] {
+        assert_eq!(read(&empty, dst.base, LARGEST, sync).unwrap(), 0, "empty file sync {sync}");
+    }
+    assert!(empty.stats().tasks <= 4 + 2, "empty file: {} tasks", empty.stats().tasks);
     // /dev/zero has no end: a read fills what was asked.
     let zero = File::open(b"/dev/zero", "r", 0, None).unwrap();
     let mut buf = vec![POISON; 3 * PAGE + 7];

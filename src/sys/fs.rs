@@ -25,9 +25,11 @@ pub fn file_size(fd: RawFd) -> io::Result<u64> {
 /// Where the bytes a read can find end, from the file's status `st` (one `ioctl` more for a block
 /// device): the size of a regular file or of a block device; `None` for other files (pipes,
 /// character devices, directories, sockets), whose `st_size` says nothing about what a read
-/// returns.
+/// returns. A regular file of size 0 counts as unknown too: procfs and sysfs files report 0 and
+/// still have bytes to read (they are read until a short read, as before).
 pub fn readable_end_of(fd: RawFd, st: &libc::stat) -> io::Result<Option<u64>> {
     match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG if st.st_size == 0 => Ok(None),
         libc::S_IFREG => Ok(Some(st.st_size as u64)),
         libc::S_IFBLK => block_device_size(fd).map(Some),
         _ => Ok(None),

@@ -139,13 +139,12 @@ impl CallGate {
         self.closing.load(Ordering::SeqCst) || *self.shut.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Begins closing (once: a second call returns false at once), waits up to `drain` for the
-    /// calls in flight, then runs `close` with the gate held. False when it was already closing,
-    /// the calls did not drain in time (`close` is not run then), or `close` returned false.
+    /// Closes the gate to new calls, waits up to `drain` for the calls in flight, then, once
+    /// only, runs `close` with the gate held. False when it was closed before, the calls did not
+    /// drain in time (`close` is not run then, and a later call, the exit handler's, tries again),
+    /// or `close` returned false.
     fn close(&self, drain: Duration, close: impl FnOnce() -> bool) -> bool {
-        if self.closing.swap(true, Ordering::SeqCst) {
-            return false;
-        }
+        self.closing.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + drain;
         let mut shut = loop {
             match self.shut.try_write() {
@@ -155,6 +154,9 @@ impl CallGate {
                 Err(TryLockError::WouldBlock) => return false,
             }
         };
+        if *shut {
+            return false;
+        }
         *shut = true;
         close()
     }
@@ -328,11 +330,18 @@ mod tests {
     #[test]
     fn a_call_that_does_not_drain_leaves_the_driver_open() {
         let gate = leaked_gate();
-        let _stuck = gate.enter().unwrap();
+        let stuck = gate.enter().unwrap();
         let t0 = Instant::now();
         assert!(!gate.close(Duration::from_millis(30), || panic!("must not close under a running call")));
         assert!(t0.elapsed() >= Duration::from_millis(30));
         assert!(gate.enter().is_none(), "still closed to new calls");
+        drop(stuck);
+        let mut closed = false;
+        assert!(gate.close(Duration::from_millis(30), || {
+            closed = true;
+            true
+        }));
+        assert!(closed, "a later close (the exit handler's) closes once the call drained");
     }
 
     fn fails(reason: FallbackReason) -> impl FnOnce() -> Result<(), Unusable> {
