@@ -49,9 +49,12 @@ set(_keep "${WORK_DIR}/gdsroute-api-symbols.txt")
 # COMDAT group (the pointer to the personality routine that unwind tables use). Made local, the
 # linker still merges the group with another Rust library's, keeps ours, and that library's
 # references to the symbol are left undefined ("relocation ... against undefined hidden symbol").
-# The objects name each function by its symbol version too (`gdsroute_x@@GDSROUTE_0.1`: the
-# `.symver` of src/ffi/); both names stay global, for every version node of the map.
+# The objects name each function by its symbol version (`gdsroute_x@@GDSROUTE_0.1`: the `.symver`
+# of src/ffi/, meant for the shared library). In an archive that name would stop a program from
+# linking it into a shared object of its own ("version node not found"), so the archive's
+# functions get their plain names back (`_rename`); versions belong to libgdsroute.so alone.
 set(_versioned)
+set(_rename_text "")
 if(DEFINED MAP AND NOT "${MAP}" STREQUAL "")
   file(READ "${MAP}" _map)
   string(REGEX MATCHALL "GDSROUTE_[0-9.]+ {" _nodes "${_map}")
@@ -59,6 +62,7 @@ if(DEFINED MAP AND NOT "${MAP}" STREQUAL "")
     string(REPLACE " {" "" _n "${_n}")
     foreach(_s IN LISTS _api)
       list(APPEND _versioned "${_s}@@${_n}")
+      string(APPEND _rename_text "${_s}@@${_n} ${_s}\n")
     endforeach()
   endforeach()
 endif()
@@ -72,8 +76,10 @@ endforeach()
 set(_combined "${WORK_DIR}/gdsroute-combined.o")
 set(_local "${WORK_DIR}/gdsroute.o")
 run("${LINKER}" -r -o "${_combined}" ${_roots} "${INPUT}")
+set(_rename "${WORK_DIR}/gdsroute-unversion.txt")
+file(WRITE "${_rename}" "${_rename_text}")
 run("${OBJCOPY}" --remove-section=.llvmbc --remove-section=.llvmcmd "--keep-global-symbols=${_keep}"
-    "${_combined}" "${_local}")
+    "--redefine-syms=${_rename}" "${_combined}" "${_local}")
 file(REMOVE "${OUTPUT}" "${_combined}")
 run("${AR}" rcs "${OUTPUT}" "${_local}")
 file(REMOVE "${_local}")
