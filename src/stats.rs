@@ -193,6 +193,25 @@ impl Counters {
     /// cuFile was considered, e.g. "2 reads, 128 MiB, 17 tasks, all through the POSIX backend:
     /// host memory; cuFile not considered".
     pub fn summary(&self) -> String {
+        let reads = self.read_summary();
+        if self.write_calls == 0 && self.write_tasks == 0 {
+            return reads;
+        }
+        let mut writes = format!("{}, {}, {}", plural(self.write_calls, "write"), human_bytes(self.bytes_written), plural(self.write_tasks, "write task"));
+        if self.write_calls_failed > 0 {
+            writes.push_str(&format!(", {} failed", self.write_calls_failed));
+        }
+        match (self.posix_write_tasks, self.cufile_write_tasks) {
+            (0, 0) => {}
+            (_, 0) => writes.push_str(", all through the POSIX backend"),
+            (0, _) => writes.push_str(", all through cuFile"),
+            (p, c) => writes.push_str(&format!(", {c} through cuFile and {p} through the POSIX backend")),
+        }
+        format!("{reads}; {writes}")
+    }
+
+    /// The reads' part of `summary`.
+    fn read_summary(&self) -> String {
         if self.calls == 0 && self.tasks == 0 {
             return "no reads".to_string();
         }
@@ -522,6 +541,23 @@ mod tests {
         // Too small for the summary: only the counters held, not the zeros the caller lacks.
         assert_eq!(c.text_within(24), "calls                        2\n(1 other counters are 0; the JSON format lists every field)\n");
         assert!(!c.text_within(40).contains("tasks"), "{}", c.text_within(40));
+    }
+
+    #[test]
+    fn writes_have_their_own_counters_and_summary() {
+        let mut c = Counters::default();
+        c.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_write_task(Route::Cufile, &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 100, ..TaskOutcome::default() }, true);
+        c.add_call_of(Direction::Write, 8192, 8192, false);
+        c.add_call_of(Direction::Write, 4096, 0, true);
+        assert_eq!((c.calls, c.tasks, c.bytes_read), (0, 0, 0), "reads' counters never count writes");
+        assert_eq!((c.write_calls, c.write_calls_failed, c.bytes_written), (2, 1, 8192));
+        assert_eq!((c.write_tasks, c.write_tasks_failed, c.posix_write_tasks, c.posix_write_bytes, c.cufile_write_tasks, c.cufile_write_bytes), (3, 1, 2, 4096, 1, 4096));
+        assert_eq!(c.summary(), "no reads; 2 writes, 8 KiB, 3 write tasks, 1 failed, 1 through cuFile and 2 through the POSIX backend");
+        let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
+        let at = names.iter().position(|n| *n == "write_calls").unwrap();
+        assert_eq!(&names[at - 1..], ["posix_direct_bytes", "write_calls", "write_calls_failed", "bytes_written", "write_tasks", "write_tasks_failed", "posix_write_tasks", "posix_write_bytes", "cufile_write_tasks", "cufile_write_bytes", "cufile_n_total_writes", "cufile_n_nvfs_writes", "cufile_n_posix_writes", "cufile_n_p2p_writes", "cufile_n_writes_err", "cufile_write_bytes_gpu"]);
     }
 
     #[test]
