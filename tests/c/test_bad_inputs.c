@@ -602,6 +602,25 @@ static void test_writes(const char *path, size_t file_len) {
     CHECK(n == 0);
     CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == file_len);
 
+    /* A write past the end extends the file (a hole before it); a pwrite's wait gives the bytes
+     * written; sync and datasync succeed; the bytes read back are the ones written. */
+    CHECK_STATUS(gdsroute_file_write(rw, "XY", 2, file_len + 3, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 2);
+    CHECK_STATUS(gdsroute_file_pwrite(rw, "ab", 2, 1, &op), GDSROUTE_STATUS_OK);
+    size_t waited = 0;
+    CHECK_STATUS(gdsroute_op_wait(op, &waited), GDSROUTE_STATUS_OK);
+    CHECK(waited == 2);
+    gdsroute_op_free(op);
+    op = NULL;
+    CHECK_STATUS(gdsroute_file_sync(rw), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_file_datasync(rw), GDSROUTE_STATUS_OK);
+    char back[64] = {0};
+    CHECK_STATUS(gdsroute_file_read(rw, back, sizeof back, 0, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == file_len + 5 && back[0] == '0' && back[1] == 'a' && back[2] == 'b' && back[3] == '3');
+    CHECK(back[file_len] == 0 && back[file_len + 2] == 0 && back[file_len + 3] == 'X' && back[file_len + 4] == 'Y');
+    CHECK_STATUS(gdsroute_file_stats(rw, &st), GDSROUTE_STATUS_OK);
+    CHECK(st.write_calls == 10 && st.write_calls_failed == 7 && st.bytes_written == 4 && st.write_tasks == 2);
+
     /* Closed: every write and sync says so. */
     CHECK_STATUS(gdsroute_file_close(rw), GDSROUTE_STATUS_OK);
     CHECK_STATUS(gdsroute_file_write(rw, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_CLOSED_HANDLE);
