@@ -335,7 +335,7 @@ typedef uint32_t gdsroute_fallback_reason;
 typedef struct gdsroute_file gdsroute_file;
 
 /**
- * A read in flight.
+ * A read or write in flight.
  */
 typedef struct gdsroute_op gdsroute_op;
 
@@ -493,6 +493,69 @@ typedef struct {
    * (the `auto_direct_io_read` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ`).
    */
   uint64_t posix_direct_bytes;
+  /**
+   * Logical write calls (`gdsroute_file_write` or `gdsroute_file_pwrite`), counted as `calls`
+   * counts reads: once each, an early error return included. Reads' fields above never count
+   * writes.
+   */
+  uint64_t write_calls;
+  /**
+   * Write calls that returned an error (at the call, or for a `pwrite` at `gdsroute_op_wait`).
+   */
+  uint64_t write_calls_failed;
+  /**
+   * Bytes of write calls that succeeded (each covers its whole request; a failed call adds 0,
+   * whatever part of it reached the file).
+   */
+  uint64_t bytes_written;
+  /**
+   * Write tasks run (one pwrite loop, bounce loop or cuFileWrite loop each).
+   */
+  uint64_t write_tasks;
+  /**
+   * Write tasks that failed.
+   */
+  uint64_t write_tasks_failed;
+  /**
+   * Write tasks on our POSIX backend (host memory, or device memory through bounce buffers).
+   */
+  uint64_t posix_write_tasks;
+  /**
+   * Bytes written by POSIX write tasks that succeeded.
+   */
+  uint64_t posix_write_bytes;
+  /**
+   * Write tasks served by `cuFileWrite`.
+   */
+  uint64_t cufile_write_tasks;
+  /**
+   * Bytes written by `cuFileWrite` tasks that succeeded.
+   */
+  uint64_t cufile_write_bytes;
+  /**
+   * cuFile's own per-GPU `n_total_writes`, summed over GPUs (live as `cufile_n_total_reads`).
+   */
+  uint64_t cufile_n_total_writes;
+  /**
+   * cuFile's `n_nvfs_writes`: writes through nvidia-fs.
+   */
+  uint64_t cufile_n_nvfs_writes;
+  /**
+   * cuFile's `n_posix_writes`: writes through cuFile's own compatibility (POSIX) path.
+   */
+  uint64_t cufile_n_posix_writes;
+  /**
+   * cuFile's `n_p2p_writes`: writes through PCIe P2PDMA.
+   */
+  uint64_t cufile_n_p2p_writes;
+  /**
+   * cuFile's `n_writes_err`.
+   */
+  uint64_t cufile_n_writes_err;
+  /**
+   * cuFile's per-GPU `write_bytes`.
+   */
+  uint64_t cufile_write_bytes_gpu;
 } gdsroute_stats;
 
 
@@ -631,6 +694,70 @@ gdsroute_status gdsroute_file_pread(const gdsroute_file *file,
                                     gdsroute_op **op);
 
 /**
+ * Writes `size` bytes from `buf` at `file_offset` in one synchronous call on the calling thread
+ * (KvikIO's `write`). Blocks until done. `buf` may be host (pageable or pinned), device or
+ * managed memory; it is only read.
+ *
+ * Returns `size` in `*bytes_written` on success: a write covers its whole range or fails, never
+ * short (short `pwrite`s are continued, `EINTR` retried). Writing past the end of the file
+ * extends it (a gap becomes a hole); nothing of the file outside `[file_offset, file_offset +
+ * size)` is changed. A `size` of 0 writes nothing and returns 0. On error, part of the range may
+ * have reached the file: the bytes from `file_offset` up to the offset the message names.
+ * Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `OVERFLOW`, `IO_ERROR` (errno in
+ * `gdsroute_last_error_errno`: `EBADF` at once, before anything runs, for a handle opened "r",
+ * whatever the size; `ENOSPC`, `EFBIG`, `EIO`, ... with the file offset of the failing `pwrite`
+ * in the message), and for device memory `CUDA_ERROR`, `CUFILE_ERROR`, `CUFILE_UNAVAILABLE`.
+ * Routes: as reads (host memory through `pwrite`; device memory below the GDS threshold, under
+ * compat mode ON or AUTO's fallback through pinned bounce buffers; otherwise `cuFileWrite`).
+ * Registered page-cache windows of the file (in every handle of it in the process) are dropped
+ * around every write task, so no later device read sees bytes from before the write.
+ * Counters: `write_calls` (once per call, as `calls` for reads), `write_calls_failed`,
+ * `bytes_written`, and the `*write_tasks`/`*write_bytes` fields.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_write(const gdsroute_file *file,
+                                    const void *buf,
+                                    size_t size,
+                                    uint64_t file_offset,
+                                    size_t *bytes_written);
+
+/**
+ * Starts a parallel write of `size` bytes from `buf` at `file_offset` (KvikIO's `pwrite`):
+ * task-size tasks on the shared pool (one task on the calling thread for device memory below the
+ * GDS threshold). Returns at once with an operation in `*op`; `gdsroute_op_wait` gives `size`.
+ *
+ * Semantics as `gdsroute_file_write`. When tasks fail (`ENOSPC`, `EFBIG`, `EIO`, ...), the
+ * other tasks still run to their end or their own error; the operation reports an error only
+ * after every task stopped: the error of the failing task with the lowest file offset, whose
+ * message names the file offset at which its failing call started. No byte count is reported
+ * then: ranges of tasks that did not fail reached the file, other bytes of the range may or may
+ * not have. A count is reported only for a write that wrote the whole range, so it is never
+ * larger than what reached the file. The buffer must stay valid and unchanged until the
+ * operation has finished. Ownership: free the operation with `gdsroute_op_free`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_pwrite(const gdsroute_file *file,
+                                     const void *buf,
+                                     size_t size,
+                                     uint64_t file_offset,
+                                     gdsroute_op **op);
+
+/**
+ * `fsync(2)` of the file: every write that finished before this call (a returned
+ * `gdsroute_file_write`, a waited-for `gdsroute_file_pwrite`) is on the storage device, data and
+ * metadata, when it returns. Operations still running are not waited for. Allowed on any open
+ * handle, "r" included. `gdsroute_file_datasync` is the data-only variant.
+ * Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR` (errno: `EIO`, `ENOSPC`, ...).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_sync(const gdsroute_file *file);
+
+/**
+ * `fdatasync(2)` of the file: as `gdsroute_file_sync`, without the metadata that reading the
+ * data back does not need (such as the modification time).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_datasync(const gdsroute_file *file);
+
+/**
  * Copies this handle's counters into `*stats` (see `gdsroute_stats_get` for the `struct_size`
  * protocol). The `cufile_n_*` fields are process-wide only and read 0 here
  * (`cufile_stats_state` = `GDSROUTE_CUFILE_STATS_STATE_PROCESS_WIDE_ONLY`).
@@ -671,7 +798,9 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_op_poll(const gdsroute_op *op, bool *
  * buffer. With a pool of more than one thread, the calling thread runs this read's tasks that no
  * worker has started (so it may call `pread`, CUDA and cuFile: do not wait inside a CUDA host
  * callback); with one pool thread it only waits, as KvikIO does. Called from inside a pool task
- * it also runs other queued tasks (no deadlock).
+ * it also runs other queued tasks (no deadlock). For a `gdsroute_file_pwrite` operation
+ * `*bytes_read` receives the bytes written, always the whole request; on error no count is given
+ * (see `gdsroute_file_pwrite` for what reached the file).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_op_wait(const gdsroute_op *op, size_t *bytes_read);
 

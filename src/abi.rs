@@ -304,6 +304,39 @@ pub struct Counters {
     /// Of `posix_bytes`: bytes read through an `O_DIRECT` descriptor, bypassing the page cache
     /// (the `auto_direct_io_read` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ`).
     pub posix_direct_bytes: u64,
+    /// Logical write calls (`gdsroute_file_write` or `gdsroute_file_pwrite`), counted as `calls`
+    /// counts reads: once each, an early error return included. Reads' fields above never count
+    /// writes.
+    pub write_calls: u64,
+    /// Write calls that returned an error (at the call, or for a `pwrite` at `gdsroute_op_wait`).
+    pub write_calls_failed: u64,
+    /// Bytes of write calls that succeeded (each covers its whole request; a failed call adds 0,
+    /// whatever part of it reached the file).
+    pub bytes_written: u64,
+    /// Write tasks run (one pwrite loop, bounce loop or cuFileWrite loop each).
+    pub write_tasks: u64,
+    /// Write tasks that failed.
+    pub write_tasks_failed: u64,
+    /// Write tasks on our POSIX backend (host memory, or device memory through bounce buffers).
+    pub posix_write_tasks: u64,
+    /// Bytes written by POSIX write tasks that succeeded.
+    pub posix_write_bytes: u64,
+    /// Write tasks served by `cuFileWrite`.
+    pub cufile_write_tasks: u64,
+    /// Bytes written by `cuFileWrite` tasks that succeeded.
+    pub cufile_write_bytes: u64,
+    /// cuFile's own per-GPU `n_total_writes`, summed over GPUs (live as `cufile_n_total_reads`).
+    pub cufile_n_total_writes: u64,
+    /// cuFile's `n_nvfs_writes`: writes through nvidia-fs.
+    pub cufile_n_nvfs_writes: u64,
+    /// cuFile's `n_posix_writes`: writes through cuFile's own compatibility (POSIX) path.
+    pub cufile_n_posix_writes: u64,
+    /// cuFile's `n_p2p_writes`: writes through PCIe P2PDMA.
+    pub cufile_n_p2p_writes: u64,
+    /// cuFile's `n_writes_err`.
+    pub cufile_n_writes_err: u64,
+    /// cuFile's per-GPU `write_bytes`.
+    pub cufile_write_bytes_gpu: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

@@ -1,5 +1,5 @@
-//! gdsroute: KvikIO-equivalent reads of files into host or GPU memory, with counters that show
-//! which route every read took.
+//! gdsroute: KvikIO-equivalent reads and writes between files and host or GPU memory, with counters that show
+//! which route every read and write took.
 //!
 //! Layering, from the top: `ffi` (the C ABI, the only place with `extern "C"`) and `diagnose`
 //! call `api`, the handle a caller holds (`api::file`) and the process-wide counters

@@ -91,7 +91,7 @@ impl Counters {
 
     /// Every field with its name, in layout order. The text and JSON renderers and the tests
     /// walk this one list.
-    pub fn entries(&self) -> [(&'static str, u64); 34] {
+    pub fn entries(&self) -> [(&'static str, u64); 49] {
         [
             ("struct_size", self.struct_size),
             ("calls", self.calls),
@@ -127,6 +127,21 @@ impl Counters {
             ("page_cache_refusals", self.page_cache_refusals),
             ("posix_tasks_not_cached", self.posix_tasks_not_cached),
             ("posix_direct_bytes", self.posix_direct_bytes),
+            ("write_calls", self.write_calls),
+            ("write_calls_failed", self.write_calls_failed),
+            ("bytes_written", self.bytes_written),
+            ("write_tasks", self.write_tasks),
+            ("write_tasks_failed", self.write_tasks_failed),
+            ("posix_write_tasks", self.posix_write_tasks),
+            ("posix_write_bytes", self.posix_write_bytes),
+            ("cufile_write_tasks", self.cufile_write_tasks),
+            ("cufile_write_bytes", self.cufile_write_bytes),
+            ("cufile_n_total_writes", self.cufile_n_total_writes),
+            ("cufile_n_nvfs_writes", self.cufile_n_nvfs_writes),
+            ("cufile_n_posix_writes", self.cufile_n_posix_writes),
+            ("cufile_n_p2p_writes", self.cufile_n_p2p_writes),
+            ("cufile_n_writes_err", self.cufile_n_writes_err),
+            ("cufile_write_bytes_gpu", self.cufile_write_bytes_gpu),
         ]
     }
 
@@ -178,6 +193,25 @@ impl Counters {
     /// cuFile was considered, e.g. "2 reads, 128 MiB, 17 tasks, all through the POSIX backend:
     /// host memory; cuFile not considered".
     pub fn summary(&self) -> String {
+        let reads = self.read_summary();
+        if self.write_calls == 0 && self.write_tasks == 0 {
+            return reads;
+        }
+        let mut writes = format!("{}, {}, {}", plural(self.write_calls, "write"), human_bytes(self.bytes_written), plural(self.write_tasks, "write task"));
+        if self.write_calls_failed > 0 {
+            writes.push_str(&format!(", {} failed", self.write_calls_failed));
+        }
+        match (self.posix_write_tasks, self.cufile_write_tasks) {
+            (0, 0) => {}
+            (_, 0) => writes.push_str(", all through the POSIX backend"),
+            (0, _) => writes.push_str(", all through cuFile"),
+            (p, c) => writes.push_str(&format!(", {c} through cuFile and {p} through the POSIX backend")),
+        }
+        format!("{reads}; {writes}")
+    }
+
+    /// The reads' part of `summary`.
+    fn read_summary(&self) -> String {
         if self.calls == 0 && self.tasks == 0 {
             return "no reads".to_string();
         }
@@ -264,6 +298,37 @@ impl Counters {
         }
     }
 
+    fn add_write_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
+        let bytes = if failed { 0 } else { outcome.bytes as u64 };
+        self.write_tasks += 1;
+        self.write_tasks_failed += failed as u64;
+        match route {
+            Route::Cufile => {
+                self.cufile_write_tasks += 1;
+                self.cufile_write_bytes += bytes;
+            }
+            Route::Posix(_) => {
+                self.posix_write_tasks += 1;
+                self.posix_write_bytes += bytes;
+            }
+        }
+    }
+
+    fn add_write_call(&mut self, delivered: u64, failed: bool) {
+        self.write_calls += 1;
+        self.write_calls_failed += failed as u64;
+        if !failed {
+            self.bytes_written += delivered;
+        }
+    }
+
+    fn add_call_of(&mut self, direction: Direction, requested: u64, delivered: u64, failed: bool) {
+        match direction {
+            Direction::Read => self.add_call(requested, delivered, failed),
+            Direction::Write => self.add_write_call(delivered, failed),
+        }
+    }
+
     fn add_call(&mut self, requested: u64, delivered: u64, failed: bool) {
         self.calls += 1;
         self.calls_failed += failed as u64;
@@ -310,45 +375,48 @@ pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, outco
                 cell.lock().add_task(route, outcome, failed);
             }
         }
-        // No write task runs yet (each `Write` arm fails before moving a byte); the write
-        // counters come with the write calls.
-        Direction::Write => {}
+        Direction::Write => {
+            for cell in [global(), handle] {
+                cell.lock().add_write_task(route, outcome, failed);
+            }
+        }
     }
 }
 
 /// Records one finished logical call in the process-wide counters and in the handle's.
-pub fn record_call(handle: &StatsCell, requested: u64, delivered: u64, failed: bool) {
+pub fn record_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
     for cell in [global(), handle] {
-        cell.lock().add_call(requested, delivered, failed);
+        cell.lock().add_call_of(direction, requested, delivered, failed);
     }
 }
 
-/// Records a read call that returned an error before reading: one call, failed, no bytes, in
+/// Records a call that returned an error before moving bytes: one call, failed, no bytes, in
 /// the process-wide counters and in the handle's (`None`: a NULL handle, process-wide only).
-pub fn record_rejected_call(handle: Option<&StatsCell>) {
-    global().lock().add_call(0, 0, true);
+pub fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {
+    global().lock().add_call_of(direction, 0, 0, true);
     if let Some(handle) = handle {
-        handle.lock().add_call(0, 0, true);
+        handle.lock().add_call_of(direction, 0, 0, true);
     }
 }
 
-/// A read call in progress: unless its result was recorded (`finish`) or handed to an operation
+/// A call in progress: unless its result was recorded (`finish`) or handed to an operation
 /// that records it (`handed_over`), it is counted as rejected when dropped, so that every early
 /// error return (and a panic) counts once, as the completed calls do.
 pub struct PendingCall<'a> {
     handle: Option<&'a StatsCell>,
+    direction: Direction,
 }
 
 impl<'a> PendingCall<'a> {
     /// A call on `handle` starts.
-    pub fn new(handle: &'a StatsCell) -> Self {
-        PendingCall { handle: Some(handle) }
+    pub fn new(handle: &'a StatsCell, direction: Direction) -> Self {
+        PendingCall { handle: Some(handle), direction }
     }
 
     /// Records the call's result.
     pub fn finish(mut self, requested: u64, delivered: u64, failed: bool) {
         if let Some(handle) = self.handle.take() {
-            record_call(handle, requested, delivered, failed);
+            record_call(handle, self.direction, requested, delivered, failed);
         }
     }
 
@@ -361,7 +429,7 @@ impl<'a> PendingCall<'a> {
 impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
-            record_rejected_call(Some(handle));
+            record_rejected_call(Some(handle), self.direction);
         }
     }
 }
@@ -473,6 +541,23 @@ mod tests {
         // Too small for the summary: only the counters held, not the zeros the caller lacks.
         assert_eq!(c.text_within(24), "calls                        2\n(1 other counters are 0; the JSON format lists every field)\n");
         assert!(!c.text_within(40).contains("tasks"), "{}", c.text_within(40));
+    }
+
+    #[test]
+    fn writes_have_their_own_counters_and_summary() {
+        let mut c = Counters::default();
+        c.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_write_task(Route::Cufile, &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 100, ..TaskOutcome::default() }, true);
+        c.add_call_of(Direction::Write, 8192, 8192, false);
+        c.add_call_of(Direction::Write, 4096, 0, true);
+        assert_eq!((c.calls, c.tasks, c.bytes_read), (0, 0, 0), "reads' counters never count writes");
+        assert_eq!((c.write_calls, c.write_calls_failed, c.bytes_written), (2, 1, 8192));
+        assert_eq!((c.write_tasks, c.write_tasks_failed, c.posix_write_tasks, c.posix_write_bytes, c.cufile_write_tasks, c.cufile_write_bytes), (3, 1, 2, 4096, 1, 4096));
+        assert_eq!(c.summary(), "no reads; 2 writes, 8 KiB, 3 write tasks, 1 failed, 1 through cuFile and 2 through the POSIX backend");
+        let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
+        let at = names.iter().position(|n| *n == "write_calls").unwrap();
+        assert_eq!(&names[at - 1..], ["posix_direct_bytes", "write_calls", "write_calls_failed", "bytes_written", "write_tasks", "write_tasks_failed", "posix_write_tasks", "posix_write_bytes", "cufile_write_tasks", "cufile_write_bytes", "cufile_n_total_writes", "cufile_n_nvfs_writes", "cufile_n_posix_writes", "cufile_n_p2p_writes", "cufile_n_writes_err", "cufile_write_bytes_gpu"]);
     }
 
     #[test]

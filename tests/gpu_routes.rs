@@ -297,3 +297,102 @@ fn cufile_descriptor_follows_the_setting() {
     }
     s.set_cufile_fd(CufileFd::Auto);
 }
+
+/// Writes `data` from device (or managed) memory at an unaligned address inside a larger
+/// allocation, by `write_raw` (`sync`) or `pwrite_raw`; returns the count.
+fn device_write(file: &File, data: &[u8], offset: u64, managed: bool, sync: bool) -> usize {
+    let total = data.len() + 2 * common::gpu::GUARD;
+    let mut dev: sys::CUdeviceptr = 0;
+    if managed {
+        ok("cuMemAllocManaged", unsafe { sys::cuMemAllocManaged(&mut dev, total, 1) });
+    } else {
+        ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, total) });
+    }
+    let at = dev + common::gpu::GUARD as u64;
+    ok("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(at, data.as_ptr().cast(), data.len()) });
+    let src = at as usize as *const u8;
+    let n = if sync {
+        unsafe { file.write_raw(src, data.len(), offset) }
+    } else {
+        unsafe { file.pwrite_raw(src, data.len(), offset) }.and_then(|op| op.wait(None))
+    };
+    unsafe { sys::cuMemFree_v2(dev) };
+    n.unwrap_or_else(|e| panic!("device write of {} bytes at {offset}: {e}", data.len()))
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn device_writes_on_every_route_are_byte_exact() {
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let source = random_bytes(12 << 20, 21);
+    for mode in [CompatMode::On, CompatMode::Auto, CompatMode::Off] {
+        let pattern: Vec<u8> = (0..(5 << 20) + 99).map(|i| (i % 253) as u8).collect();
+        let tmp = file_with(&pattern);
+        let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r+", 0, Some(mode)).unwrap();
+        let cufile = file.cufile_verdict().unwrap().is_ok();
+        if mode == CompatMode::Off && !cufile {
+            eprintln!("OFF skipped: cuFile cannot serve the file");
+            continue;
+        }
+        let mut model = pattern.clone();
+        let mut step = 0usize;
+        with_each_setup(&BOUNCE_SETUPS, |_, _| {
+            for &size in &[1usize, 4095, 16383, 16384, 65537, (4 << 20) + 1, (9 << 20) + 3] {
+                let len = model.len() as u64;
+                for &offset in &[0u64, 1, 4096, 123_457, len - 5, len, len + 8191] {
+                    step += 1;
+                    let start = (step * 4099) % (source.len() - size);
+                    let data = &source[start..start + size];
+                    assert_eq!(device_write(&file, data, offset, step.is_multiple_of(5), step.is_multiple_of(2)), size);
+                    let end = offset as usize + size;
+                    if model.len() < end {
+                        model.resize(end, 0);
+                    }
+                    model[offset as usize..end].copy_from_slice(data);
+                }
+                let back = std::fs::read(tmp.path()).unwrap();
+                assert!(back == model, "{mode:?}: file differs after device writes of {size} bytes");
+            }
+        });
+        let c = file.stats();
+        assert_eq!(c.write_calls_failed, 0);
+        assert_eq!(c.write_tasks, c.posix_write_tasks + c.cufile_write_tasks);
+        match mode {
+            CompatMode::On => assert_eq!(c.cufile_write_tasks, 0),
+            _ if cufile => assert!(c.cufile_write_tasks > 0 && c.cufile_write_bytes > 0, "{}", c.to_json()),
+            _ => assert_eq!(c.cufile_write_tasks, 0),
+        }
+        // Writes below the GDS threshold are one POSIX task each, whatever the mode.
+        assert!(c.posix_write_tasks > 0);
+        eprintln!("{mode:?}: {}", c.to_json());
+    }
+    let process = gds::process_counters();
+    if process.cufile_stats_state == CufileStatsState::Active as u64 && process.cufile_write_tasks > 0 {
+        assert!(process.cufile_n_total_writes > 0, "cuFile's own write counters: {}", process.to_json());
+    }
+    eprintln!("process: {}", process.to_text());
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn a_device_write_is_seen_by_device_reads_of_every_handle() {
+    // Windows registered by device reads of one handle are dropped by a write through another.
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let _ctx = on_device0();
+    let data = random_bytes(64 << 20, 22);
+    let tmp = file_with(&data);
+    let reader = open(&tmp, CompatMode::On);
+    for _ in 0..4 {
+        check_device_read(&reader, &data, data.len(), 0, false);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // registrations finish
+    check_device_read(&reader, &data, data.len(), 0, false);
+    let writer = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r+", 0, Some(CompatMode::On)).unwrap();
+    let new = random_bytes(1 << 20, 23);
+    assert_eq!(device_write(&writer, &new, 5 << 20, false, false), new.len());
+    let mut model = data.clone();
+    model[5 << 20..6 << 20].copy_from_slice(&new);
+    check_device_read(&reader, &model, model.len(), 0, false);
+    eprintln!("reader: {}", reader.stats().to_json());
+}

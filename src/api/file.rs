@@ -51,6 +51,7 @@ impl File {
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let page_cache = PageCache::for_descriptor(fd.as_raw_fd());
         crate::io::warm_up::prepare_in_background();
         Ok(File {
             path: display.clone(),
@@ -60,7 +61,7 @@ impl File {
                 path: display,
                 flags,
                 cufile: OnceCell::new(),
-                page_cache: PageCache::new(),
+                page_cache,
                 direct: OnceCell::new(),
             }))),
             compat_mode: compat_mode.unwrap_or_else(|| settings.compat_mode()),
@@ -113,7 +114,13 @@ impl File {
     /// Counts a read call on this handle that was rejected before it reached `read_raw` or
     /// `pread_raw` (a NULL output pointer at the C boundary).
     pub fn record_rejected_call(&self) {
-        stats::record_rejected_call(Some(&self.stats));
+        stats::record_rejected_call(Some(&self.stats), Direction::Read);
+    }
+
+    /// Counts a write call on this handle that was rejected before it reached `write_raw` or
+    /// `pwrite_raw` (a NULL pointer argument at the C boundary).
+    pub fn record_rejected_write(&self) {
+        stats::record_rejected_call(Some(&self.stats), Direction::Write);
     }
 
     /// Whether cuFile can serve this file under the handle's compat mode, deciding it now if no
@@ -159,6 +166,48 @@ impl File {
     pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
         // SAFETY: forwarded from the caller.
         unsafe { engine::pread(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
+    }
+
+    /// Writes `size` bytes from `src` at `offset` in one synchronous call on the calling thread
+    /// (KvikIO's `write`; `io::engine::read` with `Direction::Write`). Returns `size`: a write
+    /// covers its whole request or fails (see README, "Writes").
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `size` bytes, unchanged, for the duration of the call.
+    pub unsafe fn write_raw(&self, src: *const u8, size: usize, offset: u64) -> Result<usize> {
+        // SAFETY: forwarded from the caller; a write only reads the buffer.
+        unsafe { engine::read(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Write, buf: src.cast_mut(), size, offset }) }
+    }
+
+    /// Starts a parallel write of `size` bytes from `src` at `offset` (KvikIO's `pwrite`):
+    /// task-size tasks on the pool; waiting gives `size`, or the first error in file order once
+    /// every task stopped.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `size` bytes, unchanged, until the operation has finished.
+    pub unsafe fn pwrite_raw(&self, src: *const u8, size: usize, offset: u64) -> Result<Operation> {
+        // SAFETY: forwarded from the caller; a write only reads the buffer.
+        unsafe { engine::pread(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Write, buf: src.cast_mut(), size, offset }) }
+    }
+
+    /// Safe parallel write of a slice; waits for completion. Returns the bytes written (all).
+    pub fn write_from(&self, buf: &[u8], offset: u64) -> Result<usize> {
+        // SAFETY: the borrow outlives the wait below.
+        let operation = unsafe { self.pwrite_raw(buf.as_ptr(), buf.len(), offset)? };
+        operation.wait(thread_pool::global().ok())
+    }
+
+    /// `fsync(2)`: what reached the file (finished writes) is on the storage device when this
+    /// returns, data and metadata. Operations still in flight are not waited for.
+    pub fn sync(&self) -> Result<()> {
+        let file = self.open_file()?;
+        crate::sys::fs::fsync(file.fd.as_raw_fd(), false).map_err(|e| file.io_error("fsync", 0, e))
+    }
+
+    /// `fdatasync(2)`: as `sync`, without metadata the data does not need (times).
+    pub fn datasync(&self) -> Result<()> {
+        let file = self.open_file()?;
+        crate::sys::fs::fsync(file.fd.as_raw_fd(), true).map_err(|e| file.io_error("fdatasync", 0, e))
     }
 
     /// Safe parallel read into a slice; waits for completion. Returns the bytes read.

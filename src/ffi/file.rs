@@ -1,6 +1,7 @@
-//! File handles: open, read, parallel read, counters, close, free.
+//! File handles: open, read, parallel read, write, parallel write, sync, counters, close, free.
 
 use super::{arg, guard, out, write_out};
+use crate::direction::Direction;
 use crate::error::Error;
 use crate::api::file::File;
 use crate::backend::cufile::gds::FallbackReason;
@@ -36,14 +37,32 @@ unsafe fn read_args<'a, T>(
     result_name: &'static str,
 ) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
     // SAFETY: forwarded from the caller.
+    unsafe { call_args(Direction::Read, file, buf, result, result_name) }
+}
+
+/// `read_args` for a call of `direction` (a write's NULL arguments count as failed writes).
+///
+/// # Safety
+/// `file` is NULL or a live handle.
+unsafe fn call_args<'a, T>(
+    direction: Direction,
+    file: *const File,
+    buf: *mut c_void,
+    result: *mut T,
+    result_name: &'static str,
+) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
+    // SAFETY: forwarded from the caller.
     let Some(file) = (unsafe { file.as_ref() }) else {
-        crate::stats::record_rejected_call(None);
+        crate::stats::record_rejected_call(None, direction);
         return Err(Error::NullArgument("file"));
     };
     match (out(buf, "buf"), out(result, result_name)) {
         (Ok(buf), Ok(result)) => Ok((file, buf, result)),
         (Err(e), _) | (_, Err(e)) => {
-            file.record_rejected_call();
+            match direction {
+                Direction::Read => file.record_rejected_call(),
+                Direction::Write => file.record_rejected_write(),
+            }
             Err(e)
         }
     }
@@ -238,6 +257,102 @@ pub unsafe extern "C" fn gdsroute_file_pread(
     })
 }
 
+/// Writes `size` bytes from `buf` at `file_offset` in one synchronous call on the calling thread
+/// (KvikIO's `write`). Blocks until done. `buf` may be host (pageable or pinned), device or
+/// managed memory; it is only read.
+///
+/// Returns `size` in `*bytes_written` on success: a write covers its whole range or fails, never
+/// short (short `pwrite`s are continued, `EINTR` retried). Writing past the end of the file
+/// extends it (a gap becomes a hole); nothing of the file outside `[file_offset, file_offset +
+/// size)` is changed. A `size` of 0 writes nothing and returns 0. On error, part of the range may
+/// have reached the file: the bytes from `file_offset` up to the offset the message names.
+/// Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `OVERFLOW`, `IO_ERROR` (errno in
+/// `gdsroute_last_error_errno`: `EBADF` at once, before anything runs, for a handle opened "r",
+/// whatever the size; `ENOSPC`, `EFBIG`, `EIO`, ... with the file offset of the failing `pwrite`
+/// in the message), and for device memory `CUDA_ERROR`, `CUFILE_ERROR`, `CUFILE_UNAVAILABLE`.
+/// Routes: as reads (host memory through `pwrite`; device memory below the GDS threshold, under
+/// compat mode ON or AUTO's fallback through pinned bounce buffers; otherwise `cuFileWrite`).
+/// Registered page-cache windows of the file (in every handle of it in the process) are dropped
+/// around every write task, so no later device read sees bytes from before the write.
+/// Counters: `write_calls` (once per call, as `calls` for reads), `write_calls_failed`,
+/// `bytes_written`, and the `*write_tasks`/`*write_bytes` fields.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_write(
+    file: *const File,
+    buf: *const c_void,
+    size: usize,
+    file_offset: u64,
+    bytes_written: *mut usize,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let (file, buf, bytes_written) = unsafe { call_args(Direction::Write, file, buf.cast_mut(), bytes_written, "bytes_written")? };
+        // SAFETY: the caller guarantees `buf` is readable for `size` bytes during the call.
+        let n = unsafe { file.write_raw(buf.cast(), size, file_offset)? };
+        // SAFETY: checked by `out`.
+        unsafe { write_out(bytes_written, n) };
+        Ok(())
+    })
+}
+
+/// Starts a parallel write of `size` bytes from `buf` at `file_offset` (KvikIO's `pwrite`):
+/// task-size tasks on the shared pool (one task on the calling thread for device memory below the
+/// GDS threshold). Returns at once with an operation in `*op`; `gdsroute_op_wait` gives `size`.
+///
+/// Semantics as `gdsroute_file_write`. When tasks fail (`ENOSPC`, `EFBIG`, `EIO`, ...), the
+/// other tasks still run to their end or their own error; the operation reports an error only
+/// after every task stopped: the error of the failing task with the lowest file offset, whose
+/// message names the file offset at which its failing call started. No byte count is reported
+/// then: ranges of tasks that did not fail reached the file, other bytes of the range may or may
+/// not have. A count is reported only for a write that wrote the whole range, so it is never
+/// larger than what reached the file. The buffer must stay valid and unchanged until the
+/// operation has finished. Ownership: free the operation with `gdsroute_op_free`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_pwrite(
+    file: *const File,
+    buf: *const c_void,
+    size: usize,
+    file_offset: u64,
+    op: *mut *mut Operation,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let (file, buf, op) = unsafe { call_args(Direction::Write, file, buf.cast_mut(), op, "op")? };
+        // SAFETY: the caller keeps `buf` valid for `size` bytes until the operation finishes.
+        let operation = Box::new(unsafe { file.pwrite_raw(buf.cast(), size, file_offset)? });
+        // SAFETY: checked by `out`.
+        unsafe { write_out(op, Box::into_raw(operation)) };
+        Ok(())
+    })
+}
+
+/// `fsync(2)` of the file: every write that finished before this call (a returned
+/// `gdsroute_file_write`, a waited-for `gdsroute_file_pwrite`) is on the storage device, data and
+/// metadata, when it returns. Operations still running are not waited for. Allowed on any open
+/// handle, "r" included. `gdsroute_file_datasync` is the data-only variant.
+/// Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR` (errno: `EIO`, `ENOSPC`, ...).
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_sync(file: *const File) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        unsafe { arg(file, "file")? }.sync()
+    })
+}
+
+/// `fdatasync(2)` of the file: as `gdsroute_file_sync`, without the metadata that reading the
+/// data back does not need (such as the modification time).
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_datasync(file: *const File) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        unsafe { arg(file, "file")? }.datasync()
+    })
+}
+
 /// Copies this handle's counters into `*stats` (see `gdsroute_stats_get` for the `struct_size`
 /// protocol). The `cufile_n_*` fields are process-wide only and read 0 here
 /// (`cufile_stats_state` = `GDSROUTE_CUFILE_STATS_STATE_PROCESS_WIDE_ONLY`).
@@ -293,3 +408,4 @@ pub unsafe extern "C" fn gdsroute_file_free(file: *mut File) {
 }
 
 symbol_version!(gdsroute_file_open, gdsroute_file_open_with_compat_mode, gdsroute_file_compat_mode, gdsroute_file_cufile_verdict, gdsroute_file_size, gdsroute_file_read, gdsroute_file_pread, gdsroute_file_stats, gdsroute_file_stats_reset, gdsroute_file_close, gdsroute_file_free);
+symbol_version!(GDSROUTE_0.2: gdsroute_file_write, gdsroute_file_pwrite, gdsroute_file_sync, gdsroute_file_datasync);

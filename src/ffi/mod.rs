@@ -6,10 +6,14 @@
 // The pointer rules of every function are the C API conventions stated once in the header and README.
 #![allow(clippy::missing_safety_doc)]
 
-/// Binds each named C function to the symbol version `GDSROUTE_0.1` of src/gdsroute.map, which a
-/// new release's functions name by their own node. One `.symver` per function, in the module that
-/// defines it (so in its object file); `@@@` makes that the default version of the definition.
+/// Binds each named C function to the symbol version `GDSROUTE_0.1` of src/gdsroute.map, or to
+/// the node named first (`symbol_version!(GDSROUTE_0.2: f, g)`) for a later release's functions.
+/// One `.symver` per function, in the module that defines it (so in its object file); `@@@` makes
+/// that the default version of the definition.
 macro_rules! symbol_version {
+    (GDSROUTE_0.2: $($name:ident),+ $(,)?) => {
+        core::arch::global_asm!($(concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@GDSROUTE_0.2")),+);
+    };
     ($($name:ident),+ $(,)?) => {
         core::arch::global_asm!($(concat!(".symver ", stringify!($name), ", ", stringify!($name), "@@@GDSROUTE_0.1")),+);
     };

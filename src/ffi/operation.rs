@@ -26,7 +26,9 @@ pub unsafe extern "C" fn gdsroute_op_poll(op: *const Operation, done: *mut bool)
 /// buffer. With a pool of more than one thread, the calling thread runs this read's tasks that no
 /// worker has started (so it may call `pread`, CUDA and cuFile: do not wait inside a CUDA host
 /// callback); with one pool thread it only waits, as KvikIO does. Called from inside a pool task
-/// it also runs other queued tasks (no deadlock).
+/// it also runs other queued tasks (no deadlock). For a `gdsroute_file_pwrite` operation
+/// `*bytes_read` receives the bytes written, always the whole request; on error no count is given
+/// (see `gdsroute_file_pwrite` for what reached the file).
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut usize) -> Status {

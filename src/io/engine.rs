@@ -1,4 +1,4 @@
-//! The read engine: from a request to tasks and back. It classifies the target, plans the route
+//! The engine: from a request (a read or a write) to tasks and back. It classifies the target, plans the route
 //! (`route`), cuts the bytes the file has into tasks (`task_split`), runs them inline or on the
 //! pool as an `Operation`, dispatches each task to its backend (POSIX, device bounce or registered
 //! page cache, cuFile) and records every task and call in the handle's counters.
@@ -64,10 +64,13 @@ impl OpenFile {
     /// # Safety
     /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
     unsafe fn device_posix_task(&self, direction: Direction, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<TaskOutcome> {
-        if direction == Direction::Write {
-            return Err(direction.unsupported("a device task on the POSIX backend"));
-        }
         let fd = self.fd.as_raw_fd();
+        if direction == Direction::Write {
+            // Bounce buffers only: the registered page cache maps the file for reading, and its
+            // windows were dropped for this write (`run_and_record`); no direct I/O for writes yet.
+            // SAFETY: forwarded from the caller (the range is read, not written).
+            return unsafe { device::bounce(direction, fd, None, &self.path, kind, dst, chunk.len, chunk.file_offset, snapshot.bounce_buffer_size) }.map(TaskOutcome::from);
+        }
         let direct = self.direct_fd(snapshot.direct_io(direction));
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
@@ -102,16 +105,21 @@ impl OpenFile {
         Ok(outcome)
     }
 
-    /// One POSIX read of a chunk into host memory, as a task body: with `direct_io` (and a file
+    /// One POSIX read of a chunk into host memory (or write from it: a `pwrite` loop that
+    /// continues after short writes and fails with the offset where a `pwrite` failed), as a task body: with `direct_io` (and a file
     /// that allows it) the page-aligned middle through the `O_DIRECT` descriptor.
     ///
     /// # Safety
     /// `dst` valid for `len` bytes.
     unsafe fn host_task(&self, direction: Direction, dst: *mut u8, len: usize, offset: u64, direct_io: bool) -> Result<Delivered> {
-        if direction == Direction::Write {
-            return Err(direction.unsupported("a host task on the POSIX backend"));
-        }
         let fd = self.fd.as_raw_fd();
+        if direction == Direction::Write {
+            // Direct-I/O writes (KvikIO's KVIKIO_AUTO_DIRECT_IO_WRITE) would go here, under
+            // `Snapshot::direct_io(Write)`, which is false until that setting exists.
+            // SAFETY: forwarded from the caller (`dst` is the source of a write, only read).
+            let bytes = unsafe { posix::write_full_at(fd, dst, len, offset) }.map_err(|f| self.io_error("pwrite", f.offset, f.error))?;
+            return Ok(Delivered { bytes, not_cached: false, direct_bytes: 0 });
+        }
         if let Some(direct) = self.direct_fd(direct_io) {
             // SAFETY: forwarded from the caller.
             let read = unsafe { crate::backend::posix::direct_io::read_full_at_direct(fd, direct, dst, len, offset) }.map_err(|e| self.io_error("pread", offset, e))?;
@@ -142,11 +150,14 @@ fn plan(file: &OpenFile, target: &Target, size: usize, gds_threshold: u64, compa
 pub unsafe fn read(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
     let Request { direction, buf: dst, size, offset } = request;
     // Every call counts once, an early error return included.
-    let call = stats::PendingCall::new(stats);
+    let call = stats::PendingCall::new(stats, direction);
     check_range(size, offset)?;
     let snapshot = settings::global()?.snapshot();
     let file = open_file()?;
     let (len, _) = file.extent(direction, size, offset)?;
+    if direction == Direction::Write && len > 0 {
+        file.page_cache.file_written();
+    }
     if len == 0 {
         call.finish(size as u64, 0, false);
         return Ok(0);
@@ -182,16 +193,19 @@ pub unsafe fn pread(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     let Request { direction, buf: dst, size, offset } = request;
     crate::trace::event("pread", size as u64);
     // Every call counts once: the operation records it, or this does for an early error.
-    let call = stats::PendingCall::new(stats);
+    let call = stats::PendingCall::new(stats, direction);
     check_range(size, offset)?;
     let snapshot = settings::global()?.snapshot();
     let pool = thread_pool::global()?;
     let file = open_file()?;
     let (len, size_known) = file.extent(direction, size, offset)?;
+    if direction == Direction::Write && len > 0 {
+        file.page_cache.file_written();
+    }
     if len == 0 {
-        // Nothing to read: no task, no cuFile probe, an operation that is already done.
+        // Nothing to move: no task, no cuFile probe, an operation that is already done.
         call.handed_over();
-        return Ok(Operation::finished(size as u64, Arc::clone(stats)));
+        return Ok(Operation::finished_in(direction, size as u64, Arc::clone(stats)));
     }
     let target = target_of(dst)?;
     let plan = plan(&file, &target, size, snapshot.gds_threshold, compat_mode)?;
@@ -212,7 +226,7 @@ pub unsafe fn pread(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         let stats = Arc::clone(stats);
         move |chunk| run_and_record(direction, &file, &stats, plan, &target, chunk, &snapshot, compat_mode)
     };
-    let operation = Operation::new(split, size as u64, Arc::clone(stats), stop, run);
+    let operation = Operation::new_in(direction, split, size as u64, Arc::clone(stats), stop, run);
     call.handed_over();
     if plan.inline {
         operation.run_here();
@@ -248,10 +262,29 @@ fn run_and_record(
     if chunk.len == 0 {
         return Ok(0);
     }
+    // Before the task and after it, so no window registered in between outlives the write.
+    let _windows = (direction == Direction::Write).then(|| WindowsDropped::new(file));
     // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
     let task = AssertUnwindSafe(|| unsafe { file.run_task(direction, plan, target, chunk, snapshot, compat_mode) });
     let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(crate::error::panic_message(&p))));
     let outcome = result.as_ref().copied().unwrap_or_default();
     stats::record_task(stats, direction, plan.route, &outcome, result.is_err());
     result.map(|outcome| outcome.bytes)
+}
+
+/// Drops the file's registered page-cache windows (in every handle of it) when made and again
+/// when dropped: around each write task.
+struct WindowsDropped<'a>(&'a OpenFile);
+
+impl<'a> WindowsDropped<'a> {
+    fn new(file: &'a OpenFile) -> Self {
+        file.page_cache.file_written();
+        WindowsDropped(file)
+    }
+}
+
+impl Drop for WindowsDropped<'_> {
+    fn drop(&mut self) {
+        self.0.page_cache.file_written();
+    }
 }

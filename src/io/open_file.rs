@@ -110,12 +110,20 @@ impl OpenFile {
     }
 
     /// The part of a request that its tasks cover, by direction: a read covers what the file has
-    /// ([`OpenFile::readable`]); a write covers the whole request (writes extend the file).
+    /// ([`OpenFile::readable`]); a write covers the whole request (writes extend the file), and
+    /// fails on a handle opened "r" (`IO_ERROR`, errno `EBADF`, the message naming the path).
     /// Returns the bytes and whether their extent is bounded by the file's size.
     pub fn extent(&self, direction: Direction, size: usize, offset: u64) -> Result<(usize, bool)> {
         match direction {
             Direction::Read => self.readable(size, offset),
-            Direction::Write => Ok((size, true)),
+            Direction::Write => {
+                // Refused before anything runs, whatever the size: the descriptor cannot write.
+                if self.flags == OpenFlags::Read {
+                    let source = std::io::Error::from_raw_os_error(libc::EBADF);
+                    return Err(Error::Io { op: "write to a file opened read-only (\"r\")", path: self.path.clone(), offset, source });
+                }
+                Ok((size, true))
+            }
         }
     }
 

@@ -15,6 +15,7 @@
 //! a read of N pool threads runs on N + 1 threads (N + W with W waiting threads). KvikIO's waiter only sleeps, and so does ours with a pool of one thread, so
 //! that `KVIKIO_NTHREADS=1` still means one thread doing the reads, in order.
 
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::stats::{self, StatsCell};
 use crate::io::task_split::{Chunk, Split};
@@ -60,9 +61,11 @@ struct Inner {
     finished: Condvar,
     requested: u64,
     stats: Arc<StatsCell>,
+    /// Which counters the call is recorded in when it settles.
+    direction: Direction,
 }
 
-/// A read in flight.
+/// A read or write in flight.
 pub struct Operation {
     inner: Arc<Inner>,
 }
@@ -173,7 +176,7 @@ impl Inner {
             (None, None) => Ok(self.split.size()),
         };
         let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
-        stats::record_call(&self.stats, self.requested, delivered, outcome.is_err());
+        stats::record_call(&self.stats, self.direction, self.requested, delivered, outcome.is_err());
         state.outcome = Some(outcome);
         state.run = None;
         self.finished.notify_all();
@@ -213,6 +216,11 @@ impl Operation {
     /// `run_here`). `requested` is the size the caller asked for (counted in `bytes_requested`;
     /// the split may be shorter). With no tasks the operation is already finished with 0 bytes.
     pub fn new(split: Split, requested: u64, stats: Arc<StatsCell>, stop: Stop, run: impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static) -> Operation {
+        Operation::new_in(Direction::Read, split, requested, stats, stop, run)
+    }
+
+    /// `new` for a call of `direction` (counted in that direction's counters when it settles).
+    pub fn new_in(direction: Direction, split: Split, requested: u64, stats: Arc<StatsCell>, stop: Stop, run: impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static) -> Operation {
         let count = split.count();
         let inner = Arc::new(Inner {
             split,
@@ -221,6 +229,7 @@ impl Operation {
             finished: Condvar::new(),
             requested,
             stats,
+            direction,
         });
         inner.settle_if_done(&mut inner.lock());
         Operation { inner }
@@ -228,7 +237,12 @@ impl Operation {
 
     /// A finished operation without tasks that delivered 0 of `requested` bytes.
     pub fn finished(requested: u64, stats: Arc<StatsCell>) -> Operation {
-        Operation::new(Split::one(0, 0), requested, stats, Stop::Never, |_| Ok(0))
+        Operation::finished_in(Direction::Read, requested, stats)
+    }
+
+    /// `finished` for a call of `direction`.
+    pub fn finished_in(direction: Direction, requested: u64, stats: Arc<StatsCell>) -> Operation {
+        Operation::new_in(direction, Split::one(0, 0), requested, stats, Stop::Never, |_| Ok(0))
     }
 
     /// Queues the operation's workers on `pool`: one per pool thread, at most one per task.

@@ -170,6 +170,19 @@ impl Segment {
 /// The registered windows of one open file.
 pub struct PageCache {
     state: Mutex<State>,
+    /// The file's (device, inode) when made by `for_descriptor`: every cache of the same file in
+    /// the process drops its windows when any handle of it writes (`file_written`).
+    file: Option<(u64, u64)>,
+}
+
+/// The caches of each open file (by device and inode), so that a write through one handle drops
+/// the windows of every handle of the same file. Dead entries are swept when a cache is added.
+type OpenFiles = HashMap<(u64, u64), Vec<std::sync::Weak<PageCache>>>;
+
+static OPEN_FILES: once_cell::sync::Lazy<Mutex<OpenFiles>> = once_cell::sync::Lazy::new(Default::default);
+
+fn open_files() -> MutexGuard<'static, OpenFiles> {
+    OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A window that became hot in `plan`, to be mapped and queued once the lock is released.
@@ -184,7 +197,58 @@ struct Hot {
 impl PageCache {
     /// An empty cache for a file (nothing is registered until windows are read twice over).
     pub fn new() -> Arc<PageCache> {
-        Arc::new(PageCache { state: Mutex::new(State::default()) })
+        Arc::new(PageCache { state: Mutex::new(State::default()), file: None })
+    }
+
+    /// An empty cache for the file open on `fd`, known by its (device, inode) to the other
+    /// caches of the same file, whose windows a write through this one drops (`file_written`).
+    /// A descriptor that cannot be `fstat`ed gives a cache of its own (`new`).
+    pub fn for_descriptor(fd: RawFd) -> Arc<PageCache> {
+        let Ok(st) = crate::sys::fs::stat(fd) else { return PageCache::new() };
+        let file = (st.st_dev, st.st_ino);
+        let cache = Arc::new(PageCache { state: Mutex::new(State::default()), file: Some(file) });
+        let mut files = open_files();
+        files.retain(|_, caches| {
+            caches.retain(|c| c.strong_count() > 0);
+            !caches.is_empty()
+        });
+        files.entry(file).or_default().push(Arc::downgrade(&cache));
+        cache
+    }
+
+    /// Drops every window of this file, in every cache of it in the process (all handles of the
+    /// same device and inode): called before and after each write task, so that no device read
+    /// copies bytes registered before the write (the identity check of `plan` sees most writes
+    /// too, but not one that keeps the size within the time stamps' tick). Registrations still
+    /// queued are discarded when they finish (the generation moved on).
+    pub fn file_written(&self) {
+        let caches: Vec<Arc<PageCache>> = match self.file {
+            Some(file) => open_files().get(&file).map(|c| c.iter().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if caches.is_empty() {
+            self.drop_windows();
+        }
+        for cache in caches {
+            cache.drop_windows();
+        }
+    }
+
+    /// Forgets this cache's windows and identity; the mappings are unregistered after the lock.
+    fn drop_windows(&self) {
+        let stale = {
+            let mut state = self.lock();
+            state.identity = None;
+            state.generation += 1;
+            std::mem::take(&mut state.windows)
+        };
+        drop(stale);
+    }
+
+    /// Windows this cache tracks now (read, pending, registered or refused), for tests.
+    #[doc(hidden)]
+    pub fn window_count(&self) -> usize {
+        self.lock().windows.len()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -113,6 +113,9 @@ impl Snapshot {
     pub fn direct_io(&self, direction: Direction) -> bool {
         match direction {
             Direction::Read => self.direct_io_read,
+            // Direct-I/O writes (KvikIO's KVIKIO_AUTO_DIRECT_IO_WRITE) are not implemented: a
+            // setting would go here, and the write arms of io/engine.rs (host tasks) and
+            // backend/device/bounce.rs (`bounce_out`) would take the O_DIRECT descriptor.
             Direction::Write => false,
         }
     }

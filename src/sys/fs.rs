@@ -53,3 +53,18 @@ pub fn block_device_size(fd: RawFd) -> io::Result<u64> {
 
 /// `BLKGETSIZE64` of `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`.
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+
+/// `fsync(2)` (`data_only`: `fdatasync(2)`), retried on `EINTR`.
+pub fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
+    loop {
+        // SAFETY: plain system calls on a descriptor; a bad one is an error, not UB.
+        let r = unsafe { if data_only { libc::fdatasync(fd) } else { libc::fsync(fd) } };
+        if r == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}

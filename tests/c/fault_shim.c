@@ -1,5 +1,6 @@
 /* LD_PRELOAD fault injector for pread/pread64 and preadv2/preadv64v2 (one iovec; the library's
- * first read of a task, flagged RWF_NOWAIT), used by test_faults (and tests/faults.rs).
+ * first read of a task, flagged RWF_NOWAIT), and for pwrite/pwrite64 (the same faults: a short
+ * write writes half), used by test_faults (and tests/faults.rs, tests/posix_writes.rs).
  *
  * Environment variables, read at every call (so a test may change them between reads):
  *   FAULT_EINTR_EVERY=N   every Nth intercepted call returns -1 with errno EINTR (nothing read)
@@ -161,6 +162,28 @@ ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int f
 ssize_t preadv64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags) {
     static void *real;
     return shim_preadv2("preadv64v2", &real, fd, iov, iovcnt, offset, flags);
+}
+
+typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
+
+static ssize_t through_pwrite(void *ctx, int fd, void *buf, size_t count, off_t offset) {
+    return ((pwrite_fn)ctx)(fd, buf, count, offset);
+}
+
+static ssize_t shim_pwrite(const char *name, void **slot, int fd, const void *buf, size_t count, off_t offset) {
+    pwrite_fn real = (pwrite_fn)next_definition(name, slot);
+    /* The buffer is only read: faulty() hands it to through_pwrite unchanged. */
+    return real == NULL ? -1 : faulty(through_pwrite, (void *)real, fd, (void *)(uintptr_t)buf, count, offset);
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
+    static void *real;
+    return shim_pwrite("pwrite", &real, fd, buf, count, offset);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t count, off_t offset) {
+    static void *real;
+    return shim_pwrite("pwrite64", &real, fd, buf, count, offset);
 }
 
 __attribute__((destructor)) static void write_counts(void) {

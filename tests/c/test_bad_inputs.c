@@ -553,6 +553,83 @@ static void test_last_error_snprintf(void) {
     CHECK(gdsroute_last_error_message(NULL, 0) == len);
 }
 
+/* The write calls' bad inputs: NULL handle, buffer and outputs, a closed handle, a handle opened
+ * "r" (refused before anything runs, a zero-byte write too), overflowing ranges; and sync. Each
+ * failed write counts in write_calls/write_calls_failed, never in the reads' calls. */
+static void test_writes(const char *path, size_t file_len) {
+    char buf[16] = "written";
+    size_t n = 77;
+    gdsroute_op *op = NULL;
+    CHECK_STATUS(gdsroute_file_write(NULL, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_pwrite(NULL, buf, sizeof buf, 0, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_sync(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_datasync(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+
+    gdsroute_file *ro = open_ok(path, "r");
+    CHECK_STATUS(gdsroute_file_write(ro, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_IO_ERROR);
+    CHECK(gdsroute_last_error_errno() == EBADF);
+    char msg[1024];
+    gdsroute_last_error_message(msg, sizeof msg);
+    CHECK(strstr(msg, "read-only") != NULL && strstr(msg, path) != NULL);
+    CHECK(n == 77);
+    CHECK_STATUS(gdsroute_file_write(ro, buf, 0, 0, &n), GDSROUTE_STATUS_IO_ERROR);
+    CHECK_STATUS(gdsroute_file_pwrite(ro, buf, sizeof buf, 0, &op), GDSROUTE_STATUS_IO_ERROR);
+    CHECK(op == NULL);
+    CHECK_STATUS(gdsroute_file_sync(ro), GDSROUTE_STATUS_OK);
+    gdsroute_stats st = {.struct_size = sizeof st};
+    CHECK_STATUS(gdsroute_file_stats(ro, &st), GDSROUTE_STATUS_OK);
+    CHECK(st.write_calls == 3 && st.write_calls_failed == 3 && st.write_tasks == 0 && st.calls == 0);
+    gdsroute_file_free(ro);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == file_len);
+
+    gdsroute_file *rw = open_ok(path, "r+");
+    CHECK_STATUS(gdsroute_file_write(rw, NULL, sizeof buf, 0, &n), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_write(rw, buf, sizeof buf, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_pwrite(rw, NULL, sizeof buf, 0, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_pwrite(rw, buf, sizeof buf, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    const size_t ssize_max = (size_t)SIZE_MAX / 2;
+    CHECK_STATUS(gdsroute_file_write(rw, buf, ssize_max + 1, 0, &n), GDSROUTE_STATUS_OVERFLOW);
+    CHECK_STATUS(gdsroute_file_write(rw, buf, sizeof buf, (uint64_t)INT64_MAX - 10, &n), GDSROUTE_STATUS_OVERFLOW);
+    CHECK_STATUS(gdsroute_file_pwrite(rw, buf, 1, (uint64_t)INT64_MAX + 1, &op), GDSROUTE_STATUS_OVERFLOW);
+    CHECK(n == 77 && op == NULL);
+    CHECK_STATUS(gdsroute_file_stats(rw, &st), GDSROUTE_STATUS_OK);
+    CHECK(st.write_calls == 7 && st.write_calls_failed == 7 && st.calls == 0);
+    CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == file_len);
+
+    /* A zero-byte write succeeds with 0 and runs nothing; the file is unchanged. */
+    CHECK_STATUS(gdsroute_file_write(rw, buf, 0, file_len + 100, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 0);
+    CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == file_len);
+
+    /* A write past the end extends the file (a hole before it); a pwrite's wait gives the bytes
+     * written; sync and datasync succeed; the bytes read back are the ones written. */
+    CHECK_STATUS(gdsroute_file_write(rw, "XY", 2, file_len + 3, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 2);
+    CHECK_STATUS(gdsroute_file_pwrite(rw, "ab", 2, 1, &op), GDSROUTE_STATUS_OK);
+    size_t waited = 0;
+    CHECK_STATUS(gdsroute_op_wait(op, &waited), GDSROUTE_STATUS_OK);
+    CHECK(waited == 2);
+    gdsroute_op_free(op);
+    op = NULL;
+    CHECK_STATUS(gdsroute_file_sync(rw), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_file_datasync(rw), GDSROUTE_STATUS_OK);
+    char back[64] = {0};
+    CHECK_STATUS(gdsroute_file_read(rw, back, sizeof back, 0, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == file_len + 5 && back[0] == '0' && back[1] == 'a' && back[2] == 'b' && back[3] == '3');
+    CHECK(back[file_len] == 0 && back[file_len + 2] == 0 && back[file_len + 3] == 'X' && back[file_len + 4] == 'Y');
+    CHECK_STATUS(gdsroute_file_stats(rw, &st), GDSROUTE_STATUS_OK);
+    CHECK(st.write_calls == 10 && st.write_calls_failed == 7 && st.bytes_written == 4 && st.write_tasks == 2);
+
+    /* Closed: every write and sync says so. */
+    CHECK_STATUS(gdsroute_file_close(rw), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_file_write(rw, buf, sizeof buf, 0, &n), GDSROUTE_STATUS_CLOSED_HANDLE);
+    CHECK_STATUS(gdsroute_file_pwrite(rw, buf, sizeof buf, 0, &op), GDSROUTE_STATUS_CLOSED_HANDLE);
+    CHECK_STATUS(gdsroute_file_sync(rw), GDSROUTE_STATUS_CLOSED_HANDLE);
+    CHECK_STATUS(gdsroute_file_datasync(rw), GDSROUTE_STATUS_CLOSED_HANDLE);
+    gdsroute_file_free(rw);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     const char *tmp = getenv("TMPDIR");
@@ -580,6 +657,7 @@ int main(int argc, char **argv) {
         test_stats_errors();
         test_status_strings();
         test_last_error_snprintf();
+        test_writes(path, strlen(content));
     }
 
     char other[512];

@@ -271,6 +271,12 @@ impl Gds {
         counters.cufile_n_unaligned_reads = d.n_unaligned_reads;
         counters.cufile_n_reads_err = d.n_reads_err;
         counters.cufile_read_bytes = d.read_bytes;
+        counters.cufile_n_total_writes = d.n_total_writes;
+        counters.cufile_n_nvfs_writes = d.n_nvfs_writes;
+        counters.cufile_n_posix_writes = d.n_posix_writes;
+        counters.cufile_n_p2p_writes = d.n_p2p_writes;
+        counters.cufile_n_writes_err = d.n_writes_err;
+        counters.cufile_write_bytes_gpu = d.write_bytes;
     }
 
     /// Makes the next deltas start from now.

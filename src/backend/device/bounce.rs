@@ -1,7 +1,8 @@
 //! Moving file bytes into device memory through our POSIX backend: pread into a pinned bounce
 //! buffer, copy to the GPU, repeat; or one copy from the registered page cache. Each runs on the
-//! thread that calls it, with the destination's CUDA context made current there. cuFile's own
-//! read is `backend::cufile::read`.
+//! thread that calls it, with the destination's CUDA context made current there. Writes take the
+//! same buffers the other way: copy a piece from the GPU into a pinned half, `pwrite` it while
+//! the next piece's copy runs. cuFile's own transfer is `backend::cufile::transfer`.
 
 use crate::sys::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
 use crate::direction::Direction;
@@ -68,24 +69,88 @@ impl Drop for DrainOnDrop {
 }
 
 /// Moves `len` bytes at `offset` of `fd` between the file and device memory at `dev` through
-/// pinned bounce buffers, in `direction` (a `Write` is `Direction::unsupported` today). A read
+/// pinned bounce buffers, in `direction` (a write: `bounce_out`). A read
 /// preads a piece into one half of the buffer while the other half's copy runs. Only the
 /// first piece's read is non-blocking (`posix::read_full_at_ahead`): if it finds its bytes not
 /// all cached, the whole range is advised ahead; a range whose first piece is cached and later
 /// ones are not is read with plain `pread`s and not counted. With `direct` (an `O_DIRECT`
 /// descriptor of the file: the `auto_direct_io_read` setting) every piece is read by
 /// `direct_io::read_full_at_direct` instead, into the page-aligned halves of the buffer. Returns
-/// the bytes read (short only at end of file).
+/// the bytes read (short only at end of file); a write returns `len` or an error.
 ///
 /// # Safety
-/// `dev .. dev + len` is device memory of `kind` that the caller may overwrite.
+/// `dev .. dev + len` is device memory of `kind` that the caller may overwrite (a read) or read
+/// (a write).
 #[allow(clippy::too_many_arguments)] // the range, its descriptors and its buffer size
 pub unsafe fn bounce(direction: Direction, fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, dev: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
     match direction {
         // SAFETY: forwarded from the caller.
         Direction::Read => unsafe { bounce_in(fd, direct, path, kind, dev, len, offset, buffer_size) },
-        Direction::Write => Err(direction.unsupported("a bounce-buffer transfer")),
+        // Writes take no direct I/O yet (`Snapshot::direct_io(Write)` is false).
+        // SAFETY: forwarded from the caller.
+        Direction::Write => unsafe { bounce_out(fd, path, kind, dev, len, offset, buffer_size) },
     }
+}
+
+/// `bounce` from device memory at `src` into the file: piece k is copied from the GPU into one
+/// pinned half while piece k - 1, whose copy finished (its event), is written with
+/// `posix::write_full_at`. Returns `len`, or the first error (a `pwrite` error names the file
+/// offset where it failed; the pieces before it reached the file).
+///
+/// # Safety
+/// `src .. src + len` is device memory of `kind`, not changed by the caller during the call.
+unsafe fn bounce_out(fd: RawFd, path: &str, kind: &MemoryKind, src: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+    crate::trace::event("bounce_out.start", len as u64);
+    let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
+    let stream = cuda::thread_stream().map_err(cuda_error)?;
+    let events = cuda::thread_events().map_err(cuda_error)?;
+    let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
+    let halves = if buffer.len() >= 2 { 2 } else { 1 };
+    let piece = buffer.len() / halves;
+    let base = buffer.as_mut_ptr();
+    // Every exit path waits for the copies before the buffer goes back to the pool.
+    let _drain = DrainOnDrop(stream);
+    // The piece whose copy was queued last and is not written yet: (half, bytes, file offset).
+    let mut queued: Option<(usize, usize, u64)> = None;
+    let flush = |(slot, n, pos): (usize, usize, u64)| -> Result<()> {
+        events[slot].synchronize().map_err(cuda_error)?;
+        // SAFETY: slot * piece + n <= buffer.len(); the copy into this half has finished.
+        let host = unsafe { base.add(slot * piece) };
+        // SAFETY: as above; the half holds the piece's n bytes.
+        unsafe { posix::write_full_at(fd, host, n, pos) }
+            .map(|_| ())
+            .map_err(|f| Error::Io { op: "pwrite", path: path.to_string(), offset: f.offset, source: f.error })
+    };
+    let mut done = 0usize;
+    let mut step = 0usize;
+    while done < len {
+        let slot = step % halves;
+        if halves == 1 {
+            // One half: its previous piece must be written before the next copy overwrites it.
+            if let Some(previous) = queued.take() {
+                flush(previous)?;
+            }
+        }
+        let want = (len - done).min(piece);
+        let pos = offset + done as u64;
+        // SAFETY: slot * piece + want <= buffer.len(); the piece that used this half last was
+        // written already (with two halves, when the piece after it was queued).
+        let host = unsafe { base.add(slot * piece) };
+        // SAFETY: src + done .. + want lies in the caller's range; the half is ours until its
+        // event completes.
+        unsafe { cuda::copy_device_to_host(host, src + done as u64, want, stream) }.map_err(cuda_error)?;
+        events[slot].record(stream).map_err(cuda_error)?;
+        if let Some(previous) = queued.replace((slot, want, pos)) {
+            flush(previous)?;
+        }
+        done += want;
+        step += 1;
+    }
+    if let Some(last) = queued.take() {
+        flush(last)?;
+    }
+    crate::trace::event("bounce_out.end", done as u64);
+    Ok(Delivered { bytes: done, not_cached: false, direct_bytes: 0 })
 }
 
 /// `bounce` from the file into device memory at `dst`.

@@ -87,6 +87,25 @@ pub unsafe fn copy_host_to_device(
     })
 }
 
+/// Queues a copy of `len` bytes from device address `src` to host `dst` on `stream`; it has
+/// finished only after `synchronize(stream)` (or an event recorded after it completed). A zero
+/// length does nothing.
+///
+/// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemcpyDtoHAsync`.
+///
+/// # Safety
+/// `dst` must be writable for `len` bytes and not otherwise used until the copy finished (pinned
+/// memory for a truly asynchronous copy); `src..src+len` must be device memory; `stream` must
+/// belong to the context current on this thread.
+pub unsafe fn copy_device_to_host(dst: *mut u8, src: u64, len: usize, stream: Stream) -> Result<(), CudaFailure> {
+    cuda()?;
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: cuda() succeeded; the caller guarantees the ranges and the stream (see above).
+    check("cuMemcpyDtoHAsync", unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, len, stream.as_raw()) })
+}
+
 /// Waits until all work queued on `stream` has finished.
 ///
 /// Errors: `Unavailable`/`Forked`; the CUresult of `cuStreamSynchronize` (which also reports

@@ -35,6 +35,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuStreamCreate",
     "cuStreamSynchronize",
     "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
     "cuEventCreate",
     "cuEventRecord",
     "cuEventSynchronize",

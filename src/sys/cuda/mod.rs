@@ -14,7 +14,7 @@ mod pointer;
 mod registered;
 
 pub use context::{ContextHandle, ScopedContext, active_primary_context, any_context, current_context, primary_context};
-pub use copy::{Stream, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
+pub use copy::{Stream, copy_device_to_host, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
 pub use driver::{CudaDriver, cuda, describe, in_use_by_the_application};
 pub use error::CudaFailure;
 pub use event::{Event, thread_events};

@@ -264,6 +264,37 @@ impl CufileLibrary {
         Err(IoFailure::decode(ret, errno))
     }
 
+    /// `cuFileWrite`: writes `size` bytes from `dev_base + dev_offset` at `file_offset`.
+    ///
+    /// Returns the bytes written. Errors as [`CufileLibrary::read`]; `None` when the library
+    /// has no `cuFileWrite`. A negative return is always an error, even where cuFile wrote part
+    /// of the range first (it returns -1 for a write that hit a file-size limit midway).
+    ///
+    /// # Safety
+    /// `dev_base + dev_offset .. + size` must be device (or host) memory readable for the whole
+    /// call and not changed during it, and the CUDA context owning it must be current.
+    pub unsafe fn write(
+        &self,
+        handle: &CufileHandle<'_>,
+        dev_base: *const c_void,
+        size: usize,
+        file_offset: i64,
+        dev_offset: i64,
+    ) -> Option<Result<usize, IoFailure>> {
+        let f = self.sym.write?;
+        if !std::ptr::eq(handle.lib, self) || isize::try_from(size).is_err() {
+            return Some(Err(IoFailure::Cufile(CU_FILE_INVALID_VALUE)));
+        }
+        // SAFETY: the handle is registered in this library and alive (borrowed); the buffer
+        // contract is the caller's (see # Safety).
+        let ret = unsafe { f(handle.raw, dev_base, size, file_offset, dev_offset) };
+        if ret >= 0 {
+            return Some(Ok(ret as usize));
+        }
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        Some(Err(IoFailure::decode(ret, errno)))
+    }
+
     /// `cuFileBufRegister` for a long-lived buffer (flags: 0, or `CU_FILE_RDMA_REGISTER` = 1 etc.).
     ///
     /// # Safety

@@ -53,6 +53,7 @@ pub(crate) type FnHandleRegister =
     unsafe extern "C" fn(*mut *mut c_void, *mut RawCufileDescr) -> RawCufileError;
 pub(crate) type FnHandleDeregister = unsafe extern "C" fn(*mut c_void);
 pub(crate) type FnRead = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, i64, i64) -> isize;
+pub(crate) type FnWrite = unsafe extern "C" fn(*mut c_void, *const c_void, usize, i64, i64) -> isize;
 pub(crate) type FnBufRegister = unsafe extern "C" fn(*const c_void, usize, c_int) -> RawCufileError;
 pub(crate) type FnBufDeregister = unsafe extern "C" fn(*const c_void) -> RawCufileError;
 pub(crate) type FnSetInt = unsafe extern "C" fn(c_int) -> RawCufileError;
@@ -71,6 +72,9 @@ pub(crate) struct Symbols {
     pub handle_register: Option<FnHandleRegister>,
     pub handle_deregister: Option<FnHandleDeregister>,
     pub read: Option<FnRead>,
+    /// `cuFileWrite`: optional, so that a library without it still serves reads; device writes
+    /// that would need it fail with `CU_FILE_INVALID_VALUE`'s message naming it.
+    pub write: Option<FnWrite>,
     pub buf_register: Option<FnBufRegister>,
     pub buf_deregister: Option<FnBufDeregister>,
     pub set_stats_level: Option<FnSetInt>,
@@ -209,6 +213,7 @@ impl CufileLibrary {
                 handle_register: resolve(&lib, "cuFileHandleRegister"),
                 handle_deregister: resolve(&lib, "cuFileHandleDeregister"),
                 read: resolve(&lib, "cuFileRead"),
+                write: resolve(&lib, "cuFileWrite"),
                 buf_register: resolve(&lib, "cuFileBufRegister"),
                 buf_deregister: resolve(&lib, "cuFileBufDeregister"),
                 set_stats_level: resolve(&lib, "cuFileSetStatsLevel"),

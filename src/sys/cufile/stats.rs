@@ -44,6 +44,18 @@ pub struct PerGpuTotals {
     pub n_unaligned_reads: u64,
     /// Failed reads.
     pub n_reads_err: u64,
+    /// Bytes written from GPU memory (`writes_bytes`, at 120).
+    pub write_bytes: u64,
+    /// Writes of any route (`n_total_writes`, at 152).
+    pub n_total_writes: u64,
+    /// Writes through PCIe P2PDMA (at 160).
+    pub n_p2p_writes: u64,
+    /// Writes through nvidia-fs (at 168).
+    pub n_nvfs_writes: u64,
+    /// Writes through cuFile's POSIX/compat bounce path (at 176).
+    pub n_posix_writes: u64,
+    /// Failed writes (`n_writes_err`, at 200).
+    pub n_writes_err: u64,
 }
 
 impl PerGpuTotals {
@@ -60,6 +72,12 @@ impl PerGpuTotals {
                 .n_unaligned_reads
                 .saturating_sub(earlier.n_unaligned_reads),
             n_reads_err: self.n_reads_err.saturating_sub(earlier.n_reads_err),
+            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            n_total_writes: self.n_total_writes.saturating_sub(earlier.n_total_writes),
+            n_p2p_writes: self.n_p2p_writes.saturating_sub(earlier.n_p2p_writes),
+            n_nvfs_writes: self.n_nvfs_writes.saturating_sub(earlier.n_nvfs_writes),
+            n_posix_writes: self.n_posix_writes.saturating_sub(earlier.n_posix_writes),
+            n_writes_err: self.n_writes_err.saturating_sub(earlier.n_writes_err),
         }
     }
 }
@@ -89,6 +107,13 @@ pub fn parse_l3(buf: &[u8], version: i32) -> PerGpuTotals {
         t.n_posix_reads = t.n_posix_reads.saturating_add(f(72));
         t.n_unaligned_reads = t.n_unaligned_reads.saturating_add(f(80));
         t.n_reads_err = t.n_reads_err.saturating_add(f(112));
+        // The write half of CUfilePerGpuStats_t (docs: cufile-facts §1.2).
+        t.write_bytes = t.write_bytes.saturating_add(f(120));
+        t.n_total_writes = t.n_total_writes.saturating_add(f(152));
+        t.n_p2p_writes = t.n_p2p_writes.saturating_add(f(160));
+        t.n_nvfs_writes = t.n_nvfs_writes.saturating_add(f(168));
+        t.n_posix_writes = t.n_posix_writes.saturating_add(f(176));
+        t.n_writes_err = t.n_writes_err.saturating_add(f(200));
     }
     t
 }
@@ -243,6 +268,11 @@ mod tests {
             put(&mut buf, e + 72, 2);
             put(&mut buf, e + 64, 1);
             put(&mut buf, e + 112, 7);
+            put(&mut buf, e + 120, 100);
+            put(&mut buf, e + 152, 5);
+            put(&mut buf, e + 168, 4);
+            put(&mut buf, e + 176, 1);
+            put(&mut buf, e + 200, 9);
         }
         let t = parse_l3(&buf, 1150);
         assert_eq!(
@@ -255,6 +285,7 @@ mod tests {
             ),
             (8192, 6, 4, 2, 14)
         );
+        assert_eq!((t.write_bytes, t.n_total_writes, t.n_nvfs_writes, t.n_posix_writes, t.n_p2p_writes, t.n_writes_err), (200, 10, 8, 2, 0, 18));
         // Read with the 1.19 layout the same bytes mean nothing.
         assert_eq!(parse_l3(&buf, 1190), PerGpuTotals::default());
         // A bogus GPU count is clamped instead of reading past the buffer.
