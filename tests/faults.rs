@@ -62,24 +62,11 @@ fn shim_counts() -> Option<[u64; 4]> {
     Some(out)
 }
 
-/// Compiles the shim, or None (with a note) when no C compiler is around.
-fn build_shim(dir: &Path) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fault_shim.c");
-    let out = dir.join("libfault_shim.so");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    match Command::new(&cc).args(["-shared", "-fPIC", "-O2", "-o"]).arg(&out).arg(&src).arg("-ldl").status() {
-        Ok(s) if s.success() => Some(out),
-        other => {
-            eprintln!("skipping: cannot build the fault shim with {cc}: {other:?}");
-            None
-        }
-    }
-}
 
 /// Runs `child_under_shim` in a new process with the shim preloaded and `env` set.
 fn run_child(scenario: &str, env: &[(&str, String)]) {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(shim) = build_shim(tmp.path()) else { return };
+    let Some(shim) = common::build_fault_shim(tmp.path()) else { return };
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["child_under_shim", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env("LD_PRELOAD", &shim)

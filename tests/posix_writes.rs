@@ -12,7 +12,7 @@ use gdsroute::testing::{page_cache, thread_pool};
 use gdsroute::{File, Status, settings};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -214,30 +214,17 @@ fn efbig_from_a_file_size_limit_names_the_first_failing_offset() {
 #[test]
 fn eintr_and_short_writes_are_continued_under_the_shim() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(shim) = build_shim(dir.path()) else { return };
+    let Some(shim) = common::build_fault_shim(dir.path()) else { return };
     run_child("retry", &[("LD_PRELOAD", shim.display().to_string()), ("FAULT_EINTR_EVERY", "3".into()), ("FAULT_SHORT_EVERY", "2".into())]);
 }
 
 #[test]
 fn eio_mid_write_under_the_shim() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(shim) = build_shim(dir.path()) else { return };
+    let Some(shim) = common::build_fault_shim(dir.path()) else { return };
     run_child("eio", &[("LD_PRELOAD", shim.display().to_string()), ("FAULT_EIO_AT", (5 * MIB + 1).to_string()), ("FAULT_PATH_CONTAINS", "eio-target".into())]);
 }
 
-/// Compiles tests/c/fault_shim.c, or None (with a note) when no C compiler is around.
-fn build_shim(dir: &Path) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fault_shim.c");
-    let out = dir.join("libfault_shim.so");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    match Command::new(&cc).args(["-shared", "-fPIC", "-O2", "-o"]).arg(&out).arg(&src).arg("-ldl").status() {
-        Ok(s) if s.success() => Some(out),
-        other => {
-            eprintln!("skipping: cannot build the fault shim with {cc}: {other:?}");
-            None
-        }
-    }
-}
 
 /// The library still reads and writes correctly after a fault.
 fn still_works(dir: &Path) {

@@ -167,3 +167,18 @@ pub fn check_read_of_evicted(path: &std::path::Path, file: &gdsroute::File, offs
         not_cached > 0
     });
 }
+
+/// Compiles tests/c/fault_shim.c (the LD_PRELOAD fault injector of the fault tests) into `dir`,
+/// or None (with a note) when no C compiler is around.
+pub fn build_fault_shim(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/fault_shim.c");
+    let out = dir.join("libfault_shim.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    match std::process::Command::new(&cc).args(["-shared", "-fPIC", "-O2", "-o"]).arg(&out).arg(&src).arg("-ldl").status() {
+        Ok(s) if s.success() => Some(out),
+        other => {
+            eprintln!("skipping: cannot build the fault shim with {cc}: {other:?}");
+            None
+        }
+    }
+}
