@@ -14,7 +14,6 @@ use gdsroute::{File, Status, settings};
 use gdsroute::testing::{thread_pool};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -67,19 +66,10 @@ fn shim_counts() -> Option<[u64; 4]> {
 fn run_child(scenario: &str, env: &[(&str, String)]) {
     let tmp = tempfile::tempdir().unwrap();
     let Some(shim) = common::build_fault_shim(tmp.path()) else { return };
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child_under_shim", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("LD_PRELOAD", &shim)
-        .env(CHILD_ENV, scenario)
-        .env("GDSROUTE_FAULTS_DIR", tmp.path());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    eprintln!("{text}");
-    assert!(out.status.success(), "child {scenario} failed: {:?}", out.status);
-    assert!(text.contains("1 passed"), "the child test did not run");
+    let mut all: Vec<(&str, std::ffi::OsString)> =
+        vec![("LD_PRELOAD", shim.into()), (CHILD_ENV, scenario.into()), ("GDSROUTE_FAULTS_DIR", tmp.path().into())];
+    all.extend(env.iter().map(|(k, v)| (*k, v.into())));
+    common::run_ignored_test("child_under_shim", &all);
 }
 
 #[test]

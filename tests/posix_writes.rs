@@ -193,17 +193,9 @@ fn a_write_drops_the_registered_windows_of_every_handle_of_the_file() {
 
 /// Runs `child` (an ignored test of this file) in a new process with `CHILD_ENV` = `scenario`.
 fn run_child(scenario: &str, env: &[(&str, String)]) -> Option<String> {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child", "--exact", "--ignored", "--nocapture", "--test-threads=1"]).env(CHILD_ENV, scenario);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    eprintln!("{text}");
-    assert!(out.status.success(), "child {scenario} failed: {:?}", out.status);
-    assert!(text.contains("1 passed"), "the child test did not run");
-    Some(text)
+    let mut all: Vec<(&str, std::ffi::OsString)> = vec![(CHILD_ENV, scenario.into())];
+    all.extend(env.iter().map(|(k, v)| (*k, v.into())));
+    Some(common::run_ignored_test("child", &all))
 }
 
 #[test]

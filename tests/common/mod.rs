@@ -182,3 +182,20 @@ pub fn build_fault_shim(dir: &std::path::Path) -> Option<std::path::PathBuf> {
         }
     }
 }
+
+/// Runs the ignored test `name` of the calling test binary in a new process with `env` set, and
+/// returns its output; fails unless it ran (one test passed) and succeeded. The child scenarios
+/// of the fault tests (a preloaded shim, a file-size limit) must not touch the parent process.
+pub fn run_ignored_test(name: &str, env: &[(&str, std::ffi::OsString)]) -> String {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("{text}");
+    assert!(out.status.success(), "{name} failed: {:?}", out.status);
+    assert!(text.contains("1 passed"), "the child test {name} did not run");
+    text
+}
