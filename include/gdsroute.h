@@ -1,6 +1,6 @@
 /*
- * gdsroute: KvikIO-equivalent reads of files into GPU or host memory, with counters that show
- * which route (our POSIX backend or cuFile) every read took.
+ * gdsroute: KvikIO-equivalent reads and writes between files and GPU or host memory, with
+ * counters that show which route (our POSIX backend or cuFile) every operation took.
  *
  * C API conventions (README, "C API conventions"):
  * - Functions return a gdsroute_status; 0 (GDSROUTE_STATUS_OK) is success. On failure,
@@ -8,7 +8,8 @@
  * - Outputs are written only on success. Every pointer argument is checked; NULL gives
  *   GDSROUTE_STATUS_NULL_ARGUMENT. Free functions accept NULL.
  * - All functions are thread-safe. No panic or C++ exception crosses this boundary.
- * - A short read (end of file) is success with fewer bytes.
+ * - A short read (end of file) is success with fewer bytes. A write covers its whole range or
+ *   fails (README, "Writes").
  *
  * Supported languages: C99 and later, C++11 and later. Tested: C99 (also with -Wc++-compat),
  * C11 and C17, C++11, C++17 and C++20, each with -Wall -Wextra -Werror -pedantic. Before C23 the
@@ -55,6 +56,12 @@
  * KvikIO's default bounce buffer: 16 MiB.
  */
 #define GDSROUTE_DEFAULT_BOUNCE_BUFFER_SIZE (16 << 20)
+
+/**
+ * Default of `KVIKIO_AUTO_DIRECT_IO_WRITE`. KvikIO's is on; ours is off: measured on the H200
+ * machine and on the evidence from Lustre, docs/routing.md "Direct-I/O writes".
+ */
+#define GDSROUTE_DEFAULT_AUTO_DIRECT_IO_WRITE false
 
 /**
  * Upper bound on worker threads; a guard against typos such as 100000.
@@ -556,6 +563,11 @@ typedef struct {
    * cuFile's per-GPU `write_bytes`.
    */
   uint64_t cufile_write_bytes_gpu;
+  /**
+   * Of `posix_write_bytes`: bytes written through an `O_DIRECT` descriptor, bypassing the page
+   * cache (the `auto_direct_io_write` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_WRITE`).
+   */
+  uint64_t posix_direct_write_bytes;
 } gdsroute_stats;
 
 
@@ -942,6 +954,26 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_auto_direct_io_read(bool
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_settings_set_auto_direct_io_read(bool enabled);
+
+/**
+ * Reads whether POSIX writes use direct I/O for the whole pages of their range
+ * (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: README, "Direct I/O") into `*enabled`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_get_auto_direct_io_write(bool *enabled);
+
+/**
+ * Turns direct I/O for POSIX writes on or off, for writes started from now on (KvikIO's
+ * `set_auto_direct_io_write`). On: the whole pages inside each POSIX write's range (host memory,
+ * and the bounce buffers of device writes) go through a second descriptor opened with
+ * `O_DIRECT`, bypassing the page cache (counted in `posix_direct_write_bytes`); an unaligned
+ * head and a tail shorter than a page go through the page cache, so nothing outside the range
+ * is written; files on file systems without direct I/O are written through the page cache as
+ * before. cuFile's writes are not affected (cuFile has its own descriptor).
+ * Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_WRITE` is replaced by
+ * this value (other invalid variables keep failing calls until they are set too).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_auto_direct_io_write(bool enabled);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

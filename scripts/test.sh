@@ -35,6 +35,8 @@ step() {
 }
 
 step "cargo test --all-targets" cargo test --all-targets -j "$jobs"
+# Every write test again with direct-I/O writes on (the setting's default is off).
+step "posix_writes with KVIKIO_AUTO_DIRECT_IO_WRITE=1" env KVIKIO_AUTO_DIRECT_IO_WRITE=1 cargo test --test posix_writes -j "$jobs"
 if cargo clippy --version >/dev/null 2>&1; then
     step "cargo clippy --all-targets -- -D warnings" cargo clippy --all-targets -j "$jobs" -- -D warnings
 else

@@ -337,6 +337,9 @@ pub struct Counters {
     pub cufile_n_writes_err: u64,
     /// cuFile's per-GPU `write_bytes`.
     pub cufile_write_bytes_gpu: u64,
+    /// Of `posix_write_bytes`: bytes written through an `O_DIRECT` descriptor, bypassing the page
+    /// cache (the `auto_direct_io_write` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_WRITE`).
+    pub posix_direct_write_bytes: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

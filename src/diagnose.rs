@@ -335,10 +335,18 @@ fn file_lines(d: &mut Diagnosis, path: &[u8], props: Option<&DriverProperties>) 
             return;
         }
     };
-    if settings::global().is_ok_and(|s| s.auto_direct_io_read()) {
+    // The O_DIRECT verdict is the file system's, the same for reads and writes.
+    let directions = settings::global().map_or((false, false), |s| (s.auto_direct_io_read(), s.auto_direct_io_write()));
+    let which = match directions {
+        (true, true) => Some("reads and writes"),
+        (true, false) => Some("reads"),
+        (false, true) => Some("writes"),
+        (false, false) => None,
+    };
+    if let Some(which) = which {
         match file.direct_io_verdict() {
-            Ok(Ok(())) => d.lines.push(format!("file {shown:?}: POSIX reads take page-aligned ranges with direct I/O")),
-            Ok(Err(why)) => d.lines.push(format!("file {shown:?}: POSIX reads go through the page cache ({why})")),
+            Ok(Ok(())) => d.lines.push(format!("file {shown:?}: POSIX {which} take page-aligned ranges with direct I/O")),
+            Ok(Err(why)) => d.lines.push(format!("file {shown:?}: POSIX {which} go through the page cache ({why})")),
             Err(_) => {}
         }
     }

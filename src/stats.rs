@@ -91,7 +91,7 @@ impl Counters {
 
     /// Every field with its name, in layout order. The text and JSON renderers and the tests
     /// walk this one list.
-    pub fn entries(&self) -> [(&'static str, u64); 49] {
+    pub fn entries(&self) -> [(&'static str, u64); 50] {
         [
             ("struct_size", self.struct_size),
             ("calls", self.calls),
@@ -142,6 +142,7 @@ impl Counters {
             ("cufile_n_p2p_writes", self.cufile_n_p2p_writes),
             ("cufile_n_writes_err", self.cufile_n_writes_err),
             ("cufile_write_bytes_gpu", self.cufile_write_bytes_gpu),
+            ("posix_direct_write_bytes", self.posix_direct_write_bytes),
         ]
     }
 
@@ -310,6 +311,7 @@ impl Counters {
             Route::Posix(_) => {
                 self.posix_write_tasks += 1;
                 self.posix_write_bytes += bytes;
+                self.posix_direct_write_bytes += if failed { 0 } else { outcome.direct_bytes as u64 };
             }
         }
     }
@@ -557,7 +559,11 @@ mod tests {
         assert_eq!(c.summary(), "no reads; 2 writes, 8 KiB, 3 write tasks, 1 failed, 1 through cuFile and 2 through the POSIX backend");
         let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
         let at = names.iter().position(|n| *n == "write_calls").unwrap();
-        assert_eq!(&names[at - 1..], ["posix_direct_bytes", "write_calls", "write_calls_failed", "bytes_written", "write_tasks", "write_tasks_failed", "posix_write_tasks", "posix_write_bytes", "cufile_write_tasks", "cufile_write_bytes", "cufile_n_total_writes", "cufile_n_nvfs_writes", "cufile_n_posix_writes", "cufile_n_p2p_writes", "cufile_n_writes_err", "cufile_write_bytes_gpu"]);
+        assert_eq!(&names[at - 1..], ["posix_direct_bytes", "write_calls", "write_calls_failed", "bytes_written", "write_tasks", "write_tasks_failed", "posix_write_tasks", "posix_write_bytes", "cufile_write_tasks", "cufile_write_bytes", "cufile_n_total_writes", "cufile_n_nvfs_writes", "cufile_n_posix_writes", "cufile_n_p2p_writes", "cufile_n_writes_err", "cufile_write_bytes_gpu", "posix_direct_write_bytes"]);
+        let mut d = Counters::default();
+        d.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, false);
+        d.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, true);
+        assert_eq!((d.posix_write_bytes, d.posix_direct_write_bytes, d.posix_direct_bytes), (8192, 4096, 0), "a failed task adds no bytes");
     }
 
     #[test]

@@ -323,12 +323,36 @@ fn device_write(file: &File, data: &[u8], offset: u64, managed: bool, sync: bool
 #[test]
 #[ignore = "needs a GPU"]
 fn device_writes_on_every_route_are_byte_exact() {
+    device_writes_on_every_route(false);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn device_writes_with_direct_io_are_byte_exact_and_counted() {
+    // KVIKIO_AUTO_DIRECT_IO_WRITE: the bounce pieces' whole pages go from the pinned halves
+    // through the O_DIRECT descriptor, heads and tails through the page cache.
+    device_writes_on_every_route(true);
+}
+
+/// Device writes of many sizes and offsets on every compat mode and bounce setup, with direct-I/O
+/// writes on or off, each checked against a model of the file with a plain read of all of it.
+fn device_writes_on_every_route(direct_writes: bool) {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let _ctx = on_device0();
+    /// Puts the default back however the test ends.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            settings::global().unwrap().set_auto_direct_io_write(settings::DEFAULT_AUTO_DIRECT_IO_WRITE);
+        }
+    }
+    let _restore = Restore;
+    settings::global().unwrap().set_auto_direct_io_write(direct_writes);
     let source = random_bytes(12 << 20, 21);
     for mode in [CompatMode::On, CompatMode::Auto, CompatMode::Off] {
         let pattern: Vec<u8> = (0..(5 << 20) + 99).map(|i| (i % 253) as u8).collect();
         let tmp = file_with(&pattern);
+        let has_direct = gdsroute::testing::direct_io::open_direct(std::os::fd::AsRawFd::as_raw_fd(tmp.as_file())).is_ok();
         let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r+", 0, Some(mode)).unwrap();
         let cufile = file.cufile_verdict().unwrap().is_ok();
         if mode == CompatMode::Off && !cufile {
@@ -365,7 +389,9 @@ fn device_writes_on_every_route_are_byte_exact() {
         }
         // Writes below the GDS threshold are one POSIX task each, whatever the mode.
         assert!(c.posix_write_tasks > 0);
-        eprintln!("{mode:?}: {}", c.to_json());
+        assert_eq!(c.posix_direct_write_bytes > 0, direct_writes && has_direct, "direct writes {direct_writes}, O_DIRECT {has_direct}");
+        assert!(c.posix_direct_write_bytes <= c.posix_write_bytes);
+        eprintln!("{mode:?}, direct writes {direct_writes}: {}", c.to_json());
     }
     let process = gds::process_counters();
     if process.cufile_stats_state == CufileStatsState::Active as u64 && process.cufile_write_tasks > 0 {

@@ -134,8 +134,9 @@ impl File {
         Ok(file.cufile(self.compat_mode).map(|_| ()))
     }
 
-    /// Whether this file's POSIX reads can take direct I/O (the `auto_direct_io_read` setting),
-    /// opening the `O_DIRECT` descriptor now if no read has; the reason where they cannot.
+    /// Whether this file's POSIX reads and writes can take direct I/O (the `auto_direct_io_read`
+    /// and `_write` settings), opening the `O_DIRECT` descriptor now if no task has; the reason
+    /// where they cannot.
     pub fn direct_io_verdict(&self) -> Result<std::result::Result<(), String>> {
         Ok(self.open_file()?.direct_descriptor().map(|_| ()))
     }

@@ -218,4 +218,32 @@ pub extern "C" fn gdsroute_settings_set_auto_direct_io_read(enabled: bool) -> St
     })
 }
 
+/// Reads whether POSIX writes use direct I/O for the whole pages of their range
+/// (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: README, "Direct I/O") into `*enabled`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_write(enabled: *mut bool) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(enabled, "enabled", |s| s.auto_direct_io_write()) }
+}
+
+/// Turns direct I/O for POSIX writes on or off, for writes started from now on (KvikIO's
+/// `set_auto_direct_io_write`). On: the whole pages inside each POSIX write's range (host memory,
+/// and the bounce buffers of device writes) go through a second descriptor opened with
+/// `O_DIRECT`, bypassing the page cache (counted in `posix_direct_write_bytes`); an unaligned
+/// head and a tail shorter than a page go through the page cache, so nothing outside the range
+/// is written; files on file systems without direct I/O are written through the page cache as
+/// before. cuFile's writes are not affected (cuFile has its own descriptor).
+/// Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_WRITE` is replaced by
+/// this value (other invalid variables keep failing calls until they are set too).
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_auto_direct_io_write(enabled: bool) -> Status {
+    guard(|| {
+        settings::live().set_auto_direct_io_write(enabled);
+        Ok(())
+    })
+}
+
 symbol_version!(gdsroute_settings_get_compat_mode, gdsroute_settings_set_compat_mode, gdsroute_settings_get_num_threads, gdsroute_settings_set_num_threads, gdsroute_settings_get_task_size, gdsroute_settings_set_task_size, gdsroute_settings_get_gds_threshold, gdsroute_settings_set_gds_threshold, gdsroute_settings_get_bounce_buffer_size, gdsroute_settings_set_bounce_buffer_size, gdsroute_settings_get_cufile_stats, gdsroute_settings_set_cufile_stats, gdsroute_settings_get_page_cache_pin_max, gdsroute_settings_set_page_cache_pin_max, gdsroute_settings_get_cufile_fd, gdsroute_settings_set_cufile_fd, gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read);
+symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_auto_direct_io_write, gdsroute_settings_set_auto_direct_io_write);

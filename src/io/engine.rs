@@ -65,13 +65,13 @@ impl OpenFile {
     /// `dst .. dst + chunk.len` is device memory of `kind` that the caller may overwrite.
     unsafe fn device_posix_task(&self, direction: Direction, kind: &MemoryKind, dst: u64, chunk: Chunk, snapshot: &Snapshot) -> Result<TaskOutcome> {
         let fd = self.fd.as_raw_fd();
+        let direct = self.direct_fd(snapshot.direct_io(direction));
         if direction == Direction::Write {
             // Bounce buffers only: the registered page cache maps the file for reading, and its
-            // windows were dropped for this write (`run_and_record`); no direct I/O for writes yet.
+            // windows were dropped for this write (`run_and_record`).
             // SAFETY: forwarded from the caller (the range is read, not written).
-            return unsafe { device::bounce(direction, fd, None, &self.path, kind, dst, chunk.len, chunk.file_offset, snapshot.bounce_buffer_size) }.map(TaskOutcome::from);
+            return unsafe { device::bounce(direction, fd, direct, &self.path, kind, dst, chunk.len, chunk.file_offset, snapshot.bounce_buffer_size) }.map(TaskOutcome::from);
         }
-        let direct = self.direct_fd(snapshot.direct_io(direction));
         let bounce = |dst: u64, len: usize, offset: u64| {
             // SAFETY: forwarded from the caller; each segment lies inside the chunk.
             unsafe { device::bounce(direction, fd, direct, &self.path, kind, dst, len, offset, snapshot.bounce_buffer_size) }
@@ -106,21 +106,21 @@ impl OpenFile {
     }
 
     /// One POSIX read of a chunk into host memory (or write from it: a `pwrite` loop that
-    /// continues after short writes and fails with the offset where a `pwrite` failed), as a task body: with `direct_io` (and a file
-    /// that allows it) the page-aligned middle through the `O_DIRECT` descriptor.
+    /// continues after short writes and fails with the offset where a `pwrite` failed), as a
+    /// task body: with `direct_io` (and a file that allows it) the page-aligned middle through
+    /// the `O_DIRECT` descriptor.
     ///
     /// # Safety
     /// `dst` valid for `len` bytes.
     unsafe fn host_task(&self, direction: Direction, dst: *mut u8, len: usize, offset: u64, direct_io: bool) -> Result<Delivered> {
         let fd = self.fd.as_raw_fd();
+        let direct = self.direct_fd(direct_io);
         if direction == Direction::Write {
-            // Direct-I/O writes (KvikIO's KVIKIO_AUTO_DIRECT_IO_WRITE) would go here, under
-            // `Snapshot::direct_io(Write)`, which is false until that setting exists.
             // SAFETY: forwarded from the caller (`dst` is the source of a write, only read).
-            let bytes = unsafe { posix::write_full_at(fd, dst, len, offset) }.map_err(|f| self.io_error("pwrite", f.offset, f.error))?;
-            return Ok(Delivered { bytes, not_cached: false, direct_bytes: 0 });
+            let written = unsafe { posix::write_range(fd, direct, dst, len, offset) }.map_err(|f| self.io_error("pwrite", f.offset, f.error))?;
+            return Ok(Delivered { bytes: written.bytes, not_cached: false, direct_bytes: written.direct_bytes });
         }
-        if let Some(direct) = self.direct_fd(direct_io) {
+        if let Some(direct) = direct {
             // SAFETY: forwarded from the caller.
             let read = unsafe { crate::backend::posix::direct_io::read_full_at_direct(fd, direct, dst, len, offset) }.map_err(|e| self.io_error("pread", offset, e))?;
             return Ok(Delivered { bytes: read.bytes, not_cached: false, direct_bytes: read.direct_bytes });

@@ -71,8 +71,9 @@ pub struct OpenFile {
     pub cufile: OnceCell<std::result::Result<CufileFile, Unusable>>,
     /// Windows of this file registered for direct copies (device POSIX reads).
     pub page_cache: Arc<PageCache>,
-    /// A second descriptor with `O_DIRECT` for POSIX reads under `auto_direct_io_read`, opened at
-    /// the first such read; the error where the file system has no direct I/O.
+    /// A second descriptor with `O_DIRECT` and the handle's access mode, for POSIX reads under
+    /// `auto_direct_io_read` and writes under `auto_direct_io_write`, opened at the first such
+    /// task; the error where the file system has no direct I/O.
     pub direct: OnceCell<std::result::Result<OwnedFd, String>>,
 }
 
@@ -127,18 +128,16 @@ impl OpenFile {
         }
     }
 
-    /// The `O_DIRECT` descriptor for a read under `auto_direct_io_read` (`wanted`), opened on
-    /// first use; `None` when not wanted or where the file cannot be read that way (no direct I/O
-    /// on its file system, or a handle opened write-only, whose reads must fail as before).
+    /// The `O_DIRECT` descriptor for a task under `auto_direct_io_read` or `_write` (`wanted`),
+    /// opened on first use with the handle's access mode (so a read on a "w" handle, or a write
+    /// on an "r" one, fails with `EBADF` as through the handle's own descriptor); `None` when not
+    /// wanted or where the file system has no direct I/O.
     pub fn direct_fd(&self, wanted: bool) -> Option<RawFd> {
         wanted.then(|| self.direct_descriptor().ok()).flatten()
     }
 
     /// `direct_fd`, or why there is none.
     pub fn direct_descriptor(&self) -> std::result::Result<RawFd, String> {
-        if self.flags == OpenFlags::Write {
-            return Err("the handle is write-only".into());
-        }
         let opened = self.direct.get_or_init(|| crate::backend::posix::direct_io::open_direct(self.fd.as_raw_fd()).map_err(|e| format!("O_DIRECT open failed: {e}")));
         opened.as_ref().map(|fd| fd.as_raw_fd()).map_err(Clone::clone)
     }

@@ -91,6 +91,7 @@ static gdsroute_status repair(const char *var) {
     if (strcmp(var, "GDSROUTE_PAGE_CACHE_PIN_MAX") == 0) return gdsroute_settings_set_page_cache_pin_max(0);
     if (strcmp(var, "GDSROUTE_CUFILE_FD") == 0) return gdsroute_settings_set_cufile_fd(GDSROUTE_CUFILE_FD_BUFFERED);
     if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_READ") == 0) return gdsroute_settings_set_auto_direct_io_read(true);
+    if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_WRITE") == 0) return gdsroute_settings_set_auto_direct_io_write(true);
     fprintf(stderr, "no setter known for %s\n", var);
     check_failed++;
     return GDSROUTE_STATUS_INTERNAL;
@@ -128,6 +129,9 @@ static void check_repaired_values(const char *var) {
         CHECK(u == GDSROUTE_CUFILE_FD_BUFFERED);
     } else if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_READ") == 0) {
         CHECK_STATUS(gdsroute_settings_get_auto_direct_io_read(&b), GDSROUTE_STATUS_OK);
+        CHECK(b);
+    } else if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_WRITE") == 0) {
+        CHECK_STATUS(gdsroute_settings_get_auto_direct_io_write(&b), GDSROUTE_STATUS_OK);
         CHECK(b);
     }
 }

@@ -75,8 +75,9 @@ impl Drop for DrainOnDrop {
 /// all cached, the whole range is advised ahead; a range whose first piece is cached and later
 /// ones are not is read with plain `pread`s and not counted. With `direct` (an `O_DIRECT`
 /// descriptor of the file: the `auto_direct_io_read` setting) every piece is read by
-/// `direct_io::read_full_at_direct` instead, into the page-aligned halves of the buffer. Returns
-/// the bytes read (short only at end of file); a write returns `len` or an error.
+/// `direct_io::read_full_at_direct` instead, into the page-aligned halves of the buffer (a write:
+/// `posix::write_range`, whole pages direct). Returns the bytes read (short only at end of
+/// file); a write returns `len` or an error.
 ///
 /// # Safety
 /// `dev .. dev + len` is device memory of `kind` that the caller may overwrite (a read) or read
@@ -86,40 +87,42 @@ pub unsafe fn bounce(direction: Direction, fd: RawFd, direct: Option<RawFd>, pat
     match direction {
         // SAFETY: forwarded from the caller.
         Direction::Read => unsafe { bounce_in(fd, direct, path, kind, dev, len, offset, buffer_size) },
-        // Writes take no direct I/O yet (`Snapshot::direct_io(Write)` is false).
         // SAFETY: forwarded from the caller.
-        Direction::Write => unsafe { bounce_out(fd, path, kind, dev, len, offset, buffer_size) },
+        Direction::Write => unsafe { bounce_out(fd, direct, path, kind, dev, len, offset, buffer_size) },
     }
 }
 
 /// `bounce` from device memory at `src` into the file: piece k is copied from the GPU into one
 /// pinned half while piece k - 1, whose copy finished (its event), is written with
-/// `posix::write_full_at`. Returns `len`, or the first error (a `pwrite` error names the file
-/// offset where it failed; the pieces before it reached the file).
+/// `posix::write_range` (with `direct`, pieces are placed in the halves as `bounce_in` places
+/// them, so that the whole pages go straight from the pinned memory to the `O_DIRECT`
+/// descriptor). Returns `len`, or the first error (a `pwrite` error names the file offset where
+/// it failed; the pieces before it reached the file).
 ///
 /// # Safety
 /// `src .. src + len` is device memory of `kind`, not changed by the caller during the call.
-unsafe fn bounce_out(fd: RawFd, path: &str, kind: &MemoryKind, src: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+#[allow(clippy::too_many_arguments)] // as `bounce`
+unsafe fn bounce_out(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, src: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
     crate::trace::event("bounce_out.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let events = cuda::thread_events().map_err(cuda_error)?;
     let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
     let halves = if buffer.len() >= 2 { 2 } else { 1 };
-    let piece = buffer.len() / halves;
+    let (piece, align_pieces) = piece_size(buffer.len() / halves, direct.is_some());
     let base = buffer.as_mut_ptr();
     // Every exit path waits for the copies before the buffer goes back to the pool.
     let _drain = DrainOnDrop(stream);
-    // The piece whose copy was queued last and is not written yet: (half, bytes, file offset).
-    let mut queued: Option<(usize, usize, u64)> = None;
-    let flush = |(slot, n, pos): (usize, usize, u64)| -> Result<()> {
+    // The piece whose copy was queued last and is not written yet: (its memory, bytes, file offset).
+    let mut queued: Option<(usize, *mut u8, usize, u64)> = None;
+    let mut direct_bytes = 0usize;
+    let mut flush = |(slot, host, n, pos): (usize, *mut u8, usize, u64)| -> Result<()> {
         events[slot].synchronize().map_err(cuda_error)?;
-        // SAFETY: slot * piece + n <= buffer.len(); the copy into this half has finished.
-        let host = unsafe { base.add(slot * piece) };
-        // SAFETY: as above; the half holds the piece's n bytes.
-        unsafe { posix::write_full_at(fd, host, n, pos) }
-            .map(|_| ())
-            .map_err(|f| Error::Io { op: "pwrite", path: path.to_string(), offset: f.offset, source: f.error })
+        // SAFETY: host .. host + n lies in the buffer's half `slot`, whose copy has finished.
+        let written = unsafe { posix::write_range(fd, direct, host, n, pos) }
+            .map_err(|f| Error::Io { op: "pwrite", path: path.to_string(), offset: f.offset, source: f.error })?;
+        direct_bytes += written.direct_bytes;
+        Ok(())
     };
     let mut done = 0usize;
     let mut step = 0usize;
@@ -131,16 +134,17 @@ unsafe fn bounce_out(fd: RawFd, path: &str, kind: &MemoryKind, src: u64, len: us
                 flush(previous)?;
             }
         }
-        let want = (len - done).min(piece);
         let pos = offset + done as u64;
-        // SAFETY: slot * piece + want <= buffer.len(); the piece that used this half last was
-        // written already (with two halves, when the piece after it was queued).
-        let host = unsafe { base.add(slot * piece) };
+        let lead = if align_pieces { (pos % crate::backend::posix::direct_io::ALIGN as u64) as usize } else { 0 };
+        let want = (len - done).min(piece - lead);
+        // SAFETY: slot * piece + lead + want <= buffer.len(); the piece that used this half last
+        // was written already (with two halves, when the piece after it was queued).
+        let host = unsafe { base.add(slot * piece + lead) };
         // SAFETY: src + done .. + want lies in the caller's range; the half is ours until its
         // event completes.
         unsafe { cuda::copy_device_to_host(host, src + done as u64, want, stream) }.map_err(cuda_error)?;
         events[slot].record(stream).map_err(cuda_error)?;
-        if let Some(previous) = queued.replace((slot, want, pos)) {
+        if let Some(previous) = queued.replace((slot, host, want, pos)) {
             flush(previous)?;
         }
         done += want;
@@ -150,7 +154,7 @@ unsafe fn bounce_out(fd: RawFd, path: &str, kind: &MemoryKind, src: u64, len: us
         flush(last)?;
     }
     crate::trace::event("bounce_out.end", done as u64);
-    Ok(Delivered { bytes: done, not_cached: false, direct_bytes: 0 })
+    Ok(Delivered { bytes: done, not_cached: false, direct_bytes })
 }
 
 /// `bounce` from the file into device memory at `dst`.

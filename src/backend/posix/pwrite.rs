@@ -8,6 +8,8 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use super::direct_io::{DirectTransfer, write_full_at_direct};
+
 /// A write that stopped before the end of its range: the error and the file offset at which
 /// the failing `pwrite` started (every byte before it, from the range's start, reached the file).
 #[derive(Debug)]
@@ -36,12 +38,28 @@ pub unsafe fn write_full_at(fd: RawFd, src: *const u8, len: usize, offset: u64) 
     Ok(done)
 }
 
+/// A write task's range: through `direct` (an `O_DIRECT` descriptor of the file, under the
+/// `auto_direct_io_write` setting) as `direct_io::write_full_at_direct` does, else
+/// `write_full_at` through `fd`. Returns the bytes written, all of `len`, and those that went
+/// direct.
+///
+/// # Safety
+/// `src` must be valid for reads of `len` bytes for the duration of the call.
+pub unsafe fn write_range(fd: RawFd, direct: Option<RawFd>, src: *const u8, len: usize, offset: u64) -> Result<DirectTransfer, WriteFailure> {
+    match direct {
+        // SAFETY: forwarded from the caller.
+        Some(direct) => unsafe { write_full_at_direct(fd, direct, src, len, offset) },
+        // SAFETY: forwarded from the caller.
+        None => unsafe { write_full_at(fd, src, len, offset) }.map(|bytes| DirectTransfer { bytes, direct_bytes: 0 }),
+    }
+}
+
 /// One `pwrite` of at most `len` bytes (and at most what one system call transfers), retried on
 /// `EINTR`; returns what it wrote.
 ///
 /// # Safety
 /// `src` must be valid for reads of `len` bytes for the duration of the call.
-unsafe fn pwrite_once(fd: RawFd, src: *const u8, len: usize, offset: u64) -> io::Result<usize> {
+pub(crate) unsafe fn pwrite_once(fd: RawFd, src: *const u8, len: usize, offset: u64) -> io::Result<usize> {
     let want = len.min(MAX_SYSCALL_BYTES);
     loop {
         // SAFETY: forwarded from the caller (want <= len).

@@ -1,54 +1,10 @@
-//! Direct I/O for POSIX reads, KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ` (off by default, as in
-//! KvikIO): the page-aligned middle of a read goes through a second descriptor of the file opened
-//! with `O_DIRECT`, which bypasses the page cache; an unaligned head or a tail shorter than a page
-//! goes through the handle's own descriptor. Where the destination is not page-aligned at the same
-//! point as the file offset, the direct part goes through a page-aligned scratch buffer of the
-//! thread and is copied out (KvikIO does the same).
-//!
-//! Why a user turns it on: data read once and larger than memory (a dataset streamed each epoch)
-//! then does not push everything else out of the page cache, and reads cost no page-cache
-//! bookkeeping. Why it is off by default: a second read of the same data goes to the disk again.
+//! Direct-I/O reads (`KVIKIO_AUTO_DIRECT_IO_READ`): see the module above.
 
-use std::cell::RefCell;
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 
-use super::pread::{pread_once, read_full_at};
-
-/// Alignment of `O_DIRECT` offsets, lengths and memory: a page, as KvikIO uses (a multiple of
-/// every logical block size Linux block devices report in practice).
-pub(crate) const ALIGN: usize = 4096;
-
-/// Most bytes of one direct read through the scratch buffer (also the scratch buffer's largest
-/// size, per thread): one task of the default size.
-const SCRATCH_MAX: usize = 4 << 20;
-
-/// What a direct read delivered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DirectRead {
-    /// Bytes read (fewer than asked only at end of file).
-    pub bytes: usize,
-    /// Of `bytes`, read through the `O_DIRECT` descriptor.
-    pub direct_bytes: usize,
-}
-
-/// Opens a second descriptor of the file behind `fd` with `O_DIRECT` (read only), through
-/// `/proc/self/fd`, so that it reaches the same file even if its path was renamed or removed since
-/// the open.
-///
-/// Errors: the `open` failure, e.g. `EINVAL` where the file system has no direct I/O (tmpfs,
-/// some FUSE and network file systems), `ENOENT` without `/proc`.
-pub fn open_direct(fd: RawFd) -> io::Result<OwnedFd> {
-    let path = CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number");
-    // SAFETY: a NUL-terminated path; no mode is needed without O_CREAT.
-    let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_DIRECT | libc::O_CLOEXEC) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: just opened, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
+use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, with_scratch};
+use crate::backend::posix::pread::{pread_once, read_full_at};
 
 /// Reads `len` bytes at `offset` into `dst`: the page-aligned middle through `direct` (an
 /// `O_DIRECT` descriptor of the same file) as far as the file has whole pages, the rest through
@@ -62,8 +18,8 @@ pub fn open_direct(fd: RawFd) -> io::Result<OwnedFd> {
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
-pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<DirectRead> {
-    let mut read = DirectRead::default();
+pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<DirectTransfer> {
+    let mut read = DirectTransfer::default();
     if len == 0 {
         return Ok(read);
     }
@@ -101,7 +57,7 @@ pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, 
         let n = match direct_read {
             Ok(Some(n)) => n,
             Ok(None) => 0, // no scratch buffer: the rest below, through the page cache
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EFAULT | libc::EOPNOTSUPP)) => 0,
+            Err(e) if refused(&e) => 0,
             Err(e) => return Err(e),
         };
         read.bytes += n;
@@ -145,20 +101,15 @@ unsafe fn read_aligned(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> 
 /// # Safety
 /// `dst` valid for writes of `len` bytes.
 unsafe fn read_through_scratch(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<Option<usize>> {
-    let read = SCRATCH.try_with(|scratch| {
-        let Ok(mut scratch) = scratch.try_borrow_mut() else { return Ok(None) };
-        if scratch.is_none() {
-            *scratch = AlignedBuffer::new();
-        }
-        let Some(buffer) = scratch.as_ref() else { return Ok(None) };
+    with_scratch(|scratch| {
         // SAFETY: the scratch buffer holds SCRATCH_MAX >= len aligned bytes, owned by this thread.
-        let n = unsafe { read_aligned(direct, buffer.ptr, len, offset) }?;
+        let n = unsafe { read_aligned(direct, scratch, len, offset) }?;
         // SAFETY: n <= len bytes were written to the scratch buffer; dst is the caller's, valid
         // for len bytes, and never overlaps memory this module allocated.
-        unsafe { std::ptr::copy_nonoverlapping(buffer.ptr, dst, n) };
-        Ok(Some(n))
-    });
-    read.unwrap_or(Ok(None))
+        unsafe { std::ptr::copy_nonoverlapping(scratch, dst, n) };
+        Ok(n)
+    })
+    .transpose()
 }
 
 /// The size that bounds direct reads: the file's size, or a block device's (whose `st_size` is 0).
@@ -170,42 +121,13 @@ fn readable_size(fd: RawFd) -> io::Result<u64> {
     crate::sys::fs::block_device_size(fd)
 }
 
-thread_local! {
-    /// This thread's scratch buffer for direct reads into unaligned destinations, allocated on
-    /// first need and kept for the thread's life (pool threads live as long as the process).
-    static SCRATCH: RefCell<Option<AlignedBuffer>> = const { RefCell::new(None) };
-}
-
-/// `SCRATCH_MAX` bytes of heap memory aligned to `ALIGN`.
-struct AlignedBuffer {
-    ptr: *mut u8,
-}
-
-impl AlignedBuffer {
-    fn layout() -> std::alloc::Layout {
-        std::alloc::Layout::from_size_align(SCRATCH_MAX, ALIGN).expect("constant, valid layout")
-    }
-
-    /// `None` where the memory cannot be had (reads then go through the page cache).
-    fn new() -> Option<Self> {
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc(Self::layout()) };
-        (!ptr.is_null()).then_some(AlignedBuffer { ptr })
-    }
-}
-
-impl Drop for AlignedBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with the same layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr, Self::layout()) };
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::open_direct;
+    use super::super::testing::{Guarded, POISON};
     use super::*;
     use std::io::Write;
-    use std::os::fd::AsRawFd;
+    use std::os::fd::{AsRawFd, OwnedFd};
 
     /// A file of `len` random bytes in the temporary directory, its data, and its `O_DIRECT`
     /// descriptor where the file system has direct I/O.
@@ -219,33 +141,13 @@ mod tests {
         (f, data, direct)
     }
 
-    /// A destination with poisoned guard bytes on both sides, whose start lies `misalign` bytes
-    /// past a page boundary.
-    struct Guarded {
-        storage: Vec<u8>,
-        start: usize,
-        len: usize,
-    }
-
-    const GUARD: usize = 64;
-
-    impl Guarded {
-        fn new(len: usize, misalign: usize) -> Self {
-            let storage = vec![0xA5u8; len + 2 * ALIGN + GUARD];
-            let base = storage.as_ptr() as usize;
-            let start = (base + GUARD).next_multiple_of(ALIGN) + misalign - base;
-            Guarded { storage, start, len }
-        }
-        fn ptr(&mut self) -> *mut u8 {
-            self.storage[self.start..].as_mut_ptr()
-        }
-        fn check(&self, expect: &[u8]) {
-            let (before, rest) = self.storage.split_at(self.start);
-            let (got, after) = rest.split_at(self.len);
-            assert!(before.iter().all(|&b| b == 0xA5), "written before the range");
-            assert!(got[..expect.len()] == *expect, "bytes differ");
-            assert!(got[expect.len()..].iter().chain(after).all(|&b| b == 0xA5), "written past what was read");
-        }
+    /// Checks a destination: the expected bytes at its start, poison everywhere else.
+    fn check(dst: &Guarded, expect: &[u8]) {
+        let (before, rest) = dst.storage.split_at(dst.start);
+        let (got, after) = rest.split_at(dst.len);
+        assert!(before.iter().all(|&b| b == POISON), "written before the range");
+        assert!(got[..expect.len()] == *expect, "bytes differ");
+        assert!(got[expect.len()..].iter().chain(after).all(|&b| b == POISON), "written past what was read");
     }
 
     #[test]
@@ -265,7 +167,7 @@ mod tests {
                     let expect = &data[offset.min(size)..(offset + len).min(size)];
                     assert_eq!(got.bytes, expect.len(), "offset {offset} len {len} misalign {misalign}");
                     assert!(got.direct_bytes <= got.bytes);
-                    dst.check(expect);
+                    check(&dst, expect);
                     // Direct I/O took the aligned middle when there was one in the file's whole pages.
                     let first_aligned = offset.next_multiple_of(ALIGN);
                     let middle_end = ((offset + len) / ALIGN * ALIGN).min(size / ALIGN * ALIGN);
@@ -290,8 +192,8 @@ mod tests {
         let mut dst = Guarded::new(size, 3);
         // SAFETY: dst holds size writable bytes.
         let got = unsafe { read_full_at_direct(f.as_raw_fd(), direct.as_raw_fd(), dst.ptr(), size, 0) }.unwrap();
-        assert_eq!(got, DirectRead { bytes: size, direct_bytes: size });
-        dst.check(&data);
+        assert_eq!(got, DirectTransfer { bytes: size, direct_bytes: size });
+        check(&dst, &data);
     }
 
     #[test]
@@ -301,6 +203,6 @@ mod tests {
         // SAFETY: dst holds 2 * ALIGN writable bytes.
         let err = unsafe { read_full_at_direct(f.as_raw_fd(), -1, dst.ptr(), 2 * ALIGN, 0) }.unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EBADF));
-        dst.check(&[]);
+        check(&dst, &[]);
     }
 }
