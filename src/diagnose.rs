@@ -272,8 +272,13 @@ fn library_lines(lines: &mut Vec<String>) {
 
 /// Whether gdsroute opened cuFile's driver, and what it reports of nvidia-fs.
 fn driver_lines(lines: &mut Vec<String>) -> Option<DriverProperties> {
+    // Every cuFile call holds the gate, so that none runs while shutdown closes the driver.
+    let properties = |g: &gds::Gds| match gds::CufileCall::enter() {
+        Some(_call) => g.library.properties().map_err(|e| e.to_string()),
+        None => Err("cuFile was shut down".to_string()),
+    };
     match gds::process() {
-        Ok(g) => match g.library.properties() {
+        Ok(g) => match properties(g) {
             Ok(p) => {
                 lines.push(format!(
                     "cuFile driver: open; nvidia-fs {}.{} -> real GDS (nvfs route) {}; cuFile compat mode {}",

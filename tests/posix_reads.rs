@@ -259,3 +259,34 @@ impl FromBytesCompat for std::ffi::OsStr {
     }
 }
 
+
+/// Descriptors of this process open on `path` (its `/proc/self/fd` links).
+fn descriptors_on(path: &std::path::Path) -> usize {
+    let path = path.canonicalize().unwrap();
+    std::fs::read_dir("/proc/self/fd").unwrap().filter_map(|e| std::fs::read_link(e.ok()?.path()).ok()).filter(|target| *target == path).count()
+}
+
+#[test]
+fn a_handle_closed_after_its_read_returned_closes_its_descriptors_at_once() {
+    // The pool thread that ran a read's last task held the open file a moment after
+    // `gdsroute_op_wait` returned, so a close right after it left the descriptor open for that
+    // moment (seen as a file still open, or an fd count that had not dropped yet).
+    let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let s = settings::global().unwrap();
+    s.set_task_size(65536).unwrap();
+    thread_pool::set_global_num_threads(4).unwrap();
+    s.set_auto_direct_io_read(true); // a second descriptor, closed with the first
+    let data = random_bytes(1 << 20, 61);
+    let tmp = common::temp_file_in(None, &data);
+    let own = descriptors_on(tmp.path()); // the temporary file's own
+    for round in 0..200 {
+        let file = common::open(tmp.path(), None);
+        check_read(&file, &data, data.len(), (round % 7) as u64, round % 3 == 0);
+        assert!(descriptors_on(tmp.path()) > own, "round {round}: the handle's descriptors are open");
+        file.close();
+        assert_eq!(descriptors_on(tmp.path()), own, "round {round}: a descriptor outlived the close");
+    }
+    s.set_auto_direct_io_read(false);
+    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    thread_pool::set_global_num_threads(settings::default_num_threads()).unwrap();
+}

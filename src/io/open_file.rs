@@ -147,7 +147,7 @@ impl OpenFile {
     fn register_with_cufile(&self, compat_mode: CompatMode) -> std::result::Result<CufileFile, Unusable> {
         // CUDA, libcufile, then AUTO's environment heuristics, then the driver (README's order).
         let gds = gds::process_for(compat_mode)?;
-        let setting = settings::global().map(|s| s.cufile_fd()).unwrap_or_default();
+        let setting = settings::live().cufile_fd();
         CufileFile::register(gds.library, setting, &self.c_path, &self.path, &self.fd)
     }
 

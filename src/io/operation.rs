@@ -111,6 +111,11 @@ impl Inner {
         let chunk = self.split.chunk(index);
         let result = catch_unwind(AssertUnwindSafe(|| run(chunk)))
             .unwrap_or_else(|_| Err(Error::Internal("a read task ended without reporting".into())));
+        // Before the task counts as complete: the body holds the open file, and once the
+        // operation settles (in `complete`), its last reference must go with the operation's own
+        // (dropped under the lock, before the waiter wakes), so that a handle closed after
+        // `gdsroute_op_wait` returned closes its descriptor at once.
+        drop(run);
         self.complete(index, chunk.len, result);
     }
 

@@ -98,13 +98,22 @@ fn open_process() -> Result<Gds, Unusable> {
     // cuFile's driver open needs a CUDA context (cuDF's workaround for nvbug 4562392).
     let context = cuda::primary_context(0).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
     let _current = cuda::ScopedContext::push(context).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
-    let stats_enabled = crate::settings::global().map(|s| s.cufile_stats()).unwrap_or(true);
+    // The live value even while another variable is bad (diagnose opens the driver then too); a
+    // bad GDSROUTE_CUFILE_STATS itself leaves the default, on.
+    let stats_enabled = crate::settings::live().cufile_stats();
     let stats = library.stats().filter(|_| stats_enabled);
     if let Some(stats) = &stats {
         // Level 3 (per-GPU counters) must be set before the driver opens.
         let _ = stats.set_level(3);
     }
     library.driver_open().map_err(|e| Unusable::new(FallbackReason::DriverOpenFailed, e.to_string()))?;
+    if GATE.is_closed() {
+        // gdsroute_shutdown ran while the driver opened (it found no driver to close): close it
+        // here, so that shutdown means no cuFile afterwards. A shutdown that begins after this
+        // check finds the gate closing for every call and the exit handler closes the driver.
+        let _ = library.driver_close();
+        return Err(shut_down());
+    }
     let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu_totals().ok()));
     // SAFETY: registering a plain extern "C" function with no captured state.
     unsafe { libc::atexit(close_at_exit) };
@@ -135,6 +144,11 @@ impl CallGate {
         (!*guard && !self.closing.load(Ordering::SeqCst)).then_some(CufileCall(guard))
     }
 
+    /// Refuses every call from now on, without waiting or closing anything.
+    fn begin_closing(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
     fn is_closed(&self) -> bool {
         self.closing.load(Ordering::SeqCst) || *self.shut.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -144,7 +158,7 @@ impl CallGate {
     /// drain in time (`close` is not run then, and a later call, the exit handler's, tries again),
     /// or `close` returned false.
     fn close(&self, drain: Duration, close: impl FnOnce() -> bool) -> bool {
-        self.closing.store(true, Ordering::SeqCst);
+        self.begin_closing();
         let deadline = Instant::now() + drain;
         let mut shut = loop {
             match self.shut.try_write() {
@@ -184,8 +198,12 @@ extern "C" fn close_at_exit() {
 /// thread included); cuFileStatsStop is never called (above). No cuFile call starts once this
 /// began; calls in flight get [`DRAIN_WAIT`] to finish, else the driver is left open. Afterwards
 /// cuFile is never called: AUTO handles use the POSIX backend, OFF reads fail with
-/// `CufileUnavailable`. Does nothing in a forked child. Returns whether the driver was closed.
+/// `CufileUnavailable`; the driver is never opened afterwards either (a shutdown before cuFile's
+/// first use, or during its driver open, keeps it closed). Does nothing in a forked child beyond
+/// that. Returns whether the driver was closed.
 pub fn shutdown() -> bool {
+    // First, so that an open in progress on another thread (PROCESS not set yet) sees it.
+    GATE.begin_closing();
     let Some(Ok(gds)) = PROCESS.get() else { return false };
     if gds.pid != std::process::id() {
         return false;
@@ -213,12 +231,13 @@ impl CufileCall {
 /// cuFile for this process, probed and opened on first use; the verdict is cached.
 pub fn process() -> Result<&'static Gds, Unusable> {
     if is_shut_down() {
-        return Err(Unusable::new(
-            FallbackReason::DriverOpenFailed,
-            "cuFile was shut down (gdsroute_shutdown, process exit, or this is a forked child)",
-        ));
+        return Err(shut_down());
     }
     PROCESS.get_or_init(open_process).as_ref().map_err(Clone::clone)
+}
+
+fn shut_down() -> Unusable {
+    Unusable::new(FallbackReason::DriverOpenFailed, "cuFile was shut down (gdsroute_shutdown, process exit, or this is a forked child)")
 }
 
 /// KvikIO's environment heuristics for AUTO: `/run/udev` must be a directory and the kernel not
