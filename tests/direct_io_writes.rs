@@ -2,7 +2,7 @@
 //! setting): the whole pages inside each task's range go through the `O_DIRECT` descriptor,
 //! counted in `posix_direct_write_bytes` and kept out of the page cache; unaligned heads and
 //! tails through the page cache, so nothing outside the range changes; sources at every
-//! alignment; file systems without direct I/O write as without the setting; "r" handles still
+//! alignment; tmpfs (with or without direct I/O, by kernel) byte-exact either way; "r" handles still
 //! refuse. (`scripts/test.sh` also runs all of `tests/posix_writes.rs` with the setting on.) A
 //! test binary of its own: the setting is process-wide and every test here turns it on.
 
@@ -133,7 +133,7 @@ fn every_size_offset_alignment_task_size_and_thread_count_on_the_disk() {
 }
 
 #[test]
-fn every_size_offset_alignment_on_tmpfs_without_direct_io() {
+fn every_size_offset_alignment_on_tmpfs() {
     if !std::path::Path::new("/dev/shm").is_dir() {
         eprintln!("skipped: no /dev/shm");
         return;
