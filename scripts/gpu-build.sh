@@ -21,10 +21,13 @@ cc -shared -fPIC -O1 -g -Wall -Wextra -Werror -std=gnu11 tests/exit/exit_watch.c
 for variant in full:"" nostats:-DFAKE_CUFILE_NO_STATS; do
   cc -shared -fPIC -O1 -Wall -Wextra -Werror -pthread ${variant#*:} -o ".device/libfake_cufile_${variant%%:*}.so" tests/fake_cufile/fake_cufile.c
 done
-for t in gpu_routes gpu_cuda_layer gpu_faults gpu_page_cache; do
+# The fault shim for tests/gpu_writes.rs (GDSROUTE_TEST_FAULT_SHIM; the GPU machine may have no C
+# compiler at test time).
+cc -shared -fPIC -O2 -Wall -Wextra -Werror -o .device/libfault_shim.so tests/c/fault_shim.c -ldl
+for t in gpu_routes gpu_cuda_layer gpu_faults gpu_page_cache gpu_writes; do
   bin=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null \
         | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/$t-" | head -1)
   cp "$bin" ".device/$t"
 done
-strip .device/gpu_routes .device/gpu_cuda_layer .device/gpu_faults .device/gpu_page_cache .device/gdsroute-diagnose .device/libgdsroute.so.0
+strip .device/gpu_routes .device/gpu_cuda_layer .device/gpu_faults .device/gpu_page_cache .device/gpu_writes .device/gdsroute-diagnose .device/libgdsroute.so.0
 du -sh .device

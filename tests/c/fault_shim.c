@@ -5,7 +5,9 @@
  * Environment variables, read at every call (so a test may change them between reads):
  *   FAULT_EINTR_EVERY=N   every Nth intercepted call returns -1 with errno EINTR (nothing read)
  *   FAULT_SHORT_EVERY=N   every Nth intercepted call reads only half of what was asked (>= 1 byte)
- *   FAULT_EIO_AT=OFF      a call whose range [offset, offset + count) covers OFF returns -1/EIO
+ *   FAULT_EIO_AT=OFF[,OFF...]  a call whose range [offset, offset + count) covers one of the
+ *                         offsets (decimal, comma-separated) returns -1 with errno FAULT_ERRNO
+ *   FAULT_ERRNO=N         the errno of FAULT_EIO_AT's failures (default EIO; 28 is ENOSPC)
  *   FAULT_DELAY_US=N      every intercepted call sleeps N microseconds first (widens races)
  *   FAULT_PATH_CONTAINS=S only descriptors whose /proc/self/fd link contains S are faulted
  *   FAULT_COUNT_FILE=P    at exit, append "pid=<pid> eintr=<n> short=<n> eio=<n> calls=<n>"
@@ -38,7 +40,8 @@ static _Atomic unsigned long long eio_count;
 static _Atomic unsigned long long eintr_seq;  /* separate sequences so the faults interleave */
 static _Atomic unsigned long long short_seq;
 
-/* Totals so far: [0] EINTR, [1] short reads, [2] EIO, [3] intercepted calls. */
+/* Totals so far: [0] EINTR, [1] short reads, [2] FAULT_EIO_AT failures (EIO or FAULT_ERRNO), [3]
+ * intercepted calls. */
 void fault_shim_counts(unsigned long long out[4]) {
     out[0] = eintr_count;
     out[1] = short_count;
@@ -50,6 +53,26 @@ static unsigned long long env_u64(const char *name, int *present) {
     const char *v = getenv(name);
     *present = v != NULL && *v != '\0';
     return *present ? strtoull(v, NULL, 10) : 0;
+}
+
+/* Whether [offset, offset + count) covers one of FAULT_EIO_AT's comma-separated offsets. */
+static int covers_fault_offset(off_t offset, size_t count) {
+    const char *v = getenv("FAULT_EIO_AT");
+    if (v == NULL || *v == '\0' || count == 0) {
+        return 0;
+    }
+    while (*v != '\0') {
+        char *end;
+        unsigned long long at = strtoull(v, &end, 10);
+        if (end == v) {
+            return 0; /* not a number: no more offsets */
+        }
+        if ((unsigned long long)offset <= at && at - (unsigned long long)offset < count) {
+            return 1;
+        }
+        v = *end == ',' ? end + 1 : end;
+    }
+    return 0;
 }
 
 static int fd_matches(int fd) {
@@ -78,11 +101,10 @@ static ssize_t faulty(read_at_fn read_at, void *ctx, int fd, void *buf, size_t c
         struct timespec ts = {(time_t)(delay / 1000000), (long)(delay % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
-    unsigned long long eio_at = env_u64("FAULT_EIO_AT", &present);
-    if (present && count > 0 && (unsigned long long)offset <= eio_at &&
-        eio_at - (unsigned long long)offset < count) {
+    if (covers_fault_offset(offset, count)) {
+        unsigned long long code = env_u64("FAULT_ERRNO", &present);
         eio_count++;
-        errno = EIO;
+        errno = present && code > 0 ? (int)code : EIO;
         return -1;
     }
     unsigned long long every = env_u64("FAULT_EINTR_EVERY", &present);

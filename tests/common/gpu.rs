@@ -18,10 +18,14 @@ pub fn ok(call: &str, r: sys::CUresult) {
     assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "{call}");
 }
 
+/// Where GPU tests put their files: `GDSROUTE_TEST_DIR`, else /var/tmp (on the H200 machine the
+/// root file system, ext4 on the VM's disk, where cuFile can register files).
+pub fn test_dir() -> String {
+    std::env::var("GDSROUTE_TEST_DIR").unwrap_or("/var/tmp".into())
+}
+
 pub fn file_with(data: &[u8]) -> tempfile::NamedTempFile {
-    // On the root file system (ext4 on the VM's disk), where cuFile can register files.
-    let dir = std::env::var("GDSROUTE_TEST_DIR").unwrap_or("/var/tmp".into());
-    super::temp_file_in(Some(&dir), data)
+    super::temp_file_in(Some(&test_dir()), data)
 }
 
 pub fn open(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {

@@ -183,12 +183,35 @@ pub fn build_fault_shim(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     }
 }
 
+/// The fault shim for tests on a machine that may have no C compiler (the GPU machine): the
+/// library `GDSROUTE_TEST_FAULT_SHIM` names (scripts/gpu-build.sh builds one into .device/), else
+/// one compiled into `dir` (`build_fault_shim`), else None.
+pub fn fault_shim(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    match std::env::var_os("GDSROUTE_TEST_FAULT_SHIM") {
+        Some(path) if !path.is_empty() => {
+            let path = std::path::PathBuf::from(path);
+            assert!(path.is_file(), "GDSROUTE_TEST_FAULT_SHIM={} is not a file", path.display());
+            Some(std::fs::canonicalize(path).unwrap())
+        }
+        _ => build_fault_shim(dir),
+    }
+}
+
 /// Runs the ignored test `name` of the calling test binary in a new process with `env` set, and
 /// returns its output; fails unless it ran (one test passed) and succeeded. The child scenarios
 /// of the fault tests (a preloaded shim, a file-size limit) must not touch the parent process.
 pub fn run_ignored_test(name: &str, env: &[(&str, std::ffi::OsString)]) -> String {
+    run_ignored_test_without(name, env, &[])
+}
+
+/// `run_ignored_test`, with the variables `remove` taken out of the child's environment (a
+/// variable cuFile reads when it loads, say, that the caller's shell may have set).
+pub fn run_ignored_test_without(name: &str, env: &[(&str, std::ffi::OsString)], remove: &[&str]) -> String {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
     cmd.args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"]);
+    for k in remove {
+        cmd.env_remove(k);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
