@@ -63,6 +63,7 @@ impl File {
                 cufile: OnceCell::new(),
                 page_cache,
                 direct: OnceCell::new(),
+                serialized_buffered_writes: OnceCell::new(),
             }))),
             compat_mode: compat_mode.unwrap_or_else(|| settings.compat_mode()),
             stats: Arc::new(StatsCell::default()),

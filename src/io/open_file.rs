@@ -75,6 +75,9 @@ pub struct OpenFile {
     /// `auto_direct_io_read` and writes under `auto_direct_io_write`, opened at the first such
     /// task; the error where the file system has no direct I/O.
     pub direct: OnceCell<std::result::Result<OwnedFd, String>>,
+    /// Whether the file system runs buffered writes to this file one at a time
+    /// (`sys::fs::serializes_buffered_writes`), asked at the first parallel write.
+    pub serialized_buffered_writes: OnceCell<bool>,
 }
 
 impl OpenFile {
@@ -134,6 +137,14 @@ impl OpenFile {
     /// wanted or where the file system has no direct I/O.
     pub fn direct_fd(&self, wanted: bool) -> Option<RawFd> {
         wanted.then(|| self.direct_descriptor().ok()).flatten()
+    }
+
+    /// How many pool workers a parallel write of this file through the page cache gets: one
+    /// (beside the thread that waits) where the file system takes the inode's lock around each
+    /// buffered write, since more threads would only queue on it; else all.
+    pub fn buffered_write_workers(&self) -> usize {
+        let serialized = *self.serialized_buffered_writes.get_or_init(|| crate::sys::fs::serializes_buffered_writes(self.fd.as_raw_fd()));
+        if serialized { 1 } else { usize::MAX }
     }
 
     /// `direct_fd`, or why there is none.

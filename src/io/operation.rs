@@ -252,7 +252,12 @@ impl Operation {
 
     /// Queues the operation's workers on `pool`: one per pool thread, at most one per task.
     pub fn start(&self, pool: &ThreadPool) {
-        let workers = self.inner.split.count().min(pool.num_threads().max(1));
+        self.start_at_most(pool, usize::MAX);
+    }
+
+    /// `start`, with at most `jobs` workers (at least one); the thread that waits still helps.
+    pub fn start_at_most(&self, pool: &ThreadPool, jobs: usize) {
+        let workers = self.inner.split.count().min(pool.num_threads().max(1)).min(jobs.max(1));
         for _ in 0..workers {
             let worker = Worker { inner: Some(Arc::clone(&self.inner)), pool: pool.clone() };
             pool.submit(move || worker.run());

@@ -54,6 +54,26 @@ pub fn block_device_size(fd: RawFd) -> io::Result<u64> {
 /// `BLKGETSIZE64` of `<linux/fs.h>`: `_IOR(0x12, 114, size_t)`.
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
+/// Whether the file system of `fd` runs buffered writes to one file one at a time: ext4, XFS,
+/// btrfs and tmpfs take the inode's lock exclusively around each buffered write
+/// (`ext4_buffered_write_iter`, `xfs_file_buffered_write`, `btrfs_buffered_write`,
+/// `shmem_file_write_iter`), so more threads writing one file through the page cache only queue
+/// on that lock. False where it cannot tell or the file system may write ranges in parallel
+/// (Lustre's range locks, network file systems).
+pub fn serializes_buffered_writes(fd: RawFd) -> bool {
+    const EXT4: i64 = 0xEF53; // ext2/3/4 share the magic
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683E;
+    const TMPFS: i64 = 0x0102_1994;
+    // SAFETY: an all-zero statfs is a valid out-buffer.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer; a bad descriptor only makes the call fail.
+    if unsafe { libc::fstatfs(fd, &mut st) } != 0 {
+        return false;
+    }
+    matches!(st.f_type as i64, EXT4 | XFS | BTRFS | TMPFS)
+}
+
 /// `fsync(2)` (`data_only`: `fdatasync(2)`), retried on `EINTR`.
 pub fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
     loop {
@@ -66,5 +86,21 @@ pub fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn tmpfs_serializes_buffered_writes_and_procfs_is_not_known_to() {
+        if let Ok(f) = tempfile::tempfile_in("/dev/shm") {
+            assert!(serializes_buffered_writes(f.as_raw_fd()), "/dev/shm is tmpfs");
+        }
+        let proc = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(!serializes_buffered_writes(proc.as_raw_fd()));
+        assert!(!serializes_buffered_writes(-1), "a bad descriptor says nothing");
     }
 }

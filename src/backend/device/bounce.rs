@@ -108,7 +108,10 @@ unsafe fn bounce_out(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &Memory
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let events = cuda::thread_events().map_err(cuda_error)?;
     let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
-    let halves = if buffer.len() >= 2 { 2 } else { 1 };
+    // Direct writes go to the device in requests as large as the buffer (4 MiB): on the H200
+    // machine's disk, 2 MiB requests wrote a new file at 1.33 GB/s where 4 MiB ones reach 2.1;
+    // the copy of a piece (under 0.1 ms at 55 GB/s) is not worth overlapping with a 2 ms write.
+    let halves = if buffer.len() >= 2 && direct.is_none() { 2 } else { 1 };
     let (piece, align_pieces) = piece_size(buffer.len() / halves, direct.is_some());
     let base = buffer.as_mut_ptr();
     // Every exit path waits for the copies before the buffer goes back to the pool.
