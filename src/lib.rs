@@ -43,7 +43,7 @@ pub mod testing {
     pub use crate::backend::device as device_io;
     pub use crate::backend::posix::{self, direct_io};
     pub use crate::io::thread_pool;
-    pub use crate::sys::{cuda, cufile, startup};
+    pub use crate::sys::{cuda, cufile, numa, startup};
 
     /// The registered page cache.
     pub mod page_cache {
