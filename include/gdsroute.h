@@ -337,6 +337,47 @@ typedef uint32_t gdsroute_fallback_reason;
 #endif // __cplusplus
 
 /**
+ * Where a device's bounce buffers are placed, reported in
+ * `gdsroute_device_stats.bounce_numa_placement`.
+ */
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_numa_placement : uint32_t
+#else
+enum /* no tag before C23: gdsroute_numa_placement is the uint32_t typedef below */
+#endif
+ {
+  /**
+   * The device has no bounce buffers yet (no bounce-buffer transfer or preparation for it), so
+   * nothing was placed.
+   */
+  GDSROUTE_NUMA_PLACEMENT_NO_BUFFERS = 0,
+  /**
+   * The buffers' pages are taken from NUMA node `bounce_numa_node`, the device's node as
+   * `/sys/bus/pci/devices/<bus id>/numa_node` gives it (asked with `mbind(MPOL_PREFERRED)`
+   * before the pages exist; the kernel may still use another node when that one is full).
+   */
+  GDSROUTE_NUMA_PLACEMENT_PLACED = 1,
+  /**
+   * Not placed: the machine does not say which node the device is on (`numa_node` is -1 or
+   * missing, usual in a virtual machine or on a one-node machine); the buffers' pages are
+   * wherever the kernel put them.
+   */
+  GDSROUTE_NUMA_PLACEMENT_NODE_UNKNOWN = 2,
+  /**
+   * Asked for node `bounce_numa_node` and the kernel refused (`mbind` failed, e.g. under a
+   * seccomp filter): those buffers' pages are wherever the kernel put them.
+   */
+  GDSROUTE_NUMA_PLACEMENT_REFUSED = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_numa_placement gdsroute_numa_placement;
+#else
+typedef uint32_t gdsroute_numa_placement;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * An open file.
  */
 typedef struct gdsroute_file gdsroute_file;
@@ -569,6 +610,179 @@ typedef struct {
    */
   uint64_t posix_direct_write_bytes;
 } gdsroute_stats;
+
+/**
+ * The process-wide counters of one device (by its CUDA ordinal in this process), filled by
+ * `gdsroute_stats_get_devices`. `#[repr(C)]`, every field a `u64`, append-only like
+ * `gdsroute_stats`. It counts reads into and writes from this device's memory, device or managed
+ * memory alike; host memory is not attributed to any device. For the tasks of device memory
+ * these fields sum, over the devices, to the same fields of `gdsroute_stats` taken at the same
+ * moment: both are counted under one lock.
+ */
+typedef struct {
+  /**
+   * Size of this struct in bytes as the library filled it (set by the library).
+   */
+  uint64_t struct_size;
+  /**
+   * The device's CUDA ordinal in this process (as `cuDeviceGet` numbers it, after
+   * `CUDA_VISIBLE_DEVICES`).
+   */
+  uint64_t device_ordinal;
+  /**
+   * Read tasks into this device's memory (as `gdsroute_stats.tasks`).
+   */
+  uint64_t tasks;
+  /**
+   * Of them, failed.
+   */
+  uint64_t tasks_failed;
+  /**
+   * Bytes they delivered (`posix_bytes + cufile_bytes`).
+   */
+  uint64_t task_bytes;
+  /**
+   * Read tasks on our POSIX backend (bounce buffers or the registered page cache).
+   */
+  uint64_t posix_tasks;
+  /**
+   * Bytes they delivered.
+   */
+  uint64_t posix_bytes;
+  /**
+   * POSIX read tasks because the request was below the GDS threshold.
+   */
+  uint64_t posix_tasks_below_threshold;
+  /**
+   * POSIX read tasks because compat mode was ON.
+   */
+  uint64_t posix_tasks_compat_on;
+  /**
+   * POSIX read tasks because AUTO fell back (cuFile cannot serve the file).
+   */
+  uint64_t posix_tasks_auto_fallback;
+  /**
+   * Of `posix_bytes`, copied straight from the registered page cache.
+   */
+  uint64_t posix_mapped_bytes;
+  /**
+   * POSIX read tasks whose first, non-blocking read found bytes missing from the page cache.
+   */
+  uint64_t posix_tasks_not_cached;
+  /**
+   * Of `posix_bytes`, read with direct I/O.
+   */
+  uint64_t posix_direct_bytes;
+  /**
+   * Read tasks served by `cuFileRead`.
+   */
+  uint64_t cufile_tasks;
+  /**
+   * Bytes they delivered.
+   */
+  uint64_t cufile_bytes;
+  /**
+   * Write tasks from this device's memory (as `gdsroute_stats.write_tasks`).
+   */
+  uint64_t write_tasks;
+  /**
+   * Of them, failed.
+   */
+  uint64_t write_tasks_failed;
+  /**
+   * Write tasks through bounce buffers (device-to-pinned copy, then `pwrite`).
+   */
+  uint64_t posix_write_tasks;
+  /**
+   * Bytes written by those that succeeded.
+   */
+  uint64_t posix_write_bytes;
+  /**
+   * Write tasks served by `cuFileWrite`.
+   */
+  uint64_t cufile_write_tasks;
+  /**
+   * Bytes written by those that succeeded.
+   */
+  uint64_t cufile_write_bytes;
+  /**
+   * Pinned host memory held now for this device's bounce buffers (the process's
+   * `pinned_bytes` is the sum over devices).
+   */
+  uint64_t pinned_bytes;
+  /**
+   * Most pinned at once for this device's bounce buffers (the process's `pinned_bytes_peak`
+   * is the peak of the sum, at most the sum of these).
+   */
+  uint64_t pinned_bytes_peak;
+  /**
+   * A `gdsroute_numa_placement` value: whether the bounce buffers are placed on the device's
+   * NUMA node.
+   */
+  uint64_t bounce_numa_placement;
+  /**
+   * The node asked for (`PLACED`, `REFUSED`); 0 otherwise.
+   */
+  uint64_t bounce_numa_node;
+  /**
+   * A `gdsroute_cufile_stats_state` value, as in `gdsroute_stats`: whether the `cufile_n_*`
+   * fields below are live. cuFile's per-GPU entries are matched to devices by UUID.
+   */
+  uint64_t cufile_stats_state;
+  /**
+   * cuFile's own `n_total_reads` for this GPU, since cuFile was opened or
+   * `gdsroute_stats_reset`.
+   */
+  uint64_t cufile_n_total_reads;
+  /**
+   * cuFile's `n_nvfs_reads` for this GPU (real GPUDirect Storage).
+   */
+  uint64_t cufile_n_nvfs_reads;
+  /**
+   * cuFile's `n_posix_reads` for this GPU (cuFile's compatibility path).
+   */
+  uint64_t cufile_n_posix_reads;
+  /**
+   * cuFile's `n_p2p_reads` for this GPU (PCIe P2PDMA).
+   */
+  uint64_t cufile_n_p2p_reads;
+  /**
+   * cuFile's `n_unaligned_reads` for this GPU.
+   */
+  uint64_t cufile_n_unaligned_reads;
+  /**
+   * cuFile's `n_reads_err` for this GPU.
+   */
+  uint64_t cufile_n_reads_err;
+  /**
+   * cuFile's `read_bytes` for this GPU.
+   */
+  uint64_t cufile_read_bytes;
+  /**
+   * cuFile's `n_total_writes` for this GPU.
+   */
+  uint64_t cufile_n_total_writes;
+  /**
+   * cuFile's `n_nvfs_writes` for this GPU.
+   */
+  uint64_t cufile_n_nvfs_writes;
+  /**
+   * cuFile's `n_posix_writes` for this GPU.
+   */
+  uint64_t cufile_n_posix_writes;
+  /**
+   * cuFile's `n_p2p_writes` for this GPU.
+   */
+  uint64_t cufile_n_p2p_writes;
+  /**
+   * cuFile's `n_writes_err` for this GPU.
+   */
+  uint64_t cufile_n_writes_err;
+  /**
+   * cuFile's `write_bytes` for this GPU.
+   */
+  uint64_t cufile_write_bytes_gpu;
+} gdsroute_device_stats;
 
 
 
@@ -1008,6 +1222,56 @@ gdsroute_status gdsroute_stats_render(const gdsroute_stats *stats,
                                       char *buf,
                                       size_t buf_len,
                                       size_t *length);
+
+/**
+ * Copies the process-wide counters of each device into `array`, one `gdsroute_device_stats` per
+ * device in ascending `device_ordinal`, at most `capacity` of them, and the number of devices
+ * with counters into `*count` (which may exceed `capacity`: call with `array = NULL, capacity = 0`
+ * to size the array). A device has counters once a read or write task moved bytes into or out of
+ * its memory (device or managed memory; host memory belongs to no device), once it has bounce
+ * buffers, or while cuFile's own per-GPU statistics report it, matched by the GPU's UUID.
+ * `gdsroute_stats_reset` zeroes the devices' counters and keeps them listed. CUDA is never
+ * initialised for this: without a device transfer, `*count` is 0.
+ *
+ * Set `array[0].struct_size = sizeof(gdsroute_device_stats)` first: the library takes it as the
+ * size of every element (so a caller built against an older header, with a smaller struct,
+ * keeps working), writes at most that many bytes into each, and sets each written element's
+ * `struct_size` to the bytes it wrote. Elements past the devices are left untouched. The task
+ * counters of all devices are one consistent snapshot, taken under the lock that also guards the
+ * process totals of `gdsroute_stats_get`.
+ *
+ * Errors: `NULL_ARGUMENT` (`count`; `array` when `capacity > 0`), `INVALID_ARGUMENT`
+ * (`array[0].struct_size` below 16 or not a multiple of 8), `OVERFLOW` (`capacity` elements of
+ * that size exceed the address space).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_stats_get_devices(gdsroute_device_stats *array,
+                                           size_t capacity,
+                                           size_t *count);
+
+/**
+ * Renders `count` device counters from `array` (as `gdsroute_stats_get_devices` filled them) as
+ * text (`GDSROUTE_STATS_FORMAT_TEXT`: per device a summary line in words, e.g. "device 1: 12
+ * read tasks, 48 MiB, all through the POSIX backend; bounce buffers 68 MiB pinned on NUMA node
+ * 1", then its counters that are not 0, indented) or JSON (`GDSROUTE_STATS_FORMAT_JSON`: an array
+ * of one object per device with every field), into `buf` with snprintf semantics, and the full
+ * length (without NUL) into `*length`. A function of its own rather than a part of
+ * `gdsroute_stats_render`: that one renders exactly the one struct it is given, as before, and
+ * this one the array `gdsroute_stats_get_devices` gives. `array[0].struct_size` is the size of
+ * every element, and only the fields within each element's own `struct_size` are rendered.
+ * `count = 0` (where `array` may be NULL) renders "no device counters ..." or `[]`. Call with
+ * `buf = NULL, buf_len = 0` to size the buffer.
+ *
+ * Errors: `NULL_ARGUMENT` (`length`; `array` when `count > 0`; `buf` when `buf_len > 0`),
+ * `INVALID_ENUM`, `INVALID_ARGUMENT` and `OVERFLOW` (as `gdsroute_stats_get_devices`).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_stats_render_devices(const gdsroute_device_stats *array,
+                                              size_t count,
+                                              uint32_t format,
+                                              char *buf,
+                                              size_t buf_len,
+                                              size_t *length);
 
 /**
  * A static, NUL-terminated description of a status code.

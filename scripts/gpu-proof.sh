@@ -27,6 +27,7 @@ step "5. 8 KiB device read, AUTO, udev record"; run "$D/gpu_read" "$F" 8192 4096
 step "GPU tests, udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, udev record"; run "$D/gpu_writes" --ignored --test-threads 1
 step "CUDA layer GPU tests"; run "$D/gpu_cuda_layer" --ignored --test-threads 1
+step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threads 1
 step "stray cufile.log in the working directory?"; ls -l cufile.log 2>&1
 # The exit suite (docs/exit.md; about 4 minutes): GDSROUTE_PROOF_EXIT=0 skips it.
 if [ "${GDSROUTE_PROOF_EXIT:-1}" != 0 ]; then

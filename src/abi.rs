@@ -353,6 +353,122 @@ pub enum StatsFormat {
     Json = 1,
 }
 
+/// Where a device's bounce buffers are placed, reported in
+/// `gdsroute_device_stats.bounce_numa_placement`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumaPlacement {
+    /// The device has no bounce buffers yet (no bounce-buffer transfer or preparation for it), so
+    /// nothing was placed.
+    NoBuffers = 0,
+    /// The buffers' pages are taken from NUMA node `bounce_numa_node`, the device's node as
+    /// `/sys/bus/pci/devices/<bus id>/numa_node` gives it (asked with `mbind(MPOL_PREFERRED)`
+    /// before the pages exist; the kernel may still use another node when that one is full).
+    Placed = 1,
+    /// Not placed: the machine does not say which node the device is on (`numa_node` is -1 or
+    /// missing, usual in a virtual machine or on a one-node machine); the buffers' pages are
+    /// wherever the kernel put them.
+    NodeUnknown = 2,
+    /// Asked for node `bounce_numa_node` and the kernel refused (`mbind` failed, e.g. under a
+    /// seccomp filter): those buffers' pages are wherever the kernel put them.
+    Refused = 3,
+}
+
+/// The process-wide counters of one device (by its CUDA ordinal in this process), filled by
+/// `gdsroute_stats_get_devices`. `#[repr(C)]`, every field a `u64`, append-only like
+/// `gdsroute_stats`. It counts reads into and writes from this device's memory, device or managed
+/// memory alike; host memory is not attributed to any device. For the tasks of device memory
+/// these fields sum, over the devices, to the same fields of `gdsroute_stats` taken at the same
+/// moment: both are counted under one lock.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// Size of this struct in bytes as the library filled it (set by the library).
+    pub struct_size: u64,
+    /// The device's CUDA ordinal in this process (as `cuDeviceGet` numbers it, after
+    /// `CUDA_VISIBLE_DEVICES`).
+    pub device_ordinal: u64,
+    /// Read tasks into this device's memory (as `gdsroute_stats.tasks`).
+    pub tasks: u64,
+    /// Of them, failed.
+    pub tasks_failed: u64,
+    /// Bytes they delivered (`posix_bytes + cufile_bytes`).
+    pub task_bytes: u64,
+    /// Read tasks on our POSIX backend (bounce buffers or the registered page cache).
+    pub posix_tasks: u64,
+    /// Bytes they delivered.
+    pub posix_bytes: u64,
+    /// POSIX read tasks because the request was below the GDS threshold.
+    pub posix_tasks_below_threshold: u64,
+    /// POSIX read tasks because compat mode was ON.
+    pub posix_tasks_compat_on: u64,
+    /// POSIX read tasks because AUTO fell back (cuFile cannot serve the file).
+    pub posix_tasks_auto_fallback: u64,
+    /// Of `posix_bytes`, copied straight from the registered page cache.
+    pub posix_mapped_bytes: u64,
+    /// POSIX read tasks whose first, non-blocking read found bytes missing from the page cache.
+    pub posix_tasks_not_cached: u64,
+    /// Of `posix_bytes`, read with direct I/O.
+    pub posix_direct_bytes: u64,
+    /// Read tasks served by `cuFileRead`.
+    pub cufile_tasks: u64,
+    /// Bytes they delivered.
+    pub cufile_bytes: u64,
+    /// Write tasks from this device's memory (as `gdsroute_stats.write_tasks`).
+    pub write_tasks: u64,
+    /// Of them, failed.
+    pub write_tasks_failed: u64,
+    /// Write tasks through bounce buffers (device-to-pinned copy, then `pwrite`).
+    pub posix_write_tasks: u64,
+    /// Bytes written by those that succeeded.
+    pub posix_write_bytes: u64,
+    /// Write tasks served by `cuFileWrite`.
+    pub cufile_write_tasks: u64,
+    /// Bytes written by those that succeeded.
+    pub cufile_write_bytes: u64,
+    /// Pinned host memory held now for this device's bounce buffers (the process's
+    /// `pinned_bytes` is the sum over devices).
+    pub pinned_bytes: u64,
+    /// Most pinned at once for this device's bounce buffers (the process's `pinned_bytes_peak`
+    /// is the peak of the sum, at most the sum of these).
+    pub pinned_bytes_peak: u64,
+    /// A `gdsroute_numa_placement` value: whether the bounce buffers are placed on the device's
+    /// NUMA node.
+    pub bounce_numa_placement: u64,
+    /// The node asked for (`PLACED`, `REFUSED`); 0 otherwise.
+    pub bounce_numa_node: u64,
+    /// A `gdsroute_cufile_stats_state` value, as in `gdsroute_stats`: whether the `cufile_n_*`
+    /// fields below are live. cuFile's per-GPU entries are matched to devices by UUID.
+    pub cufile_stats_state: u64,
+    /// cuFile's own `n_total_reads` for this GPU, since cuFile was opened or
+    /// `gdsroute_stats_reset`.
+    pub cufile_n_total_reads: u64,
+    /// cuFile's `n_nvfs_reads` for this GPU (real GPUDirect Storage).
+    pub cufile_n_nvfs_reads: u64,
+    /// cuFile's `n_posix_reads` for this GPU (cuFile's compatibility path).
+    pub cufile_n_posix_reads: u64,
+    /// cuFile's `n_p2p_reads` for this GPU (PCIe P2PDMA).
+    pub cufile_n_p2p_reads: u64,
+    /// cuFile's `n_unaligned_reads` for this GPU.
+    pub cufile_n_unaligned_reads: u64,
+    /// cuFile's `n_reads_err` for this GPU.
+    pub cufile_n_reads_err: u64,
+    /// cuFile's `read_bytes` for this GPU.
+    pub cufile_read_bytes: u64,
+    /// cuFile's `n_total_writes` for this GPU.
+    pub cufile_n_total_writes: u64,
+    /// cuFile's `n_nvfs_writes` for this GPU.
+    pub cufile_n_nvfs_writes: u64,
+    /// cuFile's `n_posix_writes` for this GPU.
+    pub cufile_n_posix_writes: u64,
+    /// cuFile's `n_p2p_writes` for this GPU.
+    pub cufile_n_p2p_writes: u64,
+    /// cuFile's `n_writes_err` for this GPU.
+    pub cufile_n_writes_err: u64,
+    /// cuFile's `write_bytes` for this GPU.
+    pub cufile_write_bytes_gpu: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

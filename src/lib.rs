@@ -31,19 +31,19 @@ pub use api::file::File;
 pub use error::{Error, Result};
 pub use io::operation::Operation;
 pub use settings::CompatMode;
-pub use stats::Counters;
+pub use stats::{Counters, DeviceCounters};
 pub use abi::Status;
 
 /// Internals the integration tests and the benchmark reach, under the names they had before the
 /// layers. Not part of the API: anything here may change without notice.
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::api::process::{process_counters, reset_process_counters};
+    pub use crate::api::process::{cufile_by_device, device_counters, process_counters, reset_process_counters};
     pub use crate::backend::cufile::file as cufile_file;
     pub use crate::backend::device as device_io;
     pub use crate::backend::posix::{self, direct_io};
     pub use crate::io::thread_pool;
-    pub use crate::sys::{cuda, cufile, startup};
+    pub use crate::sys::{cuda, cufile, numa, startup};
 
     /// The registered page cache.
     pub mod page_cache {

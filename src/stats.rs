@@ -1,11 +1,16 @@
 //! Route counters: how many logical calls, tasks and bytes went through each route, and why the
-//! POSIX backend ran. Counted process-wide and per file handle. Each task's contribution is
-//! applied under one lock, so a snapshot taken while reads run is consistent: tasks equal the
-//! sum of the routes' tasks, bytes the sum of the routes' bytes.
+//! POSIX backend ran. Counted process-wide and per file handle, and process-wide per device
+//! (`device`). Each task's contribution is applied under one lock, so a snapshot taken while
+//! reads run is consistent: tasks equal the sum of the routes' tasks, bytes the sum of the
+//! routes' bytes, and the tasks of device memory the sum over devices.
 
-use crate::direction::Direction;
+mod device;
+
+pub use crate::direction::Direction;
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
-pub use crate::abi::{Counters, CufileStatsState};
+pub use crate::abi::{Counters, CufileStatsState, NumaPlacement};
+pub use device::{DeviceCounters, render_devices_json, render_devices_text};
 
 /// Which backend served a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,25 +345,48 @@ impl Counters {
     }
 }
 
+/// The counters one lock guards: the totals, and (process-wide only) each device's.
+#[derive(Default)]
+struct Cells {
+    totals: Counters,
+    /// Devices whose memory a task read into or wrote from, by ordinal; kept (zeroed) by a reset,
+    /// so that the list only grows.
+    devices: BTreeMap<i32, DeviceCounters>,
+}
+
+impl Cells {
+    fn device(&mut self, ordinal: i32) -> &mut DeviceCounters {
+        self.devices.entry(ordinal).or_insert_with(|| DeviceCounters::of(ordinal))
+    }
+}
+
 /// One set of live counters.
 #[derive(Default)]
 pub struct StatsCell {
-    counters: Mutex<Counters>,
+    counters: Mutex<Cells>,
 }
 
 impl StatsCell {
-    fn lock(&self) -> MutexGuard<'_, Counters> {
+    fn lock(&self) -> MutexGuard<'_, Cells> {
         self.counters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A consistent copy, with `struct_size` set.
     pub fn snapshot(&self) -> Counters {
-        Counters { struct_size: Counters::SIZE, ..*self.lock() }
+        Counters { struct_size: Counters::SIZE, ..self.lock().totals }
     }
 
-    /// Zeroes every counter.
+    /// The totals and each device's counters (ascending ordinals), copied at one moment.
+    pub fn snapshot_with_devices(&self) -> (Counters, Vec<DeviceCounters>) {
+        let cells = self.lock();
+        (Counters { struct_size: Counters::SIZE, ..cells.totals }, cells.devices.values().copied().collect())
+    }
+
+    /// Zeroes every counter; the devices stay listed, with zeros.
     pub fn reset(&self) {
-        *self.lock() = Counters::default();
+        let mut cells = self.lock();
+        cells.totals = Counters::default();
+        cells.devices.values_mut().for_each(DeviceCounters::reset);
     }
 }
 
@@ -369,35 +397,44 @@ pub fn global() -> &'static StatsCell {
     &GLOBAL
 }
 
-/// Records one finished task in the process-wide counters and in the handle's.
-pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, outcome: &TaskOutcome, failed: bool) {
+/// Records one finished task in the process-wide counters and in the handle's, and in the
+/// process-wide counters of `device` (the ordinal of the task's device or managed memory;
+/// `None` for host memory) under the same lock as the process totals.
+pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, device: Option<i32>, outcome: &TaskOutcome, failed: bool) {
+    {
+        let mut cells = global().lock();
+        match direction {
+            Direction::Read => cells.totals.add_task(route, outcome, failed),
+            Direction::Write => cells.totals.add_write_task(route, outcome, failed),
+        }
+        if let Some(ordinal) = device {
+            let device = cells.device(ordinal);
+            match direction {
+                Direction::Read => device.add_task(route, outcome, failed),
+                Direction::Write => device.add_write_task(route, outcome, failed),
+            }
+        }
+    }
+    let mut cells = handle.lock();
     match direction {
-        Direction::Read => {
-            for cell in [global(), handle] {
-                cell.lock().add_task(route, outcome, failed);
-            }
-        }
-        Direction::Write => {
-            for cell in [global(), handle] {
-                cell.lock().add_write_task(route, outcome, failed);
-            }
-        }
+        Direction::Read => cells.totals.add_task(route, outcome, failed),
+        Direction::Write => cells.totals.add_write_task(route, outcome, failed),
     }
 }
 
 /// Records one finished logical call in the process-wide counters and in the handle's.
 pub fn record_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
     for cell in [global(), handle] {
-        cell.lock().add_call_of(direction, requested, delivered, failed);
+        cell.lock().totals.add_call_of(direction, requested, delivered, failed);
     }
 }
 
 /// Records a call that returned an error before moving bytes: one call, failed, no bytes, in
 /// the process-wide counters and in the handle's (`None`: a NULL handle, process-wide only).
 pub fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {
-    global().lock().add_call_of(direction, 0, 0, true);
+    global().lock().totals.add_call_of(direction, 0, 0, true);
     if let Some(handle) = handle {
-        handle.lock().add_call_of(direction, 0, 0, true);
+        handle.lock().totals.add_call_of(direction, 0, 0, true);
     }
 }
 
@@ -564,6 +601,46 @@ mod tests {
         d.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, false);
         d.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, true);
         assert_eq!((d.posix_write_bytes, d.posix_direct_write_bytes, d.posix_direct_bytes), (8192, 4096, 0), "a failed task adds no bytes");
+    }
+
+    #[test]
+    fn device_tasks_sum_to_the_totals_and_host_tasks_belong_to_no_device() {
+        // The process-wide cell is shared by every test of this binary: count deltas.
+        let handle = StatsCell::default();
+        let (before, devices_before) = global().snapshot_with_devices();
+        let of = |devices: &[DeviceCounters], ordinal: u64| devices.iter().find(|d| d.device_ordinal == ordinal).copied().unwrap_or_default();
+        let task = TaskOutcome { bytes: 4096, ..TaskOutcome::default() };
+        record_task(&handle, Direction::Read, Route::Posix(PosixReason::HostMemory), None, &task, false);
+        record_task(&handle, Direction::Read, Route::Posix(PosixReason::CompatOn), Some(9001), &task, false);
+        record_task(&handle, Direction::Read, Route::Cufile, Some(9002), &task, false);
+        record_task(&handle, Direction::Read, Route::Cufile, Some(9002), &task, true);
+        record_task(&handle, Direction::Write, Route::Posix(PosixReason::CompatOn), Some(9002), &task, false);
+        let (after, devices) = global().snapshot_with_devices();
+        assert_eq!(after.tasks - before.tasks, 4);
+        let (d1, d2) = (of(&devices, 9001), of(&devices, 9002));
+        assert_eq!((d1.tasks, d1.posix_tasks_compat_on, d2.tasks, d2.tasks_failed, d2.cufile_bytes), (1, 1, 2, 1, 8192));
+        assert_eq!((d2.write_tasks, d2.posix_write_bytes, d1.write_tasks), (1, 4096, 0));
+        assert_eq!(after.write_tasks - before.write_tasks, 1);
+        let device_tasks = |ds: &[DeviceCounters]| ds.iter().map(|d| d.tasks).sum::<u64>();
+        assert_eq!(device_tasks(&devices) - device_tasks(&devices_before), (after.tasks - before.tasks) - (after.posix_tasks_host_memory - before.posix_tasks_host_memory));
+        // The handle has totals only.
+        assert_eq!((handle.snapshot().tasks, handle.snapshot_with_devices().1.len()), (4, 0));
+        // Devices are ascending by ordinal.
+        assert!(devices.windows(2).all(|w| w[0].device_ordinal < w[1].device_ordinal));
+    }
+
+    #[test]
+    fn a_reset_zeroes_the_devices_and_keeps_them_listed() {
+        let cell = StatsCell::default();
+        {
+            let mut cells = cell.lock();
+            cells.device(3).add_task(Route::Cufile, &TaskOutcome { bytes: 1, ..TaskOutcome::default() }, false);
+            cells.totals.add_task(Route::Cufile, &TaskOutcome { bytes: 1, ..TaskOutcome::default() }, false);
+        }
+        cell.reset();
+        let (totals, devices) = cell.snapshot_with_devices();
+        assert_eq!(totals, Counters { struct_size: Counters::SIZE, ..Counters::default() });
+        assert_eq!(devices, vec![DeviceCounters::of(3)]);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// Every test that touches the environment or the fake's global state holds this.
 static ENV_LOCK: Mutex<()> = Mutex::new(());
 
-const ENV_VARS: [&str; 15] = [
+const ENV_VARS: [&str; 16] = [
     "FAKE_CUFILE_VERSION",
     "FAKE_CUFILE_OPEN_RESULT",
     "FAKE_CUFILE_REGISTER_RESULT",
@@ -31,6 +31,7 @@ const ENV_VARS: [&str; 15] = [
     "FAKE_CUFILE_READ_CODE",
     "FAKE_CUFILE_ROUTE",
     "FAKE_CUFILE_NUM_GPUS",
+    "FAKE_CUFILE_IO_GPU",
     "FAKE_CUFILE_NVFS_MAJOR",
     "FAKE_CUFILE_NVFS_MINOR",
     LIBRARY_ENV_VAR,
@@ -599,6 +600,72 @@ fn stats_sum_gpus_and_clamp_the_count() {
     assert_eq!((t.n_total_reads, t.read_bytes), (12, 3 * 9192));
     let t = stats_run(&env, "1150", "40");
     assert_eq!(t.n_total_reads, 16 * 4, "num_gpus clamped to 16");
+}
+
+/// The UUID the fake reports for its GPU entry `g` under `FAKE_CUFILE_IO_GPU`.
+fn fake_uuid(g: u8) -> [u8; 16] {
+    let mut uuid = [0u8; 16];
+    uuid[..4].copy_from_slice(b"FAKE");
+    uuid[15] = g + 1;
+    uuid
+}
+
+#[test]
+fn each_gpu_reports_its_own_counters_and_they_reach_their_device() {
+    use gdsroute::testing::cufile::PerGpuSnapshot;
+    let env = Env::new();
+    env.set("FAKE_CUFILE_VERSION", "1190");
+    env.set("FAKE_CUFILE_NUM_GPUS", "3");
+    env.set("FAKE_CUFILE_IO_GPU", "0");
+    let (lib, _h) = load(Variant::Full);
+    let stats = lib.stats().unwrap();
+    stats.set_level(3).unwrap();
+    lib.driver_open().unwrap();
+    stats.start().unwrap();
+    stats.reset().unwrap();
+    let before = stats.read_per_gpu().unwrap();
+    assert_eq!(before.0.iter().map(|g| g.uuid).collect::<Vec<_>>(), [fake_uuid(0), fake_uuid(1), fake_uuid(2)]);
+
+    let (file, _) = data_file(16384);
+    let h = lib.register_handle(file.as_file().as_raw_fd()).unwrap();
+    let mut buf = vec![0u8; 16384];
+    let ptr = buf.as_mut_ptr().cast();
+    // SAFETY (all I/O below): `buf` is 16 KiB of host memory; each range fits inside it.
+    unsafe {
+        // GPU 0: two reads through cuFile's compatibility path.
+        assert_eq!(lib.read(&h, ptr, 4096, 0, 0), Ok(4096));
+        assert_eq!(lib.read(&h, ptr, 1000, 10, 0), Ok(1000));
+        // GPU 2: one read through nvidia-fs, one failed read, two writes.
+        env.set("FAKE_CUFILE_IO_GPU", "2");
+        env.set("FAKE_CUFILE_ROUTE", "nvfs");
+        assert_eq!(lib.read(&h, ptr, 8192, 4096, 0), Ok(8192));
+        assert_eq!(lib.write(&h, ptr, 4096, 0, 0), Some(Ok(4096)));
+        assert_eq!(lib.write(&h, ptr, 100, 8192, 0), Some(Ok(100)));
+        env.set("FAKE_CUFILE_READ_MODE", "errno");
+        assert!(lib.read(&h, ptr, 4096, 0, 0).is_err());
+        assert!(lib.write(&h, ptr, 4096, 0, 0).unwrap().is_err());
+        env.remove("FAKE_CUFILE_READ_MODE");
+    }
+    let after = stats.read_per_gpu().unwrap();
+    let d = after.delta_since(&before);
+    let gpu = |g: usize| d.0[g].totals;
+    assert_eq!((gpu(0).n_total_reads, gpu(0).n_posix_reads, gpu(0).n_nvfs_reads, gpu(0).n_unaligned_reads, gpu(0).read_bytes), (2, 2, 0, 1, 5096));
+    assert_eq!((gpu(0).n_total_writes, gpu(1).n_total_reads, gpu(1).n_total_writes), (0, 0, 0));
+    assert_eq!((gpu(2).n_total_reads, gpu(2).n_nvfs_reads, gpu(2).n_reads_err, gpu(2).read_bytes), (2, 1, 1, 8192));
+    assert_eq!((gpu(2).n_total_writes, gpu(2).n_nvfs_writes, gpu(2).n_posix_writes, gpu(2).n_writes_err, gpu(2).write_bytes), (3, 2, 0, 1, 4196));
+    assert_eq!(d.total().n_total_reads, 4, "the totals stay the sum over GPUs");
+
+    // To devices by UUID: cuFile's GPU 0 is device 1 of this process and its GPU 2 device 0
+    // (CUDA_VISIBLE_DEVICES reorders them); its GPU 1 is no device of the process.
+    let uuids = [(fake_uuid(0), 1), (fake_uuid(2), 0)].into_iter().collect();
+    let by_device = gdsroute::testing::cufile_by_device(&d, &uuids);
+    assert_eq!(by_device.keys().copied().collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(by_device[&1], gpu(0));
+    assert_eq!(by_device[&0], gpu(2));
+    assert!(gdsroute::testing::cufile_by_device(&d, &Default::default()).is_empty());
+    assert!(gdsroute::testing::cufile_by_device(&PerGpuSnapshot::default(), &uuids).is_empty());
+    drop(h);
+    stats.stop().unwrap();
 }
 
 #[test]

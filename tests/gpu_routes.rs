@@ -216,7 +216,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     // Pinned first, up to that bound, so that the reads need no new buffer whatever their
     // concurrency, and the preparation at open (in the background) none either.
     let buffer = gdsroute::testing::device_io::current_bounce_buffer_bytes().unwrap();
-    let pool = gdsroute::testing::device_io::bounce_pool(buffer);
+    let pool = gdsroute::testing::device_io::bounce_pool(0, buffer);
     while pool.fill_to(threads + 1).unwrap() {}
     // A buffer the preparation is still pinning counts as live before it counts as pinned.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -1,10 +1,18 @@
 //! Process-wide state a caller asks about: the counters of every handle together with the pinned
-//! memory, the registered page cache and cuFile's own statistics, gathered from their owners.
+//! memory, the registered page cache and cuFile's own statistics, gathered from their owners; and
+//! the same per device (`device_counters`).
+//!
+//! An exit report (asked for in issue 18; none exists yet) would print `process_counters()`
+//! rendered as text followed by `stats::render_devices_text(&device_counters())`: the two
+//! renderings a C caller gets from `gdsroute_stats_render` and `gdsroute_stats_render_devices`.
 
 use crate::backend::cufile::gds;
-use crate::backend::device;
+use crate::backend::device::{self, Placement};
 use crate::page_cache;
-use crate::stats::{self, Counters};
+use crate::stats::{self, Counters, CufileStatsState, DeviceCounters, NumaPlacement};
+use crate::sys::cuda;
+use crate::sys::cufile::{PerGpuSnapshot, PerGpuTotals};
+use std::collections::BTreeMap;
 
 /// The process-wide counters with cuFile's, if cuFile is open.
 pub fn process_counters() -> Counters {
@@ -21,10 +29,136 @@ pub fn process_counters() -> Counters {
     counters
 }
 
+/// The process-wide counters of each device, ascending by ordinal: every device whose memory a
+/// task read into or wrote from, that has bounce buffers, or that cuFile reports counters for
+/// (its per-GPU entries matched to devices by UUID; an entry matching no device of this process
+/// is left out, and counts in `process_counters` only). The task counters are one snapshot
+/// (`StatsCell::snapshot_with_devices`); the bounce buffers and cuFile's counters are read next
+/// to it.
+pub fn device_counters() -> Vec<DeviceCounters> {
+    let (_, tasks) = stats::global().snapshot_with_devices();
+    let mut devices: BTreeMap<i32, DeviceCounters> = tasks.into_iter().map(|d| (d.device_ordinal as i32, d)).collect();
+    for pinned in device::device_pinned() {
+        let d = devices.entry(pinned.ordinal).or_insert_with(|| DeviceCounters::of(pinned.ordinal));
+        d.pinned_bytes = pinned.stats.bytes_pinned;
+        d.pinned_bytes_peak = pinned.stats.peak_bytes_pinned;
+        (d.bounce_numa_placement, d.bounce_numa_node) = match pinned.placement {
+            Placement::Node(node) => (NumaPlacement::Placed as u64, node as u64),
+            Placement::NoNode(_) => (NumaPlacement::NodeUnknown as u64, 0),
+            Placement::Refused { node, .. } => (NumaPlacement::Refused as u64, node as u64),
+        };
+    }
+    let (state, per_gpu) = match gds::opened() {
+        Some(gds) => gds.per_gpu_deltas(),
+        None => (CufileStatsState::NotLoaded, None),
+    };
+    if let Some(per_gpu) = per_gpu {
+        // cuFile is open, so CUDA was initialised before it: asking for the UUIDs starts nothing.
+        for (ordinal, totals) in cufile_by_device(&per_gpu, &device_uuids()) {
+            fill_cufile(devices.entry(ordinal).or_insert_with(|| DeviceCounters::of(ordinal)), &totals);
+        }
+    }
+    for d in devices.values_mut() {
+        d.cufile_stats_state = state as u64;
+    }
+    devices.into_values().collect()
+}
+
+/// The UUID of every device of this process, to its ordinal.
+fn device_uuids() -> BTreeMap<[u8; 16], i32> {
+    let count = cuda::device_count().unwrap_or(0);
+    (0..count).filter_map(|ordinal| cuda::device_uuid(ordinal).ok().map(|uuid| (uuid, ordinal))).collect()
+}
+
+/// cuFile's per-GPU entries by device ordinal, matched by UUID (`uuids`: each device's UUID to
+/// its ordinal). Entries whose UUID names no device of the process are left out; entries of one
+/// UUID are added up.
+pub fn cufile_by_device(per_gpu: &PerGpuSnapshot, uuids: &BTreeMap<[u8; 16], i32>) -> BTreeMap<i32, PerGpuTotals> {
+    let mut by_device: BTreeMap<i32, PerGpuSnapshot> = BTreeMap::new();
+    for gpu in &per_gpu.0 {
+        if let Some(&ordinal) = uuids.get(&gpu.uuid) {
+            by_device.entry(ordinal).or_default().0.push(*gpu);
+        }
+    }
+    by_device.into_iter().map(|(ordinal, entries)| (ordinal, entries.total())).collect()
+}
+
+/// One GPU's cuFile deltas into its device's counters.
+fn fill_cufile(d: &mut DeviceCounters, t: &PerGpuTotals) {
+    d.cufile_n_total_reads = t.n_total_reads;
+    d.cufile_n_nvfs_reads = t.n_nvfs_reads;
+    d.cufile_n_posix_reads = t.n_posix_reads;
+    d.cufile_n_p2p_reads = t.n_p2p_reads;
+    d.cufile_n_unaligned_reads = t.n_unaligned_reads;
+    d.cufile_n_reads_err = t.n_reads_err;
+    d.cufile_read_bytes = t.read_bytes;
+    d.cufile_n_total_writes = t.n_total_writes;
+    d.cufile_n_nvfs_writes = t.n_nvfs_writes;
+    d.cufile_n_posix_writes = t.n_posix_writes;
+    d.cufile_n_p2p_writes = t.n_p2p_writes;
+    d.cufile_n_writes_err = t.n_writes_err;
+    d.cufile_write_bytes_gpu = t.write_bytes;
+}
+
 /// Resets our process-wide counters and the cuFile baseline.
 pub fn reset_process_counters() {
     stats::global().reset();
     if let Some(gds) = gds::opened() {
         gds.reset_counters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sys::cufile::GpuCounters;
+
+    #[test]
+    fn each_cufile_counter_lands_in_the_device_field_of_its_name() {
+        let t = PerGpuTotals {
+            n_total_reads: 1,
+            n_nvfs_reads: 2,
+            n_posix_reads: 3,
+            n_p2p_reads: 4,
+            n_unaligned_reads: 5,
+            n_reads_err: 6,
+            read_bytes: 7,
+            n_total_writes: 8,
+            n_nvfs_writes: 9,
+            n_posix_writes: 10,
+            n_p2p_writes: 11,
+            n_writes_err: 12,
+            write_bytes: 13,
+        };
+        let mut d = DeviceCounters::of(0);
+        fill_cufile(&mut d, &t);
+        let cufile: Vec<(&str, u64)> = d.entries().into_iter().filter(|(name, _)| name.starts_with("cufile_n_") || name.starts_with("cufile_read") || *name == "cufile_write_bytes_gpu").collect();
+        assert_eq!(
+            cufile,
+            [
+                ("cufile_n_total_reads", 1),
+                ("cufile_n_nvfs_reads", 2),
+                ("cufile_n_posix_reads", 3),
+                ("cufile_n_p2p_reads", 4),
+                ("cufile_n_unaligned_reads", 5),
+                ("cufile_n_reads_err", 6),
+                ("cufile_read_bytes", 7),
+                ("cufile_n_total_writes", 8),
+                ("cufile_n_nvfs_writes", 9),
+                ("cufile_n_posix_writes", 10),
+                ("cufile_n_p2p_writes", 11),
+                ("cufile_n_writes_err", 12),
+                ("cufile_write_bytes_gpu", 13),
+            ]
+        );
+    }
+
+    #[test]
+    fn two_entries_of_one_uuid_add_up() {
+        let gpu = |id: u8, reads| GpuCounters { uuid: [id; 16], totals: PerGpuTotals { n_total_reads: reads, ..Default::default() } };
+        let uuids = [([1; 16], 0)].into_iter().collect();
+        let by_device = cufile_by_device(&PerGpuSnapshot(vec![gpu(1, 2), gpu(2, 9), gpu(1, 3)]), &uuids);
+        assert_eq!(by_device.len(), 1);
+        assert_eq!(by_device[&0].n_total_reads, 5);
     }
 }

@@ -273,7 +273,12 @@ fn run_and_record(
     let task = AssertUnwindSafe(|| unsafe { file.run_task(direction, plan, target, chunk, snapshot, compat_mode) });
     let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(crate::error::panic_message(&p))));
     let outcome = result.as_ref().copied().unwrap_or_default();
-    stats::record_task(stats, direction, plan.route, &outcome, result.is_err());
+    // Device and managed memory count for their device too; host memory for none.
+    let device = match target {
+        Target::Device { kind, .. } => kind.device_ordinal(),
+        Target::Host(_) => None,
+    };
+    stats::record_task(stats, direction, plan.route, device, &outcome, result.is_err());
     result.map(|outcome| outcome.bytes)
 }
 

@@ -1,10 +1,20 @@
 //! Preparing the device route before the first device read. When a file is opened on a thread
 //! that has a CUDA context current (the application already uses CUDA: libcuda is loaded), every
 //! pool worker, before the next queued job it takes (`ThreadPool::broadcast`), creates its stream
-//! and events for that context and pins one bounce buffer for the pool; then it takes read tasks
-//! at once, while others may still be preparing. The opening thread makes its own stream and
-//! events, and the workers pin one buffer for it too (a waiting caller runs tasks:
-//! operation.rs). CUDA is never loaded here, so host-only programs pay nothing.
+//! and events for that context and pins one bounce buffer for the pool of that context's device;
+//! then it takes read tasks at once, while others may still be preparing. The opening thread
+//! makes its own stream and events, and the workers pin one buffer for it too (a waiting caller
+//! runs tasks: operation.rs). CUDA is never loaded here, so host-only programs pay nothing.
+//!
+//! Several GPUs: the bounce buffers are per device (`backend::device::bounce_pool`), so the
+//! preparation is per device too: the current context's device, and every other device whose
+//! primary context the application has made active (the CUDA runtime's `cudaSetDevice` and
+//! first call on it do), in its primary context, since a process that drives several GPUs
+//! typically opens its files on one thread and reads into all of them. A device the process has
+//! not used yet is not prepared (that would create a context and pin memory for a device that
+//! may never be read into); its first reads prepare what they need, as without this module. The
+//! device the first read of a handle targets is not known at the open, and preparing at that
+//! read gains nothing: its tasks would wait for the same work.
 //!
 //! Why this shape (docs/benchmark-record.md, series 2-4, 2026-11-30): the driver serialises stream creation and
 //! registration (about 10 ms for 16 workers on the H200), so a read issued right after the open
@@ -19,24 +29,35 @@ use std::sync::Mutex;
 /// Workers prepared so far, by context address.
 static PREPARED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
 
-/// Starts the background preparation for the calling thread's current context, unless it was done
-/// for this context and at least this many workers. Never fails: whatever is not prepared is
-/// prepared by the first read.
+/// Starts the background preparation for the calling thread's current context and for the
+/// active primary contexts of the other devices, unless it was done for that context and at
+/// least this many workers. Never fails: whatever is not prepared is prepared by the first read.
 pub fn prepare_in_background() {
     if !cuda::in_use_by_the_application() {
         return;
     }
     let Ok(Some(ctx)) = cuda::current_context() else { return };
+    let Ok(Some(ordinal)) = cuda::current_device() else { return };
     let Ok(pool) = crate::io::thread_pool::global() else { return };
-    if prepare_on(pool, ctx) {
+    if prepare_on(pool, ctx, ordinal) {
         // The opening thread usually waits for its reads, and a waiter runs tasks too.
         let _ = cuda::thread_stream();
         let _ = cuda::thread_events();
     }
+    for (other, ctx) in other_devices_in_use(ordinal) {
+        prepare_on(pool, ctx, other);
+    }
 }
 
-/// Broadcasts the preparation to the pool's workers unless already done; true if it did.
-fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
+/// The devices other than `current` whose primary context is active, with that context.
+fn other_devices_in_use(current: i32) -> Vec<(i32, ContextHandle)> {
+    let count = cuda::device_count().unwrap_or(0);
+    (0..count).filter(|&d| d != current).filter_map(|d| Some((d, cuda::active_primary_context(d).ok()??))).collect()
+}
+
+/// Broadcasts the preparation for context `ctx` of device `ordinal` to the pool's workers unless
+/// already done; true if it did.
+fn prepare_on(pool: &ThreadPool, ctx: ContextHandle, ordinal: i32) -> bool {
     // The target count: while a resize is under way the broadcast reaches the live workers,
     // which may be fewer or more; the first reads prepare whatever is missing.
     let workers = pool.num_threads();
@@ -51,11 +72,11 @@ fn prepare_on(pool: &ThreadPool, ctx: ContextHandle) -> bool {
     crate::trace::event("prepare.queued", workers as u64);
     // One buffer per worker and one for the opening thread.
     let buffers = workers + 1;
-    pool.broadcast(move || prepare_worker(ctx, buffers));
+    pool.broadcast(move || prepare_worker(ctx, ordinal, buffers));
     true
 }
 
-fn prepare_worker(ctx: ContextHandle, buffers: usize) {
+fn prepare_worker(ctx: ContextHandle, ordinal: i32, buffers: usize) {
     crate::trace::event("prepare.start", 0);
     let Ok(_scope) = ScopedContext::push(ctx) else { return };
     let _ = cuda::thread_stream();
@@ -63,7 +84,7 @@ fn prepare_worker(ctx: ContextHandle, buffers: usize) {
     crate::trace::event("prepare.stream", 0);
     // The size in effect now, so that a setting changed since the open is not undone here.
     let Ok(buffer_bytes) = crate::backend::device::current_bounce_buffer_bytes() else { return };
-    let pool = crate::backend::device::bounce_pool(buffer_bytes);
+    let pool = crate::backend::device::bounce_pool(ordinal, buffer_bytes);
     // Usually one buffer per worker; a worker that finds the others slower pins the rest (the
     // driver serialises registration, so the total time is the same whoever does it).
     while let Ok(true) = pool.fill_to(buffers) {}

@@ -5,6 +5,7 @@
  * Build: cc -shared -fPIC -o libfake_cufile.so fake_cufile.c
  *   -DFAKE_CUFILE_NO_STATS      omit every statistics symbol (a pre-1.15 library)
  *   -DFAKE_CUFILE_MISSING_READ  omit cuFileRead
+ *   -DFAKE_CUFILE_MISSING_WRITE omit cuFileWrite
  *   -DFAKE_CUFILE_NO_VERSION    omit cuFileGetVersion
  *
  * Environment:
@@ -14,14 +15,20 @@
  *   FAKE_CUFILE_READ_MODE        ok | short | errno | negative (default ok)
  *   FAKE_CUFILE_READ_ERRNO       errno for mode errno (default EIO)
  *   FAKE_CUFILE_READ_CODE        code for mode negative (default 5011): returns -code
- *   FAKE_CUFILE_ROUTE            posix | nvfs | p2p: which counter a read bumps (default posix)
+ *   FAKE_CUFILE_ROUTE            posix | nvfs | p2p: which counter a read or write bumps (default posix)
  *   FAKE_CUFILE_NUM_GPUS         num_gpus written to L3 (default 1; may exceed 16 to test clamping)
+ *   FAKE_CUFILE_IO_GPU           unset: every reported GPU entry repeats GPU 0's counters, UUIDs all
+ *                                zero (sums are predictable); set to g (0-15): reads and writes count
+ *                                on GPU g, and every entry reports its own counters and its UUID,
+ *                                the bytes 'F' 'A' 'K' 'E', eleven zeros, then g + 1
  *   FAKE_CUFILE_NVFS_MAJOR/MINOR nvidia-fs version in the driver properties (default 0.0)
  *   FAKE_CUFILE_FAIL_AT          with mode errno/negative: only reads whose range covers this file
  *                                offset fail; the others read normally
  *   FAKE_CUFILE_DEVICE           1: the buffer is CUDA device memory: read into host memory,
  *                                then cuMemcpyHtoD (libcuda.so.1, loaded on first use)
- * Reads otherwise treat the buffer as host memory and pread() the registered fd into it.
+ * Reads otherwise treat the buffer as host memory and pread() the registered fd into it;
+ * cuFileWrite likewise pwrite()s from it (FAKE_CUFILE_DEVICE=1: cuMemcpyDtoH first); both honour
+ * FAKE_CUFILE_READ_MODE (short: half the size; errno/negative as for reads, FAKE_CUFILE_FAIL_AT too).
  * Test hooks: fake_cufile_reset(), fake_cufile_open_count(), fake_cufile_deregister_count(),
  * fake_cufile_param_string(int param) (last staged string or NULL),
  * fake_cufile_registered_fd() and fake_cufile_registered_flags() (the fd of the last successful
@@ -68,7 +75,10 @@ _Static_assert(sizeof(struct fake_descr) == 24, "CUfileDescr_t is 24 bytes");
 
 #define FAKE_MAX_GPUS 16
 #define PER_GPU_SIZE 248
-struct counters { uint64_t read_bytes, total, p2p, nvfs, posix, unaligned, err; };
+struct counters {
+    uint64_t read_bytes, total, p2p, nvfs, posix, unaligned, err;
+    uint64_t write_bytes, w_total, w_p2p, w_nvfs, w_posix, w_err;
+};
 
 struct fake_handle { uint32_t magic; int fd; dev_t dev; ino_t ino; };
 #define HANDLE_MAGIC 0xC0F1E5u
@@ -213,11 +223,35 @@ EXPORT fake_status cuFileBufRegister(const void *base, size_t len, int flags) {
 }
 EXPORT fake_status cuFileBufDeregister(const void *base) { return status(base ? 0 : 5022); }
 
+/* The GPU entry I/O is counted on: FAKE_CUFILE_IO_GPU, else 0. */
+static struct counters *io_gpu(void) {
+    int g = env_int("FAKE_CUFILE_IO_GPU", 0);
+    return &gpu[g < 0 ? 0 : g >= FAKE_MAX_GPUS ? FAKE_MAX_GPUS - 1 : g];
+}
+
+static __attribute__((unused)) void count_write(ssize_t ret) {
+    pthread_mutex_lock(&lock);
+    if (stats_started && stats_level >= 3) {
+        struct counters *c = io_gpu();
+        c->w_total++;
+        if (ret < 0) {
+            c->w_err++;
+        } else {
+            const char *route = env_str("FAKE_CUFILE_ROUTE", "posix");
+            if (strcmp(route, "nvfs") == 0) c->w_nvfs++;
+            else if (strcmp(route, "p2p") == 0) c->w_p2p++;
+            else c->w_posix++;
+            c->write_bytes += (uint64_t)ret;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 #ifndef FAKE_CUFILE_MISSING_READ
 static void count_read(off_t file_offset, size_t size, off_t buf_offset, ssize_t ret) {
     pthread_mutex_lock(&lock);
     if (stats_started && stats_level >= 3) {
-        struct counters *c = &gpu[0];
+        struct counters *c = io_gpu();
         c->total++;
         if (ret < 0) {
             c->err++;
@@ -279,6 +313,53 @@ EXPORT ssize_t cuFileRead(void *fh, void *base, size_t size, off_t file_offset, 
 }
 #endif
 
+#ifndef FAKE_CUFILE_MISSING_WRITE
+/* Writes `want` bytes of the caller's buffer: directly, or through host memory and cuMemcpyDtoH
+ * when FAKE_CUFILE_DEVICE=1 (a GPU test). */
+static ssize_t write_from(int fd, const char *src, size_t want, off_t file_offset) {
+    if (env_int("FAKE_CUFILE_DEVICE", 0) != 1) return pwrite(fd, src, want, file_offset);
+    typedef int (*dtoh_fn)(void *, uint64_t, size_t);
+    static dtoh_fn dtoh;
+    if (!dtoh) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        dtoh = cuda ? (dtoh_fn)dlsym(cuda, "cuMemcpyDtoH_v2") : NULL;
+        if (!dtoh) { errno = ENOSYS; return -1; }
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && (flags & O_DIRECT)) fcntl(fd, F_SETFL, flags & ~O_DIRECT);
+    char *tmp = malloc(want ? want : 1);
+    if (!tmp) { errno = ENOMEM; return -1; }
+    ssize_t n = -1;
+    if (dtoh(tmp, (uint64_t)(uintptr_t)src, want) != 0) errno = EFAULT;
+    else n = pwrite(fd, tmp, want, file_offset);
+    free(tmp);
+    return n;
+}
+
+EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t size, off_t file_offset, off_t buf_offset) {
+    struct fake_handle *h = fh;
+    if (!h || h->magic != HANDLE_MAGIC) { errno = EBADF; return -1; }
+    const char *mode = env_str("FAKE_CUFILE_READ_MODE", "ok");
+    long long fail_at = env_int("FAKE_CUFILE_FAIL_AT", -1);
+    int covered = fail_at < 0 || (fail_at >= file_offset && fail_at < file_offset + (off_t)size);
+    ssize_t ret;
+    if (strcmp(mode, "errno") == 0 && covered) {
+        count_write(-1);
+        errno = env_int("FAKE_CUFILE_READ_ERRNO", EIO);
+        return -1;
+    } else if (strcmp(mode, "negative") == 0 && covered) {
+        ret = -(ssize_t)env_int("FAKE_CUFILE_READ_CODE", 5011);
+    } else {
+        size_t want = strcmp(mode, "short") == 0 && size > 1 ? size / 2 : size;
+        ret = write_from(h->fd, (const char *)base + buf_offset, want, file_offset);
+    }
+    int saved = errno;
+    count_write(ret);
+    errno = saved;
+    return ret;
+}
+#endif
+
 #ifndef FAKE_CUFILE_NO_STATS
 EXPORT fake_status cuFileSetStatsLevel(int level) {
     if (level < 0 || level > 3) return status(5022);
@@ -319,11 +400,19 @@ EXPORT fake_status cuFileGetStatsL3(void *out) {
     memset(p, 0, total);
     uint32_t n = (uint32_t)env_int("FAKE_CUFILE_NUM_GPUS", 1);
     memcpy(p + num_at, &n, sizeof n);
+    const char *io_gpu_env = getenv("FAKE_CUFILE_IO_GPU");
+    int per_gpu = io_gpu_env != NULL && *io_gpu_env != 0;
     pthread_mutex_lock(&lock);
     for (uint32_t g = 0; g < n && g < FAKE_MAX_GPUS; g++) {
         size_t e = gpus_at + (size_t)g * PER_GPU_SIZE;
-        /* When reporting several GPUs, give each the same counters so sums are predictable. */
-        const struct counters *c = &gpu[0];
+        /* Without FAKE_CUFILE_IO_GPU every entry repeats GPU 0's counters, so sums are predictable;
+         * with it each entry has its own counters and names its GPU. */
+        const struct counters *c = per_gpu ? &gpu[g] : &gpu[0];
+        if (per_gpu) {
+            unsigned char uuid[16] = {'F', 'A', 'K', 'E'};
+            uuid[15] = (unsigned char)(g + 1);
+            memcpy(p + e, uuid, sizeof uuid);
+        }
         put_u64(p, e + 16, c->read_bytes);
         put_u64(p, e + 48, c->total);
         put_u64(p, e + 56, c->p2p);
@@ -331,6 +420,12 @@ EXPORT fake_status cuFileGetStatsL3(void *out) {
         put_u64(p, e + 72, c->posix);
         put_u64(p, e + 80, c->unaligned);
         put_u64(p, e + 112, c->err);
+        put_u64(p, e + 120, c->write_bytes);
+        put_u64(p, e + 152, c->w_total);
+        put_u64(p, e + 160, c->w_p2p);
+        put_u64(p, e + 168, c->w_nvfs);
+        put_u64(p, e + 176, c->w_posix);
+        put_u64(p, e + 200, c->w_err);
     }
     pthread_mutex_unlock(&lock);
     return status(0);

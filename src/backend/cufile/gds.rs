@@ -4,7 +4,7 @@
 //! of the probe lives in `cufile_file`.
 
 use crate::sys::cuda;
-use crate::sys::cufile::{CufileLibrary, PerGpuTotals, StatsSupport};
+use crate::sys::cufile::{CufileLibrary, PerGpuSnapshot, StatsSupport};
 use crate::stats::{Counters, CufileStatsState};
 use once_cell::sync::OnceCell;
 use std::path::Path;
@@ -33,7 +33,7 @@ impl Unusable {
 pub struct Gds {
     /// The loaded library (leaked: never unloaded).
     pub library: &'static CufileLibrary,
-    stats_baseline: Mutex<Option<PerGpuTotals>>,
+    stats_baseline: Mutex<Option<PerGpuSnapshot>>,
     stats_enabled: bool,
     /// The process that opened the driver; a forked child must not call cuFile.
     pid: u32,
@@ -114,7 +114,7 @@ fn open_process() -> Result<Gds, Unusable> {
         let _ = library.driver_close();
         return Err(shut_down());
     }
-    let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu_totals().ok()));
+    let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu().ok()));
     // SAFETY: registering a plain extern "C" function with no captured state.
     unsafe { libc::atexit(close_at_exit) };
     Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled, pid: std::process::id() })
@@ -265,24 +265,30 @@ pub fn auto_environment_check() -> Result<(), Unusable> {
 }
 
 impl Gds {
-    fn totals_now(&self) -> Option<PerGpuTotals> {
+    fn totals_now(&self) -> Option<PerGpuSnapshot> {
         let _call = CufileCall::enter()?;
-        self.library.stats().filter(|_| self.stats_enabled).and_then(|s| s.read_per_gpu_totals().ok())
+        self.library.stats().filter(|_| self.stats_enabled).and_then(|s| s.read_per_gpu().ok())
+    }
+
+    /// cuFile's per-GPU counters as deltas since start or reset, each GPU by its UUID, with the
+    /// `CufileStatsState` they have (`Active` only with the deltas).
+    pub fn per_gpu_deltas(&self) -> (CufileStatsState, Option<PerGpuSnapshot>) {
+        if !self.stats_enabled {
+            return (CufileStatsState::Disabled, None);
+        }
+        let baseline = self.stats_baseline.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match (baseline, self.totals_now()) {
+            (Some(baseline), Some(now)) => (CufileStatsState::Active, Some(now.delta_since(&baseline))),
+            _ => (CufileStatsState::ApiMissing, None),
+        }
     }
 
     /// Fills the `cufile_*` fields of a process-wide snapshot with deltas since start or reset.
     pub fn fill_counters(&self, counters: &mut Counters) {
-        if !self.stats_enabled {
-            counters.cufile_stats_state = CufileStatsState::Disabled as u64;
-            return;
-        }
-        let baseline = *self.stats_baseline.lock().unwrap_or_else(|p| p.into_inner());
-        let (Some(baseline), Some(now)) = (baseline, self.totals_now()) else {
-            counters.cufile_stats_state = CufileStatsState::ApiMissing as u64;
-            return;
-        };
-        let d = now.delta_since(&baseline);
-        counters.cufile_stats_state = CufileStatsState::Active as u64;
+        let (state, deltas) = self.per_gpu_deltas();
+        counters.cufile_stats_state = state as u64;
+        let Some(deltas) = deltas else { return };
+        let d = deltas.total();
         counters.cufile_n_total_reads = d.n_total_reads;
         counters.cufile_n_nvfs_reads = d.n_nvfs_reads;
         counters.cufile_n_posix_reads = d.n_posix_reads;

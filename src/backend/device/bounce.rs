@@ -4,36 +4,12 @@
 //! same buffers the other way: copy a piece from the GPU into a pinned half, `pwrite` it while
 //! the next piece's copy runs. cuFile's own transfer is `backend::cufile::transfer`.
 
-use crate::sys::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
+use super::pools::bounce_pool_for;
+use crate::sys::cuda::{self, MemoryKind, ScopedContext};
 use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::backend::posix::{self, Delivered};
-use once_cell::sync::OnceCell;
 use std::os::fd::RawFd;
-
-/// Most bounce buffers alive at once: one per worker thread, plus callers reading inline.
-const MAX_BOUNCE_BUFFERS: usize = 2 * crate::settings::MAX_THREADS;
-
-static BOUNCE_POOL: OnceCell<PinnedPool> = OnceCell::new();
-
-/// The process's pinned bounce buffers, resized to the current setting (buffers of an old size
-/// are freed as they come back).
-pub fn bounce_pool(buffer_size: u64) -> &'static PinnedPool {
-    debug_assert!(buffer_size > 0);
-    let pool = BOUNCE_POOL.get_or_init(|| PinnedPool::new(buffer_size as usize, MAX_BOUNCE_BUFFERS));
-    if pool.stats().buffer_size != buffer_size as usize {
-        pool.set_buffer_size(buffer_size as usize);
-    }
-    pool
-}
-
-/// Pinned memory the library holds now and at most so far (0, 0 before any device read).
-pub fn pinned_usage() -> (u64, u64) {
-    BOUNCE_POOL.get().map_or((0, 0), |p| {
-        let s = p.stats();
-        (s.bytes_pinned, s.peak_bytes_pinned)
-    })
-}
 
 fn cuda_error(e: cuda::CudaFailure) -> Error {
     e.into()
@@ -107,7 +83,7 @@ unsafe fn bounce_out(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &Memory
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let events = cuda::thread_events().map_err(cuda_error)?;
-    let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
+    let mut buffer = bounce_pool_for(kind, bounce_buffer_bytes(buffer_size))?.acquire().map_err(cuda_error)?;
     // Direct writes go to the device in requests as large as the buffer (4 MiB): on the H200
     // machine's disk, 2 MiB requests wrote a new file at 1.33 GB/s where 4 MiB ones reach 2.1;
     // the copy of a piece (under 0.1 ms at 55 GB/s) is not worth overlapping with a 2 ms write.
@@ -170,7 +146,7 @@ unsafe fn bounce_in(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryK
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let events = cuda::thread_events().map_err(cuda_error)?;
-    let mut buffer = bounce_pool(bounce_buffer_bytes(buffer_size)).acquire().map_err(cuda_error)?;
+    let mut buffer = bounce_pool_for(kind, bounce_buffer_bytes(buffer_size))?.acquire().map_err(cuda_error)?;
     crate::trace::event("bounce.buffer", 0);
     let halves = if buffer.len() >= 2 { 2 } else { 1 };
     let (piece, align_pieces) = piece_size(buffer.len() / halves, direct.is_some());

@@ -1,6 +1,8 @@
 //! A bounded pool of pinned (page-locked) host bounce buffers, the staging area for reads into
-//! device memory through POSIX. Buffers are huge-page-aligned anonymous mappings pinned with `cuMemHostRegister(PORTABLE)`, reused
-//! across calls, freed when the configured size changes, and counted (bytes pinned, peak, calls).
+//! device memory through POSIX. Buffers are huge-page-aligned anonymous mappings pinned with
+//! `cuMemHostRegister(PORTABLE)`, optionally placed on a NUMA node before their pages exist,
+//! reused across calls, freed when the configured size changes, and counted (bytes pinned, peak,
+//! calls), per pool and for a group of pools together (`PinnedGroup`).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +13,7 @@ use cudarc::driver::sys;
 use super::context::any_context;
 use super::driver::cuda;
 use super::error::{CudaFailure, check};
+use crate::sys::numa;
 
 /// One pinned allocation owned by the pool or by a `PinnedBuffer`.
 #[derive(Debug)]
@@ -39,6 +42,35 @@ struct Inner {
     peak_bytes_pinned: AtomicU64,
     allocations: AtomicU64,
     frees: AtomicU64,
+    /// The NUMA node new buffers are placed on, if any.
+    node: Option<u32>,
+    /// The errno of the last placement the kernel refused (0: none).
+    placement_refused: std::sync::atomic::AtomicI32,
+    group: Option<Arc<PinnedGroup>>,
+}
+
+/// Pinned bytes of several pools together, now and at most at once (the sum of the pools' peaks
+/// would overstate it: they need not peak together).
+#[derive(Debug, Default)]
+pub struct PinnedGroup {
+    bytes_pinned: AtomicU64,
+    peak_bytes_pinned: AtomicU64,
+}
+
+impl PinnedGroup {
+    /// Bytes pinned now by the group's pools, and the most pinned at once.
+    pub fn usage(&self) -> (u64, u64) {
+        (self.bytes_pinned.load(Ordering::Relaxed), self.peak_bytes_pinned.load(Ordering::Relaxed))
+    }
+
+    fn add(&self, bytes: u64) {
+        let now = self.bytes_pinned.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak_bytes_pinned.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn sub(&self, bytes: u64) {
+        self.bytes_pinned.fetch_sub(bytes, Ordering::Relaxed);
+    }
 }
 
 /// Counters of a `PinnedPool`, read at one moment.
@@ -60,6 +92,11 @@ pub struct PinnedStats {
     pub buffer_size: usize,
     /// The most buffers that may exist at once.
     pub max_count: usize,
+    /// The NUMA node buffers are placed on (`PinnedPool::placed`), `None` for no placement.
+    pub node: Option<u32>,
+    /// The errno of the last placement the kernel refused (`mbind`); such a buffer is pinned
+    /// wherever its pages fell. `None` when every placement asked for was made.
+    pub placement_refused: Option<i32>,
 }
 
 /// A bounded pool of pinned host buffers of one configured size.
@@ -75,6 +112,14 @@ impl PinnedPool {
     /// A pool of buffers of `buffer_size` bytes, at most `max_count` existing at once (both are
     /// raised to 1 if 0). Allocates nothing until the first `acquire`.
     pub fn new(buffer_size: usize, max_count: usize) -> Self {
+        Self::placed(buffer_size, max_count, None, None)
+    }
+
+    /// `new`, with the pages of every buffer taken preferably from NUMA node `node` (asked before
+    /// they are touched: `mbind(MPOL_PREFERRED)`; where the kernel refuses, the buffer is pinned
+    /// unplaced and `PinnedStats::placement_refused` says why), and the pinned bytes counted in
+    /// `group` as well.
+    pub fn placed(buffer_size: usize, max_count: usize, node: Option<u32>, group: Option<Arc<PinnedGroup>>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
@@ -88,6 +133,9 @@ impl PinnedPool {
                 peak_bytes_pinned: AtomicU64::new(0),
                 allocations: AtomicU64::new(0),
                 frees: AtomicU64::new(0),
+                node,
+                placement_refused: std::sync::atomic::AtomicI32::new(0),
+                group,
             }),
         }
     }
@@ -189,6 +237,8 @@ impl PinnedPool {
             buffers_idle: state.idle.len(),
             buffer_size: state.buffer_size,
             max_count: self.inner.max_count,
+            node: self.inner.node,
+            placement_refused: Some(self.inner.placement_refused.load(Ordering::Relaxed)).filter(|&e| e != 0),
         }
     }
 
@@ -207,14 +257,20 @@ impl PinnedPool {
         state.live += 1;
         let size = state.buffer_size;
         drop(state);
-        match allocate(size) {
-            Ok(ptr) => {
+        match allocate(size, self.inner.node) {
+            Ok((ptr, refused)) => {
+                if let Some(errno) = refused {
+                    self.inner.placement_refused.store(errno, Ordering::Relaxed);
+                }
                 self.inner.allocations.fetch_add(1, Ordering::Relaxed);
                 let pinned = pinned_len(size);
                 let now = self.inner.bytes_pinned.fetch_add(pinned, Ordering::Relaxed) + pinned;
                 self.inner
                     .peak_bytes_pinned
                     .fetch_max(now, Ordering::Relaxed);
+                if let Some(group) = &self.inner.group {
+                    group.add(pinned);
+                }
                 Ok(self.lend(RawPinned { ptr, size }))
             }
             Err(e) => {
@@ -252,6 +308,9 @@ impl Inner {
     fn free(&self, raw: RawPinned) {
         self.bytes_pinned
             .fetch_sub(pinned_len(raw.size), Ordering::Relaxed);
+        if let Some(group) = &self.group {
+            group.sub(pinned_len(raw.size));
+        }
         self.frees.fetch_add(1, Ordering::Relaxed);
         // In a forked child or after a failure there is nothing safe to call: leak.
         let Ok(scope) = any_context() else { return };
@@ -262,6 +321,9 @@ impl Inner {
         if let Err(e) = r {
             // Leaked and still registered (see `release`): still pinned, so still counted.
             self.bytes_pinned.fetch_add(pinned_len(raw.size), Ordering::Relaxed);
+            if let Some(group) = &self.group {
+                group.add(pinned_len(raw.size));
+            }
             eprintln!("gdsroute: {e}");
         }
     }
@@ -303,28 +365,21 @@ fn size_overflows() -> CudaFailure {
     CudaFailure::Call { call: "mmap", name: "size overflows".into(), code: 0 }
 }
 
-/// Maps anonymous memory on a huge-page boundary, asks for transparent huge pages, touches every
-/// page, then pins it with `cuMemHostRegister`. Measured on the H200 (`tools/probes/probe-pinning.py`,
+/// Maps anonymous memory on a huge-page boundary (placed on `node` if one is given:
+/// `map_placed`), asks for transparent huge pages, touches every page, then pins it with
+/// `cuMemHostRegister`. Measured on the H200 (`tools/probes/probe-pinning.py`,
 /// docs/benchmark-record.md, series 3 (2026-11-30), THP `madvise`): a 4 MiB buffer cost 1.5-2.0 ms through
 /// `cuMemAllocHost`, 2.1-2.4 ms through touched 4 KiB pages and registration, 0.8-0.9 ms with huge
 /// pages; 16 threads allocating at once took 32 / 9 / 7 ms. Where huge pages are off (THP
 /// `never`) the advice is ignored and this is the 4 KiB-page path. The mapping is not inherited
 /// by a forked child (`MADV_DONTFORK`): a child never uses it, and copying pinned pages into a
 /// child could, on older kernels, leave the parent's next write in a copy the GPU never sees.
-fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
+/// Returns the buffer and the errno of a placement the kernel refused.
+fn allocate(size: usize, node: Option<u32>) -> Result<(NonNull<u8>, Option<i32>), CudaFailure> {
     crate::trace::event("pin.start", size as u64);
     let _scope = any_context()?;
     let len = mapped_len(size).ok_or_else(size_overflows)?;
-    let ptr = map_aligned(len)?;
-    // SAFETY: ptr..ptr+len is a fresh private anonymous mapping. The huge-page advice may fail
-    // (THP disabled): that only loses the speed-up. DONTFORK cannot fail on a valid range.
-    unsafe {
-        libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
-        libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_DONTFORK);
-    }
-    // SAFETY: as above; writing touches every page (registration of resident pages is fast) and
-    // makes the slices handed out by PinnedBuffer initialised.
-    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+    let (ptr, refused) = map_placed(len, node)?;
     crate::trace::event("pin.touched", len as u64);
     // SAFETY: cuda() succeeded (any_context); a context is current; the range is one live,
     // page-aligned mapping, unregistered before it is unmapped (`release`).
@@ -335,7 +390,27 @@ fn allocate(size: usize) -> Result<NonNull<u8>, CudaFailure> {
         unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
         return Err(e);
     }
-    Ok(ptr)
+    Ok((ptr, refused))
+}
+
+/// The memory of a buffer before it is pinned: `map_aligned(len)`, its pages preferably on `node`
+/// (asked before any page exists, so every page is placed when first touched), advised for huge
+/// pages and `MADV_DONTFORK`, and touched. Returns the mapping and the errno of a placement the
+/// kernel refused (the memory is then wherever it fell).
+fn map_placed(len: usize, node: Option<u32>) -> Result<(NonNull<u8>, Option<i32>), CudaFailure> {
+    let ptr = map_aligned(len)?;
+    // SAFETY: ptr..ptr+len is a fresh private anonymous mapping of ours, no page touched yet.
+    let refused = node.and_then(|node| unsafe { numa::prefer_node(ptr.as_ptr(), len, node) }.err()).map(|e| e.raw_os_error().unwrap_or(libc::EINVAL));
+    // SAFETY: as above. The huge-page advice may fail (THP disabled): that only loses the
+    // speed-up. DONTFORK cannot fail on a valid range.
+    unsafe {
+        libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
+        libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_DONTFORK);
+    }
+    // SAFETY: as above; writing touches every page (registration of resident pages is fast) and
+    // makes the slices handed out by PinnedBuffer initialised.
+    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+    Ok((ptr, refused))
 }
 
 /// A private anonymous mapping of `len` bytes (a multiple of `PAGE`), starting on a `HUGE_PAGE`
@@ -487,5 +562,42 @@ mod tests {
             }
         }
         assert!(map_aligned(usize::MAX - PAGE + 1).is_err(), "an overflowing length is an error");
+    }
+
+    #[test]
+    fn placed_buffers_take_their_pages_from_the_node_asked_for() {
+        // Node 0 exists on every Linux machine with NUMA support.
+        let len = 2 * HUGE_PAGE;
+        let (ptr, refused) = map_placed(len, Some(0)).unwrap();
+        assert_eq!(refused, None);
+        for at in (0..len).step_by(PAGE * 97).chain([len - 1]) {
+            assert_eq!(numa::node_of_page(ptr.as_ptr() as usize + at).unwrap(), 0, "page at {at}");
+        }
+        // SAFETY: mapped with this length.
+        unsafe { libc::munmap(ptr.as_ptr().cast(), len) };
+        // A node that does not exist: refused, and the buffer is still made.
+        let (ptr, refused) = map_placed(PAGE, Some(60_000)).unwrap();
+        assert_eq!(refused, Some(libc::EINVAL));
+        // SAFETY: mapped with this length and touched.
+        unsafe {
+            assert_eq!(*ptr.as_ptr(), 0);
+            libc::munmap(ptr.as_ptr().cast(), PAGE);
+        }
+    }
+
+    #[test]
+    fn a_group_counts_the_pinned_bytes_of_its_pools_and_its_own_peak() {
+        let group = PinnedGroup::default();
+        group.add(4 << 20);
+        group.add(4 << 20);
+        group.sub(4 << 20);
+        group.add(2 << 20);
+        assert_eq!(group.usage(), (6 << 20, 8 << 20));
+        if cuda().is_err() {
+            let pool = PinnedPool::placed(1 << 20, 2, Some(0), Some(Arc::new(PinnedGroup::default())));
+            assert!(pool.acquire().is_err());
+            let s = pool.stats();
+            assert_eq!((s.node, s.placement_refused, s.bytes_pinned), (Some(0), None, 0));
+        }
     }
 }

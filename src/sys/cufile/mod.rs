@@ -18,5 +18,6 @@ pub use library::{
     CufileLibrary, DEFAULT_CANDIDATES, LIBRARY_ENV_VAR, LoadAttempt, LoadError, RawCufileError,
 };
 pub use stats::{
-    CufileStats, MAX_GPUS, PerGpuTotals, STATS_MIN_VERSION, StatsSupport, l3_offsets, parse_l3,
+    CufileStats, GpuCounters, MAX_GPUS, PerGpuSnapshot, PerGpuTotals, STATS_MIN_VERSION, StatsSupport, l3_offsets, parse_l3,
+    parse_l3_per_gpu,
 };

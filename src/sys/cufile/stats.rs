@@ -1,6 +1,7 @@
 //! cuFile's own statistics (1.15+), read without fixed structs: the L3 layout grew in 1.19, so
 //! `cuFileGetStatsL3` writes into a large zeroed buffer that is parsed at version-based offsets.
-//! Only the per-GPU read counters are summed: they tell which route cuFile took (nvfs, p2p, posix).
+//! Only the per-GPU counters are read: they tell which route cuFile took (nvfs, p2p, posix), per
+//! GPU (named by its UUID, the first 16 bytes of each entry) and summed over GPUs.
 
 use std::ffi::c_int;
 
@@ -82,6 +83,63 @@ impl PerGpuTotals {
     }
 }
 
+/// One GPU's entry of `CUfileStatsLevel3_t.per_gpu_stats`: its UUID (`char uuid[16]`, the bytes
+/// `cuDeviceGetUuid` gives) and its counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuCounters {
+    /// The GPU's UUID as cuFile reports it.
+    pub uuid: [u8; 16],
+    /// Its counters.
+    pub totals: PerGpuTotals,
+}
+
+/// Every GPU entry cuFile reported at one moment, in its order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PerGpuSnapshot(pub Vec<GpuCounters>);
+
+impl PerGpuSnapshot {
+    /// The counters summed over GPUs (saturating).
+    pub fn total(&self) -> PerGpuTotals {
+        self.0.iter().fold(PerGpuTotals::default(), |sum, g| sum.plus(&g.totals))
+    }
+
+    /// Each GPU's counters accumulated since `earlier`: an entry is matched with the earlier
+    /// entry of the same UUID (a GPU cuFile did not report then counts from zero; an all-zero
+    /// UUID, which names no GPU, is matched by position instead).
+    pub fn delta_since(&self, earlier: &PerGpuSnapshot) -> PerGpuSnapshot {
+        let deltas = self.0.iter().enumerate().map(|(i, now)| {
+            let before = if now.uuid == [0; 16] {
+                earlier.0.get(i).filter(|e| e.uuid == [0; 16])
+            } else {
+                earlier.0.iter().find(|e| e.uuid == now.uuid)
+            };
+            let totals = before.map_or(now.totals, |before| now.totals.delta_since(&before.totals));
+            GpuCounters { uuid: now.uuid, totals }
+        });
+        PerGpuSnapshot(deltas.collect())
+    }
+}
+
+impl PerGpuTotals {
+    fn plus(&self, other: &PerGpuTotals) -> PerGpuTotals {
+        PerGpuTotals {
+            read_bytes: self.read_bytes.saturating_add(other.read_bytes),
+            n_total_reads: self.n_total_reads.saturating_add(other.n_total_reads),
+            n_p2p_reads: self.n_p2p_reads.saturating_add(other.n_p2p_reads),
+            n_nvfs_reads: self.n_nvfs_reads.saturating_add(other.n_nvfs_reads),
+            n_posix_reads: self.n_posix_reads.saturating_add(other.n_posix_reads),
+            n_unaligned_reads: self.n_unaligned_reads.saturating_add(other.n_unaligned_reads),
+            n_reads_err: self.n_reads_err.saturating_add(other.n_reads_err),
+            write_bytes: self.write_bytes.saturating_add(other.write_bytes),
+            n_total_writes: self.n_total_writes.saturating_add(other.n_total_writes),
+            n_p2p_writes: self.n_p2p_writes.saturating_add(other.n_p2p_writes),
+            n_nvfs_writes: self.n_nvfs_writes.saturating_add(other.n_nvfs_writes),
+            n_posix_writes: self.n_posix_writes.saturating_add(other.n_posix_writes),
+            n_writes_err: self.n_writes_err.saturating_add(other.n_writes_err),
+        }
+    }
+}
+
 /// Offsets of `num_gpus` and `per_gpu_stats` in `CUfileStatsLevel3_t` for a library version.
 pub fn l3_offsets(version: i32) -> (usize, usize) {
     if version >= BIG_LAYOUT_VERSION {
@@ -91,31 +149,40 @@ pub fn l3_offsets(version: i32) -> (usize, usize) {
     }
 }
 
-/// Sums the per-GPU read counters of an L3 buffer written by a library of `version`.
+/// The per-GPU entries of an L3 buffer written by a library of `version`, in cuFile's order.
 /// `num_gpus` is clamped to 16.
-pub fn parse_l3(buf: &[u8], version: i32) -> PerGpuTotals {
+pub fn parse_l3_per_gpu(buf: &[u8], version: i32) -> PerGpuSnapshot {
     let (num_at, gpus_at) = l3_offsets(version);
     let n = (read_u32(buf, num_at) as usize).min(MAX_GPUS);
-    let mut t = PerGpuTotals::default();
-    for g in 0..n {
+    let entries = (0..n).map(|g| {
         let e = gpus_at + g * PER_GPU_SIZE;
         let f = |off: usize| read_u64(buf, e + off);
-        t.read_bytes = t.read_bytes.saturating_add(f(16));
-        t.n_total_reads = t.n_total_reads.saturating_add(f(48));
-        t.n_p2p_reads = t.n_p2p_reads.saturating_add(f(56));
-        t.n_nvfs_reads = t.n_nvfs_reads.saturating_add(f(64));
-        t.n_posix_reads = t.n_posix_reads.saturating_add(f(72));
-        t.n_unaligned_reads = t.n_unaligned_reads.saturating_add(f(80));
-        t.n_reads_err = t.n_reads_err.saturating_add(f(112));
-        // The write half of CUfilePerGpuStats_t (docs: cufile-facts §1.2).
-        t.write_bytes = t.write_bytes.saturating_add(f(120));
-        t.n_total_writes = t.n_total_writes.saturating_add(f(152));
-        t.n_p2p_writes = t.n_p2p_writes.saturating_add(f(160));
-        t.n_nvfs_writes = t.n_nvfs_writes.saturating_add(f(168));
-        t.n_posix_writes = t.n_posix_writes.saturating_add(f(176));
-        t.n_writes_err = t.n_writes_err.saturating_add(f(200));
-    }
-    t
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&buf[e..e + 16]);
+        let totals = PerGpuTotals {
+            read_bytes: f(16),
+            n_total_reads: f(48),
+            n_p2p_reads: f(56),
+            n_nvfs_reads: f(64),
+            n_posix_reads: f(72),
+            n_unaligned_reads: f(80),
+            n_reads_err: f(112),
+            // The write half of CUfilePerGpuStats_t (docs: cufile-facts §1.2).
+            write_bytes: f(120),
+            n_total_writes: f(152),
+            n_p2p_writes: f(160),
+            n_nvfs_writes: f(168),
+            n_posix_writes: f(176),
+            n_writes_err: f(200),
+        };
+        GpuCounters { uuid, totals }
+    });
+    PerGpuSnapshot(entries.collect())
+}
+
+/// The per-GPU counters of an L3 buffer summed over GPUs (`parse_l3_per_gpu(..).total()`).
+pub fn parse_l3(buf: &[u8], version: i32) -> PerGpuTotals {
+    parse_l3_per_gpu(buf, version).total()
 }
 
 /// The statistics calls of a library whose [`CufileLibrary::stats_support`] is `Available`.
@@ -226,6 +293,12 @@ impl CufileStats<'_> {
     /// `cuFileGetStatsL3`, summed over GPUs. Host-memory reads never appear here.
     /// Errors: 5001 before the driver is open; 5022 when the level is below 3.
     pub fn read_per_gpu_totals(&self) -> Result<PerGpuTotals, CufileFailure> {
+        self.read_per_gpu().map(|s| s.total())
+    }
+
+    /// `cuFileGetStatsL3`, each GPU's entry with its UUID.
+    /// Errors: as `read_per_gpu_totals`.
+    pub fn read_per_gpu(&self) -> Result<PerGpuSnapshot, CufileFailure> {
         let f = self
             .lib
             .sym
@@ -237,7 +310,7 @@ impl CufileStats<'_> {
         // SAFETY: the buffer is zeroed, 8-aligned, writable and 8 KiB, larger than every known
         // `CUfileStatsLevel3_t` (5000 bytes before 1.19, 5112 from 1.19).
         check("cuFileGetStatsL3", unsafe { f(buf.0.as_mut_ptr().cast()) })?;
-        Ok(parse_l3(&buf.0, self.version))
+        Ok(parse_l3_per_gpu(&buf.0, self.version))
     }
 }
 
@@ -291,6 +364,40 @@ mod tests {
         // A bogus GPU count is clamped instead of reading past the buffer.
         buf[1024..1028].copy_from_slice(&u32::MAX.to_ne_bytes());
         assert_eq!(parse_l3(&buf, 1150).n_total_reads, 6);
+    }
+
+    #[test]
+    fn each_gpu_keeps_its_uuid_and_its_own_counters() {
+        let mut buf = vec![0u8; L3_BUFFER];
+        buf[1136..1140].copy_from_slice(&3u32.to_ne_bytes());
+        for g in 0..3 {
+            let e = 1144 + g * PER_GPU_SIZE;
+            buf[e..e + 16].copy_from_slice(&[0x10 + g as u8; 16]);
+            put(&mut buf, e + 16, 1000 * (g as u64 + 1));
+            put(&mut buf, e + 48, g as u64 + 1);
+            put(&mut buf, e + 64, g as u64);
+            put(&mut buf, e + 168, 7 * g as u64);
+        }
+        let s = parse_l3_per_gpu(&buf, 1190);
+        assert_eq!(s.0.len(), 3);
+        assert_eq!(s.0.iter().map(|g| g.uuid[0]).collect::<Vec<_>>(), [0x10, 0x11, 0x12]);
+        assert_eq!(s.0.iter().map(|g| (g.totals.read_bytes, g.totals.n_total_reads, g.totals.n_nvfs_reads, g.totals.n_nvfs_writes)).collect::<Vec<_>>(), [(1000, 1, 0, 0), (2000, 2, 1, 7), (3000, 3, 2, 14)]);
+        assert_eq!((s.total().read_bytes, s.total().n_total_reads, s.total().n_nvfs_writes), (6000, 6, 21));
+        assert_eq!(parse_l3(&buf, 1190), s.total());
+    }
+
+    #[test]
+    fn per_gpu_deltas_follow_the_uuid_not_the_position() {
+        let gpu = |id: u8, reads: u64| GpuCounters { uuid: [id; 16], totals: PerGpuTotals { n_total_reads: reads, ..Default::default() } };
+        let before = PerGpuSnapshot(vec![gpu(1, 5), gpu(2, 10)]);
+        // cuFile lists the GPUs in another order and reports a third one it did not before.
+        let now = PerGpuSnapshot(vec![gpu(2, 12), gpu(3, 4), gpu(1, 9)]);
+        let d = now.delta_since(&before);
+        assert_eq!(d.0, vec![gpu(2, 2), gpu(3, 4), gpu(1, 4)]);
+        assert_eq!(d.total().n_total_reads, 10);
+        // All-zero UUIDs name no GPU: matched by position.
+        let anon = |reads| GpuCounters { uuid: [0; 16], totals: PerGpuTotals { n_total_reads: reads, ..Default::default() } };
+        assert_eq!(PerGpuSnapshot(vec![anon(7), anon(9)]).delta_since(&PerGpuSnapshot(vec![anon(3), anon(9)])).0, vec![anon(4), anon(0)]);
     }
 
     #[test]
