@@ -9,7 +9,7 @@
  *   GDSROUTE_STATUS_NULL_ARGUMENT. Free functions accept NULL.
  * - All functions are thread-safe. No panic or C++ exception crosses this boundary.
  * - A short read (end of file) is success with fewer bytes. A write covers its whole range or
- *   fails (README, "Writes").
+ *   fails (README, "C API conventions").
  *
  * Supported languages: C99 and later, C++11 and later. Tested: C99 (also with -Wc++-compat),
  * C11 and C17, C++11, C++17 and C++20, each with -Wall -Wextra -Werror -pedantic. Before C23 the
