@@ -782,6 +782,11 @@ typedef struct {
    * cuFile's `write_bytes` for this GPU.
    */
   uint64_t cufile_write_bytes_gpu;
+  /**
+   * Of `posix_write_bytes`: bytes written through an `O_DIRECT` descriptor
+   * (`auto_direct_io_write`).
+   */
+  uint64_t posix_direct_write_bytes;
 } gdsroute_device_stats;
 
 

@@ -467,6 +467,9 @@ pub struct DeviceCounters {
     pub cufile_n_writes_err: u64,
     /// cuFile's `write_bytes` for this GPU.
     pub cufile_write_bytes_gpu: u64,
+    /// Of `posix_write_bytes`: bytes written through an `O_DIRECT` descriptor
+    /// (`auto_direct_io_write`).
+    pub posix_direct_write_bytes: u64,
 }
 
 #[cfg(test)]

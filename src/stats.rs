@@ -279,46 +279,11 @@ impl Counters {
     }
 
     fn add_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        let bytes = outcome.bytes as u64;
-        self.tasks += 1;
-        self.posix_mapped_bytes += outcome.mapped_bytes as u64;
-        self.tasks_failed += failed as u64;
-        self.task_bytes += bytes;
-        match route {
-            Route::Cufile => {
-                self.cufile_tasks += 1;
-                self.cufile_bytes += bytes;
-            }
-            Route::Posix(reason) => {
-                self.posix_tasks += 1;
-                self.posix_bytes += bytes;
-                self.posix_tasks_not_cached += outcome.not_cached as u64;
-                self.posix_direct_bytes += outcome.direct_bytes as u64;
-                *match reason {
-                    PosixReason::HostMemory => &mut self.posix_tasks_host_memory,
-                    PosixReason::BelowThreshold => &mut self.posix_tasks_below_threshold,
-                    PosixReason::CompatOn => &mut self.posix_tasks_compat_on,
-                    PosixReason::AutoFallback => &mut self.posix_tasks_auto_fallback,
-                } += 1;
-            }
-        }
+        count_read_task!(self, route, outcome, failed, host_memory: { self.posix_tasks_host_memory += 1 });
     }
 
     fn add_write_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        let bytes = if failed { 0 } else { outcome.bytes as u64 };
-        self.write_tasks += 1;
-        self.write_tasks_failed += failed as u64;
-        match route {
-            Route::Cufile => {
-                self.cufile_write_tasks += 1;
-                self.cufile_write_bytes += bytes;
-            }
-            Route::Posix(_) => {
-                self.posix_write_tasks += 1;
-                self.posix_write_bytes += bytes;
-                self.posix_direct_write_bytes += if failed { 0 } else { outcome.direct_bytes as u64 };
-            }
-        }
+        count_write_task!(self, route, outcome, failed);
     }
 
     fn add_write_call(&mut self, delivered: u64, failed: bool) {
@@ -359,6 +324,61 @@ impl Cells {
         self.devices.entry(ordinal).or_insert_with(|| DeviceCounters::of(ordinal))
     }
 }
+
+/// One read task's contribution to a counters struct: `Counters` (process, handle) and
+/// `DeviceCounters` carry these fields under the same names, so one rule serves both (a macro, as
+/// the two are distinct `#[repr(C)]` layouts). `host_memory` counts a host-memory task (a device
+/// never sees one).
+macro_rules! count_read_task {
+    ($c:ident, $route:expr, $outcome:expr, $failed:expr, host_memory: $host_memory:block) => {{
+        let (route, outcome, failed): (Route, &TaskOutcome, bool) = ($route, $outcome, $failed);
+        let bytes = outcome.bytes as u64;
+        $c.tasks += 1;
+        $c.tasks_failed += failed as u64;
+        $c.task_bytes += bytes;
+        match route {
+            Route::Cufile => {
+                $c.cufile_tasks += 1;
+                $c.cufile_bytes += bytes;
+            }
+            Route::Posix(reason) => {
+                $c.posix_tasks += 1;
+                $c.posix_bytes += bytes;
+                $c.posix_mapped_bytes += outcome.mapped_bytes as u64;
+                $c.posix_tasks_not_cached += outcome.not_cached as u64;
+                $c.posix_direct_bytes += outcome.direct_bytes as u64;
+                match reason {
+                    PosixReason::HostMemory => $host_memory,
+                    PosixReason::BelowThreshold => $c.posix_tasks_below_threshold += 1,
+                    PosixReason::CompatOn => $c.posix_tasks_compat_on += 1,
+                    PosixReason::AutoFallback => $c.posix_tasks_auto_fallback += 1,
+                }
+            }
+        }
+    }};
+}
+
+/// One write task's contribution, as `count_read_task`: a failed task adds no bytes.
+macro_rules! count_write_task {
+    ($c:ident, $route:expr, $outcome:expr, $failed:expr) => {{
+        let (route, outcome, failed): (Route, &TaskOutcome, bool) = ($route, $outcome, $failed);
+        let bytes = if failed { 0 } else { outcome.bytes as u64 };
+        $c.write_tasks += 1;
+        $c.write_tasks_failed += failed as u64;
+        match route {
+            Route::Cufile => {
+                $c.cufile_write_tasks += 1;
+                $c.cufile_write_bytes += bytes;
+            }
+            Route::Posix(_) => {
+                $c.posix_write_tasks += 1;
+                $c.posix_write_bytes += bytes;
+                $c.posix_direct_write_bytes += if failed { 0 } else { outcome.direct_bytes as u64 };
+            }
+        }
+    }};
+}
+pub(crate) use {count_read_task, count_write_task};
 
 /// One set of live counters.
 #[derive(Default)]

@@ -29,7 +29,7 @@ impl DeviceCounters {
     }
 
     /// Every field with its name, in layout order; the renderers and the tests walk this list.
-    pub fn entries(&self) -> [(&'static str, u64); 39] {
+    pub fn entries(&self) -> [(&'static str, u64); 40] {
         [
             ("struct_size", self.struct_size),
             ("device_ordinal", self.device_ordinal),
@@ -70,6 +70,7 @@ impl DeviceCounters {
             ("cufile_n_p2p_writes", self.cufile_n_p2p_writes),
             ("cufile_n_writes_err", self.cufile_n_writes_err),
             ("cufile_write_bytes_gpu", self.cufile_write_bytes_gpu),
+            ("posix_direct_write_bytes", self.posix_direct_write_bytes),
         ]
     }
 
@@ -81,47 +82,13 @@ impl DeviceCounters {
 
     /// Counts one finished read task into this device's memory.
     pub(super) fn add_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        let bytes = outcome.bytes as u64;
-        self.tasks += 1;
-        self.tasks_failed += failed as u64;
-        self.task_bytes += bytes;
-        match route {
-            Route::Cufile => {
-                self.cufile_tasks += 1;
-                self.cufile_bytes += bytes;
-            }
-            Route::Posix(reason) => {
-                self.posix_tasks += 1;
-                self.posix_bytes += bytes;
-                self.posix_mapped_bytes += outcome.mapped_bytes as u64;
-                self.posix_tasks_not_cached += outcome.not_cached as u64;
-                self.posix_direct_bytes += outcome.direct_bytes as u64;
-                match reason {
-                    PosixReason::BelowThreshold => self.posix_tasks_below_threshold += 1,
-                    PosixReason::CompatOn => self.posix_tasks_compat_on += 1,
-                    PosixReason::AutoFallback => self.posix_tasks_auto_fallback += 1,
-                    // Host memory is never attributed to a device (record_task).
-                    PosixReason::HostMemory => {}
-                }
-            }
-        }
+        // Host memory is never attributed to a device (record_task).
+        super::count_read_task!(self, route, outcome, failed, host_memory: {});
     }
 
     /// Counts one finished write task from this device's memory.
     pub(super) fn add_write_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        let bytes = if failed { 0 } else { outcome.bytes as u64 };
-        self.write_tasks += 1;
-        self.write_tasks_failed += failed as u64;
-        match route {
-            Route::Cufile => {
-                self.cufile_write_tasks += 1;
-                self.cufile_write_bytes += bytes;
-            }
-            Route::Posix(_) => {
-                self.posix_write_tasks += 1;
-                self.posix_write_bytes += bytes;
-            }
-        }
+        super::count_write_task!(self, route, outcome, failed);
     }
 
     /// Zeroes the counters of tasks, keeping the device (and what describes its buffers, which

@@ -13,8 +13,8 @@
 #define SENTINEL 0x5A5A5A5A5A5A5A5AULL
 
 static void test_layout(void) {
-    /* Every field a uint64_t, struct_size then device_ordinal first, 39 fields so far. */
-    CHECK(sizeof(gdsroute_device_stats) == 39 * sizeof(uint64_t));
+    /* Every field a uint64_t, struct_size then device_ordinal first, 40 fields so far. */
+    CHECK(sizeof(gdsroute_device_stats) == 40 * sizeof(uint64_t));
     CHECK(offsetof(gdsroute_device_stats, struct_size) == 0);
     CHECK(offsetof(gdsroute_device_stats, device_ordinal) == 8);
     CHECK(offsetof(gdsroute_device_stats, cufile_write_bytes_gpu) == 38 * 8);
