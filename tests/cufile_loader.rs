@@ -369,8 +369,7 @@ impl Registration {
         let (tmp, data) = data_file(8192);
         let handle_file = std::fs::OpenOptions::new().read(true).write(write).open(tmp.path()).unwrap();
         let buffered = Arc::new(OwnedFd::from(handle_file));
-        let path = CString::new(tmp.path().as_os_str().as_encoded_bytes()).unwrap();
-        let file = CufileFile::register(lib.leak(), setting, &path, "test file", &buffered)?;
+        let file = CufileFile::register(lib.leak(), setting, "test file", &buffered)?;
         Ok(Registration { file, buffered, hooks, _tmp: tmp, data })
     }
 
@@ -467,8 +466,7 @@ fn failed_registration_of_the_buffered_descriptor_is_a_reason_and_keeps_no_share
     let (lib, _hooks) = load(Variant::Full);
     let (tmp, _) = data_file(16);
     let buffered = Arc::new(OwnedFd::from(std::fs::File::open(tmp.path()).unwrap()));
-    let path = CString::new(tmp.path().as_os_str().as_encoded_bytes()).unwrap();
-    let why = CufileFile::register(lib.leak(), CufileFd::Auto, &path, "f", &buffered).err().unwrap();
+    let why = CufileFile::register(lib.leak(), CufileFd::Auto, "f", &buffered).err().unwrap();
     assert_eq!(why.reason, FallbackReason::RegisterFailed);
     assert!(why.message.contains("5027"), "{}", why.message);
     assert_eq!(Arc::strong_count(&buffered), 1);

@@ -142,6 +142,10 @@ fn bad_inputs_are_refused_and_leave_outputs_alone() {
         let mut len = 42usize;
         assert_eq!(gdsroute_stats_render_devices(one.as_ptr(), 1, 2, std::ptr::null_mut(), 0, &mut len), Status::InvalidEnum);
         assert_eq!(gdsroute_stats_render_devices(std::ptr::null(), 1, 0, std::ptr::null_mut(), 0, &mut len), Status::NullArgument);
+        // A second element never filled (struct_size 0) is refused, not rendered as a device.
+        let mut two = [DeviceCounters { struct_size: DeviceCounters::SIZE, ..DeviceCounters::default() }, DeviceCounters::default()];
+        two[1].struct_size = 0;
+        assert_eq!(gdsroute_stats_render_devices(two.as_ptr(), 2, 0, std::ptr::null_mut(), 0, &mut len), Status::InvalidArgument);
         assert_eq!(len, 42);
     }
 }

@@ -20,8 +20,8 @@ const POISON: u8 = 0xA5;
 
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
 
-/// Holds the settings for one test, direct writes on; on drop puts back the defaults the next
-/// test starts from.
+/// Holds the settings for one test, direct writes on; on drop puts back what the next test of
+/// this file starts from (direct writes on, the default task size and thread count).
 struct DirectWritesOn(#[allow(dead_code)] MutexGuard<'static, ()>);
 
 impl Drop for DirectWritesOn {
@@ -201,4 +201,31 @@ fn the_c_api_reads_and_sets_the_setting() {
         assert!(!on);
         assert_eq!(gdsroute_settings_get_auto_direct_io_write(std::ptr::null_mut()), Status::NullArgument);
     }
+}
+
+#[test]
+fn a_fifo_is_never_reopened_for_direct_io() {
+    // Reopening a FIFO opened "w" through /proc/self/fd blocked until a reader came (every
+    // direct task of the handle then hung); only regular files and block devices are reopened.
+    let _on = direct_writes_on();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fifo");
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    // A reader for the "w" open to succeed, closed again before the write.
+    // SAFETY: as above; a non-blocking read open of a FIFO returns at once.
+    let reader = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK) };
+    assert!(reader >= 0);
+    let file = File::open(path.as_os_str().as_encoded_bytes(), "w", 0o644, None).unwrap();
+    // SAFETY: closing the descriptor opened above, once.
+    unsafe { libc::close(reader) };
+    let (done, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let data = [5u8; 3 * PAGE];
+        let _ = done.send(file.write_from(&data, 0).map_err(|e| e.to_string()));
+    });
+    let outcome = result.recv_timeout(std::time::Duration::from_secs(10)).expect("the write hung");
+    let err = outcome.unwrap_err();
+    assert!(err.contains("Illegal seek") || err.contains("Broken pipe"), "{err}");
 }

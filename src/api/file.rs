@@ -57,7 +57,6 @@ impl File {
             path: display.clone(),
             open: RwLock::new(Some(Arc::new(OpenFile {
                 fd,
-                c_path,
                 path: display,
                 flags,
                 cufile: OnceCell::new(),

@@ -224,6 +224,11 @@ pub unsafe extern "C" fn gdsroute_stats_render_devices(
                 value
             })
             .collect();
+        // An element too small to hold its ordinal (unfilled, or of no layout) is an error, not
+        // a device rendered from bytes it does not claim.
+        if let Some(i) = devices.iter().position(|d| d.struct_size < 16) {
+            return Err(Error::InvalidArgument(format!("array[{i}].struct_size is {}; a filled element holds at least 16", devices[i].struct_size)));
+        }
         let text = match format {
             f if f == StatsFormat::Text as u32 => stats::render_devices_text(&devices),
             f if f == StatsFormat::Json as u32 => stats::render_devices_json(&devices),

@@ -10,7 +10,6 @@ use crate::error::{Error, Result};
 use crate::page_cache::PageCache;
 use crate::settings::{self, CompatMode};
 use once_cell::sync::OnceCell;
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
@@ -64,7 +63,6 @@ impl OpenFlags {
 pub struct OpenFile {
     /// Shared with the cuFile registration when that registered this descriptor.
     pub fd: Arc<OwnedFd>,
-    pub c_path: CString,
     pub path: String,
     pub flags: OpenFlags,
     /// The per-file half of the AUTO probe, decided at the first device read that needs it.
@@ -159,7 +157,7 @@ impl OpenFile {
         // CUDA, libcufile, then AUTO's environment heuristics, then the driver (README's order).
         let gds = gds::process_for(compat_mode)?;
         let setting = settings::live().cufile_fd();
-        CufileFile::register(gds.library, setting, &self.c_path, &self.path, &self.fd)
+        CufileFile::register(gds.library, setting, &self.path, &self.fd)
     }
 
     /// The per-file verdict; once cuFile was shut down, "unusable" whatever was decided before,

@@ -59,8 +59,12 @@ const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 /// (`ext4_buffered_write_iter`, `xfs_file_buffered_write`, `btrfs_buffered_write`,
 /// `shmem_file_write_iter`), so more threads writing one file through the page cache only queue
 /// on that lock. False where it cannot tell or the file system may write ranges in parallel
-/// (Lustre's range locks, network file systems).
+/// (Lustre's range locks, network file systems), and for anything but a regular file (a block
+/// device node on devtmpfs reports tmpfs, yet its writes take no inode lock).
 pub fn serializes_buffered_writes(fd: RawFd) -> bool {
+    if !stat(fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG) {
+        return false;
+    }
     const EXT4: i64 = 0xEF53; // ext2/3/4 share the magic
     const XFS: i64 = 0x5846_5342;
     const BTRFS: i64 = 0x9123_683E;
@@ -71,7 +75,8 @@ pub fn serializes_buffered_writes(fd: RawFd) -> bool {
     if unsafe { libc::fstatfs(fd, &mut st) } != 0 {
         return false;
     }
-    matches!(st.f_type as i64, EXT4 | XFS | BTRFS | TMPFS)
+    // The magic is 32 bits wide; `f_type` is a signed word (sign-extended where it is 32 bits).
+    matches!(st.f_type as i64 & 0xFFFF_FFFF, EXT4 | XFS | BTRFS | TMPFS)
 }
 
 /// `fsync(2)` (`data_only`: `fdatasync(2)`), retried on `EINTR`.
@@ -102,5 +107,8 @@ mod tests {
         let proc = std::fs::File::open("/proc/self/status").unwrap();
         assert!(!serializes_buffered_writes(proc.as_raw_fd()));
         assert!(!serializes_buffered_writes(-1), "a bad descriptor says nothing");
+        // /dev is devtmpfs, which reports tmpfs: a device node is not a file of it.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert!(!serializes_buffered_writes(null.as_raw_fd()));
     }
 }

@@ -6,9 +6,8 @@
 use crate::sys::cufile::{CufileHandle, CufileLibrary};
 use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
 use crate::settings::{CufileFd, Descriptor, FdChoice};
-use std::ffi::CStr;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 /// A registered file. It keeps the registered descriptor alive itself (its own `O_DIRECT` one or
@@ -22,13 +21,12 @@ pub struct CufileFile {
 }
 
 impl CufileFile {
-    /// Registers the file at `path` (`display` in messages), whose handle holds `buffered`, on the
-    /// descriptor `setting` chooses from the driver's nvidia-fs version. An `O_DIRECT` descriptor
-    /// is opened with `buffered`'s access mode.
+    /// Registers the file of `buffered` (`display` in messages) on the descriptor `setting`
+    /// chooses from the driver's nvidia-fs version. An `O_DIRECT` descriptor is the same file
+    /// opened again with `buffered`'s access mode.
     pub fn register(
         library: &'static CufileLibrary,
         setting: CufileFd,
-        path: &CStr,
         display: &str,
         buffered: &Arc<OwnedFd>,
     ) -> Result<CufileFile, Unusable> {
@@ -37,7 +35,7 @@ impl CufileFile {
         let choice = setting.choose(library.properties().ok().map(|p| p.is_gds_available()));
         let fd = match choice.descriptor {
             Descriptor::Buffered => Arc::clone(buffered),
-            Descriptor::Direct => Arc::new(open_direct(path, display, buffered)?),
+            Descriptor::Direct => Arc::new(open_direct(display, buffered)?),
         };
         let handle = library
             .register_handle(fd.as_raw_fd())
@@ -73,22 +71,10 @@ impl Drop for CufileFile {
     }
 }
 
-/// Opens `path` again with `O_DIRECT` and the access mode of `like`.
-fn open_direct(path: &CStr, display: &str, like: &OwnedFd) -> Result<OwnedFd, Unusable> {
-    let failed = |err: std::io::Error| {
-        Unusable::new(FallbackReason::DirectOpenFailed, format!("O_DIRECT open of {display:?} failed: {err}"))
-    };
-    // SAFETY: F_GETFL on a descriptor we hold; no pointer arguments.
-    let flags = unsafe { libc::fcntl(like.as_raw_fd(), libc::F_GETFL) };
-    if flags < 0 {
-        return Err(failed(std::io::Error::last_os_error()));
-    }
-    let flags = (flags & libc::O_ACCMODE) | libc::O_DIRECT | libc::O_CLOEXEC;
-    // SAFETY: path is NUL-terminated; no O_CREAT, so no mode argument.
-    let raw = unsafe { libc::open(path.as_ptr(), flags) };
-    if raw < 0 {
-        return Err(failed(std::io::Error::last_os_error()));
-    }
-    // SAFETY: raw was just returned by open and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+/// Opens the file of `like` again with `O_DIRECT` and its access mode (the POSIX backend's
+/// reopen, through `/proc/self/fd`: the same inode even if the path was renamed or replaced
+/// since the open).
+fn open_direct(display: &str, like: &OwnedFd) -> Result<OwnedFd, Unusable> {
+    crate::backend::posix::direct_io::open_direct(like.as_raw_fd())
+        .map_err(|err| Unusable::new(FallbackReason::DirectOpenFailed, format!("O_DIRECT open of {display:?} failed: {err}")))
 }

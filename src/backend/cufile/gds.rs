@@ -200,7 +200,9 @@ extern "C" fn close_at_exit() {
 /// cuFile is never called: AUTO handles use the POSIX backend, OFF reads fail with
 /// `CufileUnavailable`; the driver is never opened afterwards either (a shutdown before cuFile's
 /// first use, or during its driver open, keeps it closed). Does nothing in a forked child beyond
-/// that. Returns whether the driver was closed.
+/// that. Returns whether the driver was closed: false also when an open on another thread had
+/// passed its last check but not finished (no cuFile call can start then; the exit handler, or
+/// a second shutdown, closes that driver).
 pub fn shutdown() -> bool {
     // First, so that an open in progress on another thread (PROCESS not set yet) sees it.
     GATE.begin_closing();

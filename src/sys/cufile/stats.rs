@@ -103,15 +103,17 @@ impl PerGpuSnapshot {
         self.0.iter().fold(PerGpuTotals::default(), |sum, g| sum.plus(&g.totals))
     }
 
-    /// Each GPU's counters accumulated since `earlier`: an entry is matched with the earlier
-    /// entry of the same UUID (a GPU cuFile did not report then counts from zero; an all-zero
-    /// UUID, which names no GPU, is matched by position instead).
+    /// Each GPU's counters accumulated since `earlier`: the k-th entry of a UUID is matched with
+    /// the k-th earlier entry of the same UUID (one UUID may stand in several entries; a GPU
+    /// cuFile did not report then counts from zero; an all-zero UUID, which names no GPU, is
+    /// matched by position instead).
     pub fn delta_since(&self, earlier: &PerGpuSnapshot) -> PerGpuSnapshot {
         let deltas = self.0.iter().enumerate().map(|(i, now)| {
             let before = if now.uuid == [0; 16] {
                 earlier.0.get(i).filter(|e| e.uuid == [0; 16])
             } else {
-                earlier.0.iter().find(|e| e.uuid == now.uuid)
+                let k = self.0[..i].iter().filter(|e| e.uuid == now.uuid).count();
+                earlier.0.iter().filter(|e| e.uuid == now.uuid).nth(k)
             };
             let totals = before.map_or(now.totals, |before| now.totals.delta_since(&before.totals));
             GpuCounters { uuid: now.uuid, totals }
@@ -398,6 +400,12 @@ mod tests {
         // All-zero UUIDs name no GPU: matched by position.
         let anon = |reads| GpuCounters { uuid: [0; 16], totals: PerGpuTotals { n_total_reads: reads, ..Default::default() } };
         assert_eq!(PerGpuSnapshot(vec![anon(7), anon(9)]).delta_since(&PerGpuSnapshot(vec![anon(3), anon(9)])).0, vec![anon(4), anon(0)]);
+        // One UUID in two entries: each matched with its own earlier entry, so nothing that did
+        // not happen is counted (the first match of the UUID counted 1 read here).
+        let same = PerGpuSnapshot(vec![gpu(1, 2), gpu(1, 3)]);
+        assert_eq!(same.delta_since(&same).total().n_total_reads, 0);
+        let later = PerGpuSnapshot(vec![gpu(1, 4), gpu(1, 3), gpu(1, 6)]);
+        assert_eq!(later.delta_since(&same).0, vec![gpu(1, 2), gpu(1, 0), gpu(1, 6)]);
     }
 
     #[test]

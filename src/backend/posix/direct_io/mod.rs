@@ -45,16 +45,25 @@ pub struct DirectTransfer {
 /// (read-only, write-only or both), through `/proc/self/fd`, so that it reaches the same file
 /// even if its path was renamed or removed since the open. Never creates or truncates.
 ///
-/// Errors: the `fcntl` or `open` failure, e.g. `EINVAL` where the file system has no direct I/O
-/// (tmpfs, some FUSE and network file systems), `ENOENT` without `/proc`.
+/// Only regular files and block devices are reopened: opening a FIFO again would block until its
+/// other end opens, and opening a character device runs its driver's open (a tape rewinds, a
+/// terminal may become the controlling one) before the kernel refuses `O_DIRECT`.
+///
+/// Errors: `EINVAL` for other file types and where the file system has no direct I/O (older
+/// tmpfs, some FUSE and network file systems); the `fstat`, `fcntl` or `open` failure, e.g.
+/// `ENOENT` without `/proc`.
 pub fn open_direct(fd: RawFd) -> io::Result<OwnedFd> {
+    let kind = crate::sys::fs::stat(fd)?.st_mode & libc::S_IFMT;
+    if kind != libc::S_IFREG && kind != libc::S_IFBLK {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // SAFETY: F_GETFL takes no argument and only reads the descriptor's status flags.
     let status = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if status < 0 {
         return Err(io::Error::last_os_error());
     }
     let path = CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number");
-    let flags = (status & libc::O_ACCMODE) | libc::O_DIRECT | libc::O_CLOEXEC;
+    let flags = (status & libc::O_ACCMODE) | libc::O_DIRECT | libc::O_CLOEXEC | libc::O_NOCTTY;
     // SAFETY: a NUL-terminated path; no mode is needed without O_CREAT.
     let raw = unsafe { libc::open(path.as_ptr(), flags) };
     if raw < 0 {
