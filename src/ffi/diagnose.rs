@@ -1,7 +1,6 @@
 //! The routing diagnostic as text.
 
-use super::{copy_to_c_buffer, guard, out, write_out};
-use crate::error::Error;
+use super::{TextOut, guard};
 use crate::abi::Status;
 use std::ffi::{CStr, c_char};
 
@@ -16,17 +15,12 @@ use std::ffi::{CStr, c_char};
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char, buf_len: usize, length: *mut usize) -> Status {
     guard(|| {
-        let length = out(length, "length")?;
-        if buf.is_null() && buf_len > 0 {
-            return Err(Error::NullArgument("buf"));
-        }
+        let text_out = TextOut::new(buf, buf_len, length)?;
         // SAFETY: path is NULL or NUL-terminated.
         let path = (!path.is_null()).then(|| unsafe { CStr::from_ptr(path) }.to_bytes());
         let text = crate::diagnose::report(path);
-        // SAFETY: checked above.
-        let n = unsafe { copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
-        // SAFETY: checked by `out`.
-        unsafe { write_out(length, n) };
+        // SAFETY: the caller's buffer and length pointer (checked by `TextOut::new`).
+        unsafe { text_out.write(&text) };
         Ok(())
     })
 }

@@ -158,10 +158,7 @@ pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
         // SAFETY: the caller passes a live handle or NULL.
         let file = unsafe { arg(file, "file")? };
         let reason = out(reason, "reason")?;
-        let length = out(length, "length")?;
-        if buf.is_null() && buf_len > 0 {
-            return Err(Error::NullArgument("buf"));
-        }
+        let text_out = super::TextOut::new(buf, buf_len, length)?;
         let (code, text) = match file.cufile_verdict()? {
             Ok(()) => {
                 let descriptor = file.cufile_descriptor().map(|c| format!("; {c}")).unwrap_or_default();
@@ -169,12 +166,10 @@ pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
             }
             Err(u) => (u.reason, u.message),
         };
-        // SAFETY: checked above; buf is writable for buf_len bytes.
-        let n = unsafe { super::copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
-        // SAFETY: checked by `out`.
+        // SAFETY: the caller's buffer and out-pointers (checked above).
         unsafe {
+            text_out.write(&text);
             write_out(reason, code as u32);
-            write_out(length, n);
         }
         Ok(())
     })

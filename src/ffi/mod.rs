@@ -85,6 +85,36 @@ pub(crate) unsafe fn write_out<T>(ptr: *mut T, value: T) {
     unsafe { ptr.write(value) }
 }
 
+/// A caller's text output: `buf` of `buf_len` bytes (snprintf semantics) and the full length in
+/// `*length`, checked once for every function that returns text (`length` not NULL, `buf` NULL
+/// only with `buf_len` 0; `NULL_ARGUMENT` otherwise). Nothing is written until `write`.
+pub(crate) struct TextOut {
+    buf: *mut c_char,
+    buf_len: usize,
+    length: *mut usize,
+}
+
+impl TextOut {
+    pub(crate) fn new(buf: *mut c_char, buf_len: usize, length: *mut usize) -> Result<TextOut> {
+        let length = out(length, "length")?;
+        if buf.is_null() && buf_len > 0 {
+            return Err(Error::NullArgument("buf"));
+        }
+        Ok(TextOut { buf, buf_len, length })
+    }
+
+    /// Copies `text` into the buffer and its full length into `*length`.
+    ///
+    /// # Safety
+    /// The caller's contract: `buf` is writable for `buf_len` bytes, `length` for a `usize`.
+    pub(crate) unsafe fn write(self, text: &str) {
+        // SAFETY: forwarded from the caller; `new` checked buf against buf_len.
+        let n = unsafe { copy_to_c_buffer(text.as_bytes(), self.buf, self.buf_len) };
+        // SAFETY: checked by `out` in `new`.
+        unsafe { write_out(self.length, n) };
+    }
+}
+
 /// Copies `text` into a C buffer with snprintf semantics: at most `buf_len - 1` bytes and a NUL
 /// (nothing when `buf_len` is 0, where `buf` may be NULL). Returns the full length.
 ///

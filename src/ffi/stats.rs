@@ -1,6 +1,6 @@
 //! Process-wide counters, their reset, and their rendering as text or JSON; the same per device.
 
-use super::{arg, copy_to_c_buffer, guard, out, write_out};
+use super::{TextOut, arg, guard, out, write_out};
 use crate::error::{Error, Result};
 use crate::api::process;
 use crate::stats::{self, Counters, DeviceCounters};
@@ -93,10 +93,7 @@ pub unsafe extern "C" fn gdsroute_stats_render(
     length: *mut usize,
 ) -> Status {
     guard(|| {
-        let length = out(length, "length")?;
-        if buf.is_null() && buf_len > 0 {
-            return Err(Error::NullArgument("buf"));
-        }
+        let text_out = TextOut::new(buf, buf_len, length)?;
         // SAFETY: the caller passes a stats struct with `struct_size` set, or NULL.
         let counters = unsafe { copy_counters_in(stats)? };
         let text = match format {
@@ -105,10 +102,8 @@ pub unsafe extern "C" fn gdsroute_stats_render(
             f if f == StatsFormat::Json as u32 => counters.json_within(counters.struct_size),
             value => return Err(Error::InvalidEnum { what: "stats format", value }),
         };
-        // SAFETY: buf is writable for buf_len bytes (checked non-NULL when buf_len > 0).
-        let n = unsafe { copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
-        // SAFETY: checked by `out`.
-        unsafe { write_out(length, n) };
+        // SAFETY: the caller's buffer and length pointer (checked by `TextOut::new`).
+        unsafe { text_out.write(&text) };
         Ok(())
     })
 }
@@ -204,10 +199,7 @@ pub unsafe extern "C" fn gdsroute_stats_render_devices(
     length: *mut usize,
 ) -> Status {
     guard(|| {
-        let length = out(length, "length")?;
-        if buf.is_null() && buf_len > 0 {
-            return Err(Error::NullArgument("buf"));
-        }
+        let text_out = TextOut::new(buf, buf_len, length)?;
         if array.is_null() && count > 0 {
             return Err(Error::NullArgument("array"));
         }
@@ -234,10 +226,8 @@ pub unsafe extern "C" fn gdsroute_stats_render_devices(
             f if f == StatsFormat::Json as u32 => stats::render_devices_json(&devices),
             value => return Err(Error::InvalidEnum { what: "stats format", value }),
         };
-        // SAFETY: buf is writable for buf_len bytes (checked non-NULL when buf_len > 0).
-        let written = unsafe { copy_to_c_buffer(text.as_bytes(), buf, buf_len) };
-        // SAFETY: checked by `out`.
-        unsafe { write_out(length, written) };
+        // SAFETY: the caller's buffer and length pointer (checked by `TextOut::new`).
+        unsafe { text_out.write(&text) };
         Ok(())
     })
 }
