@@ -97,6 +97,17 @@ def kind_size(kind):
     return {"big": None, "rand4k": 4 << 10, "rand64k": 64 << 10}[kind]
 
 
+def apply_settings(kvikio, a, mode, threads, task):
+    """Sets compat mode, threads and task size in KvikIO (unless --default-settings) and returns
+    the values in effect, the mode as a lower-case name."""
+    if not a.default_settings:
+        compat = {"on": kvikio.CompatMode.ON, "off": kvikio.CompatMode.OFF, "auto": kvikio.CompatMode.AUTO}[mode]
+        kvikio.defaults.set({"num_threads": threads, "task_size": task, "compat_mode": compat})
+    mode = kvikio.defaults.get("compat_mode")
+    mode = getattr(mode, "name", str(mode)).lower()  # an IntEnum's str() is its number
+    return mode, kvikio.defaults.get("num_threads"), kvikio.defaults.get("task_size")
+
+
 def csv(conv):
     return lambda s: [conv(x) for x in s.split(",") if x]
 
@@ -263,13 +274,7 @@ class Bench:
             if why is not None:
                 print(f"NOTE cache=cold skipped (mem={mem} kind={kind}): cannot drop caches: {why}")
                 return
-        if not a.default_settings:
-            compat = {"on": kvikio.CompatMode.ON, "off": kvikio.CompatMode.OFF, "auto": kvikio.CompatMode.AUTO}[mode]
-            kvikio.defaults.set({"num_threads": threads, "task_size": task, "compat_mode": compat})
-        threads = kvikio.defaults.get("num_threads")
-        task = kvikio.defaults.get("task_size")
-        mode = kvikio.defaults.get("compat_mode")
-        mode = getattr(mode, "name", str(mode)).lower()  # an IntEnum's str() is its number
+        mode, threads, task = apply_settings(kvikio, a, mode, threads, task)
         handle = kvikio.CuFile(a.file, "r")
         size = kind_size(kind)
         reads = 1 if kind == "big" else a.rand_reads
@@ -387,13 +392,7 @@ class Writes:
         verified. KvikIO's pinned bounce buffers are counted and freed after the configuration."""
         kvikio, a = self.kvikio, self.args
         path, size = a.file, a.size
-        if not a.default_settings:
-            compat = {"on": kvikio.CompatMode.ON, "off": kvikio.CompatMode.OFF, "auto": kvikio.CompatMode.AUTO}[mode]
-            kvikio.defaults.set({"num_threads": threads, "task_size": task, "compat_mode": compat})
-        threads = kvikio.defaults.get("num_threads")
-        task = kvikio.defaults.get("task_size")
-        mode = kvikio.defaults.get("compat_mode")
-        mode = getattr(mode, "name", str(mode)).lower()
+        mode, threads, task = apply_settings(kvikio, a, mode, threads, task)
         direct = 1 if kvikio.defaults.get("auto_direct_io_write") else 0
         buf = self.sources[mem]
         self.poison(buf)
@@ -510,13 +509,7 @@ def run_devices(a, kvikio, cupy):
             raise RuntimeError(f"verification failed on GPU {d} at file offset {int(np.argmax(host != ref))}")
 
     for mode, threads, task in configs:
-        if not a.default_settings:
-            compat = {"on": kvikio.CompatMode.ON, "off": kvikio.CompatMode.OFF, "auto": kvikio.CompatMode.AUTO}[mode]
-            kvikio.defaults.set({"num_threads": threads, "task_size": task, "compat_mode": compat})
-        threads = kvikio.defaults.get("num_threads")
-        task = kvikio.defaults.get("task_size")
-        mode = kvikio.defaults.get("compat_mode")
-        mode = getattr(mode, "name", str(mode)).lower()
+        mode, threads, task = apply_settings(kvikio, a, mode, threads, task)
         handle = kvikio.CuFile(a.file, "r")
 
         def read_into(d):
