@@ -647,3 +647,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod file_written_tests;

@@ -10,3 +10,6 @@ mod readahead;
 
 pub use pread::{Delivered, read_full_at, read_full_at_ahead};
 pub use pwrite::{WriteFailure, write_full_at, write_range};
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,6 @@
 //! The CUDA layer on a machine without a GPU or libcuda: everything answers, nothing panics.
 
-use gdsroute::testing::cuda;
+use crate::sys::cuda;
 
 #[test]
 fn public_api_is_callable_without_a_gpu() {
