@@ -43,7 +43,13 @@ pub mod testing {
     pub use crate::backend::device as device_io;
     pub use crate::backend::posix::{self, direct_io};
     pub use crate::io::thread_pool;
-    pub use crate::sys::{cuda, cufile, numa, startup};
+    pub use crate::sys::{cufile, numa, startup};
+
+    /// The CUDA layer, with the pinned-buffer pool (now in the device backend) where it was.
+    pub mod cuda {
+        pub use crate::backend::device::{PinnedBuffer, PinnedGroup, PinnedPool, PinnedStats};
+        pub use crate::sys::cuda::*;
+    }
 
     /// The registered page cache.
     pub mod page_cache {

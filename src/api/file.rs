@@ -111,16 +111,10 @@ impl File {
         self.stats.reset();
     }
 
-    /// Counts a read call on this handle that was rejected before it reached `read_raw` or
-    /// `pread_raw` (a NULL output pointer at the C boundary).
-    pub fn record_rejected_call(&self) {
-        stats::record_rejected_call(Some(&self.stats), Direction::Read);
-    }
-
-    /// Counts a write call on this handle that was rejected before it reached `write_raw` or
-    /// `pwrite_raw` (a NULL pointer argument at the C boundary).
-    pub fn record_rejected_write(&self) {
-        stats::record_rejected_call(Some(&self.stats), Direction::Write);
+    /// Counts a call of `direction` on this handle that was rejected before it reached
+    /// `read_raw`/`pread_raw` or `write_raw`/`pwrite_raw` (a NULL pointer at the C boundary).
+    pub fn record_rejected_call(&self, direction: Direction) {
+        stats::record_rejected_call(Some(&self.stats), direction);
     }
 
     /// Whether cuFile can serve this file under the handle's compat mode, deciding it now if no

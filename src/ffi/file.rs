@@ -59,10 +59,7 @@ unsafe fn call_args<'a, T>(
     match (out(buf, "buf"), out(result, result_name)) {
         (Ok(buf), Ok(result)) => Ok((file, buf, result)),
         (Err(e), _) | (_, Err(e)) => {
-            match direction {
-                Direction::Read => file.record_rejected_call(),
-                Direction::Write => file.record_rejected_write(),
-            }
+            file.record_rejected_call(direction);
             Err(e)
         }
     }
