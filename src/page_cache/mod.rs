@@ -37,14 +37,11 @@ pub use budget::{Usage, default_pin_max, usage};
 pub use plan::{Segment, WINDOW};
 pub use registrar::DeviceReadInFlight;
 
-use crate::sys::cuda::{self, FileMapping, RegisteredMapping};
+use crate::sys::cuda::{self, RegisteredMapping};
 use budget::Reservation;
 use identity::Identity;
-use plan::Hot;
-use registrar::{Job, registrar};
 use std::collections::HashMap;
 use std::mem::ManuallyDrop;
-use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A registered window. Field order: the mapping is released before the budget share.
@@ -125,18 +122,6 @@ impl PageCache {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Maps the windows `plan` found hot and hands them to the background registrar.
-    fn start_registrations(self: &Arc<Self>, fd: RawFd, ordinal: i32, hot: Vec<Hot>) {
-        for Hot { index, start, bytes, generation, reservation } in hot {
-            // Mapped here, while the handle's descriptor is surely open: the mapping keeps the
-            // file, so the background registration needs no descriptor of its own.
-            match FileMapping::new(fd, start, bytes as usize) {
-                Ok(mapping) => registrar().submit(Job { cache: Arc::downgrade(self), index, start, generation, ordinal, mapping, reservation }),
-                Err(_) => self.install(index, start, generation, Err(None), reservation),
-            }
-        }
     }
 
     /// Registered windows and pending registrations of this file.

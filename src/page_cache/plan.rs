@@ -5,7 +5,9 @@
 
 use super::budget::{Reservation, page_size};
 use super::identity::{Identity, identity_of};
-use super::{Mapping, PageCache, WindowState, registrar};
+use super::registrar::{self, Job, registrar};
+use super::{Mapping, PageCache, WindowState};
+use crate::sys::cuda::FileMapping;
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 use std::sync::Arc;
@@ -45,12 +47,12 @@ impl Segment {
 }
 
 /// A window that became hot in `plan`, to be mapped and queued once the lock is released.
-pub(super) struct Hot {
-    pub(super) index: u64,
-    pub(super) start: u64,
-    pub(super) bytes: u64,
-    pub(super) generation: u64,
-    pub(super) reservation: Reservation,
+struct Hot {
+    index: u64,
+    start: u64,
+    bytes: u64,
+    generation: u64,
+    reservation: Reservation,
 }
 
 impl PageCache {
@@ -116,6 +118,18 @@ impl PageCache {
             pos = window_end;
         }
         (segments, hot, stale)
+    }
+
+    /// Maps the windows `plan` found hot and hands them to the background registrar.
+    fn start_registrations(self: &Arc<Self>, fd: RawFd, ordinal: i32, hot: Vec<Hot>) {
+        for Hot { index, start, bytes, generation, reservation } in hot {
+            // Mapped here, while the handle's descriptor is surely open: the mapping keeps the
+            // file, so the background registration needs no descriptor of its own.
+            match FileMapping::new(fd, start, bytes as usize) {
+                Ok(mapping) => registrar().submit(Job { cache: Arc::downgrade(self), index, start, generation, ordinal, mapping, reservation }),
+                Err(_) => self.install(index, start, generation, Err(None), reservation),
+            }
+        }
     }
 }
 

@@ -19,29 +19,43 @@ pub(crate) trait Value: Copy {
     fn show(self) -> String;
 }
 
-impl Value for u64 {
-    fn to_raw(self) -> u64 {
-        self
-    }
-    fn from_raw(raw: u64) -> u64 {
-        raw
-    }
-    fn show(self) -> String {
-        self.to_string()
-    }
+/// `Value` for integers: kept as they are, shown in decimal.
+macro_rules! number_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            fn to_raw(self) -> u64 {
+                self as u64
+            }
+            fn from_raw(raw: u64) -> $t {
+                raw as $t
+            }
+            fn show(self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
 }
 
-impl Value for usize {
-    fn to_raw(self) -> u64 {
-        self as u64
-    }
-    fn from_raw(raw: u64) -> usize {
-        raw as usize
-    }
-    fn show(self) -> String {
-        self.to_string()
-    }
+/// `Value` for the C enums of word settings: kept as their C value (an unknown one reads as
+/// `$fallback`), shown by name.
+macro_rules! word_value {
+    ($($t:ident or $fallback:expr),*) => {$(
+        impl Value for $t {
+            fn to_raw(self) -> u64 {
+                self as u64
+            }
+            fn from_raw(raw: u64) -> $t {
+                $t::from_raw(raw as u32).unwrap_or($fallback)
+            }
+            fn show(self) -> String {
+                self.name().to_string()
+            }
+        }
+    )*};
 }
+
+number_value!(u64, usize);
+word_value!(CompatMode or CompatMode::Auto, CufileFd or CufileFd::default());
 
 impl Value for bool {
     fn to_raw(self) -> u64 {
@@ -52,30 +66,6 @@ impl Value for bool {
     }
     fn show(self) -> String {
         (if self { "on" } else { "off" }).to_string()
-    }
-}
-
-impl Value for CompatMode {
-    fn to_raw(self) -> u64 {
-        self as u64
-    }
-    fn from_raw(raw: u64) -> CompatMode {
-        CompatMode::from_raw(raw as u32).unwrap_or(CompatMode::Auto)
-    }
-    fn show(self) -> String {
-        self.name().to_string()
-    }
-}
-
-impl Value for CufileFd {
-    fn to_raw(self) -> u64 {
-        self as u64
-    }
-    fn from_raw(raw: u64) -> CufileFd {
-        CufileFd::from_raw(raw as u32).unwrap_or_default()
-    }
-    fn show(self) -> String {
-        self.name().to_string()
     }
 }
 
@@ -170,98 +160,67 @@ macro_rules! settings_table {
 
 settings_table! {
     CompatMode {
-        name: "KVIKIO_COMPAT_MODE", aliases: [],
-        doc: "compat mode of handles opened without one",
+        name: "KVIKIO_COMPAT_MODE", aliases: [], doc: "compat mode of handles opened without one",
         parse: Parse::Word {
             parse: |text| CompatMode::parse(text).map(CompatMode::to_raw),
             expected: "one of on/true/yes/1, off/false/no/0, auto (any case)",
         },
-        default: CompatMode::Auto,
-        get: compat_mode -> CompatMode,
+        default: CompatMode::Auto, get: compat_mode -> CompatMode,
         set: set_compat_mode, "Changes the compat mode for handles opened from now on (as in KvikIO).",
     }
     NumThreads {
-        name: "KVIKIO_NTHREADS", aliases: ["KVIKIO_NUM_THREADS"],
-        doc: "worker threads of the shared pool",
-        parse: Parse::Unsigned(1..=MAX_THREADS as u64),
-        default: default_num_threads(),
-        get: num_threads -> usize,
+        name: "KVIKIO_NTHREADS", aliases: ["KVIKIO_NUM_THREADS"], doc: "worker threads of the shared pool",
+        parse: Parse::Unsigned(1..=MAX_THREADS as u64), default: default_num_threads(), get: num_threads -> usize,
         set: set_num_threads checked by |n| thread_count("number of threads", n),
             "Records a new thread count (1 to `MAX_THREADS`); `crate::io::thread_pool` applies it to the running pool.",
     }
     TaskSize {
-        name: "KVIKIO_TASK_SIZE", aliases: [],
-        doc: "bytes per task",
-        parse: Parse::Unsigned(1..=isize::MAX as u64),
-        default: DEFAULT_TASK_SIZE,
-        get: task_size -> u64,
+        name: "KVIKIO_TASK_SIZE", aliases: [], doc: "bytes per task",
+        parse: Parse::Unsigned(1..=isize::MAX as u64), default: DEFAULT_TASK_SIZE, get: task_size -> u64,
         set: set_task_size checked by |v| positive("task size", v), "Sets the bytes per task (> 0).",
     }
     GdsThreshold {
-        name: "KVIKIO_GDS_THRESHOLD", aliases: [],
-        doc: "GDS threshold in bytes (smaller device requests use the POSIX backend)",
-        parse: Parse::Unsigned(0..=u64::MAX),
-        default: DEFAULT_GDS_THRESHOLD,
-        get: gds_threshold -> u64,
+        name: "KVIKIO_GDS_THRESHOLD", aliases: [], doc: "GDS threshold in bytes (smaller device requests use the POSIX backend)",
+        parse: Parse::Unsigned(0..=u64::MAX), default: DEFAULT_GDS_THRESHOLD, get: gds_threshold -> u64,
         set: set_gds_threshold, "Sets the GDS threshold (0 allowed: every device request may use cuFile).",
     }
     BounceBufferSize {
-        name: "KVIKIO_BOUNCE_BUFFER_SIZE", aliases: [],
-        doc: "bytes per pinned bounce buffer",
-        parse: Parse::Unsigned(1..=isize::MAX as u64),
-        default: DEFAULT_BOUNCE_BUFFER_SIZE,
-        get: bounce_buffer_size -> u64,
+        name: "KVIKIO_BOUNCE_BUFFER_SIZE", aliases: [], doc: "bytes per pinned bounce buffer",
+        parse: Parse::Unsigned(1..=isize::MAX as u64), default: DEFAULT_BOUNCE_BUFFER_SIZE, get: bounce_buffer_size -> u64,
         set: set_bounce_buffer_size checked by |v| positive("bounce buffer size", v),
             "Sets the bounce buffer size (> 0); buffers of the old size are released as they return.",
     }
     CufileStats {
-        name: "GDSROUTE_CUFILE_STATS", aliases: [],
-        doc: "cuFile statistics collection (taken when cuFile is first opened)",
-        parse: Parse::Bool,
-        default: true,
-        get: cufile_stats -> bool,
+        name: "GDSROUTE_CUFILE_STATS", aliases: [], doc: "cuFile statistics collection (taken when cuFile is first opened)",
+        parse: Parse::Bool, default: true, get: cufile_stats -> bool,
         set: set_cufile_stats,
             "Chooses whether cuFile's statistics are collected; effective only before cuFile is opened \
              (the first device read that probes cuFile), since cuFile takes the level at driver open.",
     }
     PageCachePinMax {
-        name: "GDSROUTE_PAGE_CACHE_PIN_MAX", aliases: [],
-        doc: "page-cache bytes the registered page cache may pin (0: off)",
-        parse: Parse::Unsigned(0..=u64::MAX),
-        default: crate::page_cache::default_pin_max(),
-        get: page_cache_pin_max -> u64,
+        name: "GDSROUTE_PAGE_CACHE_PIN_MAX", aliases: [], doc: "page-cache bytes the registered page cache may pin (0: off)",
+        parse: Parse::Unsigned(0..=u64::MAX), default: crate::page_cache::default_pin_max(), get: page_cache_pin_max -> u64,
         set: set_page_cache_pin_max,
             "Sets the pin limit for registrations from now on (0 turns the registered page cache off \
              for new reads; windows already registered stay pinned, unused, until their file changes \
              or its handle closes).",
     }
     CufileFd {
-        name: "GDSROUTE_CUFILE_FD", aliases: [],
-        doc: "cuFile descriptor",
-        parse: Parse::Word {
-            parse: |text| CufileFd::parse(text).map(CufileFd::to_raw),
-            expected: "auto, direct or buffered (any case)",
-        },
-        default: CufileFd::default(),
-        get: cufile_fd -> CufileFd,
+        name: "GDSROUTE_CUFILE_FD", aliases: [], doc: "cuFile descriptor",
+        parse: Parse::Word { parse: |text| CufileFd::parse(text).map(CufileFd::to_raw), expected: "auto, direct or buffered (any case)" },
+        default: CufileFd::default(), get: cufile_fd -> CufileFd,
         set: set_cufile_fd,
             "Chooses the descriptor for files registered from now on (a handle registers at its first \
              device read that considers cuFile); files already registered keep theirs.",
     }
     AutoDirectIoRead {
-        name: "KVIKIO_AUTO_DIRECT_IO_READ", aliases: [],
-        doc: "direct I/O for the page-aligned ranges of POSIX reads",
-        parse: Parse::Bool,
-        default: false,
-        get: auto_direct_io_read -> bool,
+        name: "KVIKIO_AUTO_DIRECT_IO_READ", aliases: [], doc: "direct I/O for the page-aligned ranges of POSIX reads",
+        parse: Parse::Bool, default: false, get: auto_direct_io_read -> bool,
         set: set_auto_direct_io_read, "Turns direct I/O for POSIX reads on or off, for reads started from now on.",
     }
     AutoDirectIoWrite {
-        name: "KVIKIO_AUTO_DIRECT_IO_WRITE", aliases: [],
-        doc: "direct I/O for the whole pages of POSIX writes",
-        parse: Parse::Bool,
-        default: DEFAULT_AUTO_DIRECT_IO_WRITE,
-        get: auto_direct_io_write -> bool,
+        name: "KVIKIO_AUTO_DIRECT_IO_WRITE", aliases: [], doc: "direct I/O for the whole pages of POSIX writes",
+        parse: Parse::Bool, default: DEFAULT_AUTO_DIRECT_IO_WRITE, get: auto_direct_io_write -> bool,
         set: set_auto_direct_io_write, "Turns direct I/O for POSIX writes on or off, for writes started from now on.",
     }
 }
