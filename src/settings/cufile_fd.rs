@@ -9,9 +9,10 @@ pub use crate::abi::CufileFd;
 use std::fmt;
 
 impl CufileFd {
-    /// Parses auto, direct or buffered, case-insensitively, surrounding whitespace ignored.
+    /// Parses auto, direct or buffered, case-insensitively, surrounding whitespace ignored (the
+    /// rule of every setting, `env::significant`).
     pub fn parse(text: &str) -> Option<CufileFd> {
-        match text.trim().to_ascii_lowercase().as_str() {
+        match super::env::significant(text).to_ascii_lowercase().as_str() {
             "auto" => Some(CufileFd::Auto),
             "direct" => Some(CufileFd::Direct),
             "buffered" => Some(CufileFd::Buffered),
