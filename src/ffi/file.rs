@@ -24,23 +24,10 @@ unsafe fn open_args<'a>(path: *const c_char, flags: *const c_char) -> crate::Res
     Ok((path.to_bytes(), flags))
 }
 
-/// The handle and output pointers of a read call. A NULL one is counted as a failed call, on the
-/// handle when there is one, else in the process-wide counters only (there is no handle to count
-/// on); `read_raw`/`pread_raw` count every other call.
-///
-/// # Safety
-/// `file` is NULL or a live handle.
-unsafe fn read_args<'a, T>(
-    file: *const File,
-    buf: *mut c_void,
-    result: *mut T,
-    result_name: &'static str,
-) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
-    // SAFETY: forwarded from the caller.
-    unsafe { call_args(Direction::Read, file, buf, result, result_name) }
-}
-
-/// `read_args` for a call of `direction` (a write's NULL arguments count as failed writes).
+/// The handle and pointers of a read or write call of `direction`. A NULL one is counted as a
+/// failed call of that direction, on the handle when there is one, else in the process-wide
+/// counters only (there is no handle to count on); `read_raw`/`pread_raw`/`write_raw`/`pwrite_raw`
+/// count every other call.
 ///
 /// # Safety
 /// `file` is NULL or a live handle.
@@ -209,7 +196,7 @@ pub unsafe extern "C" fn gdsroute_file_read(
 ) -> Status {
     guard(|| {
         // SAFETY: the caller passes a live handle or NULL.
-        let (file, buf, bytes_read) = unsafe { read_args(file, buf, bytes_read, "bytes_read")? };
+        let (file, buf, bytes_read) = unsafe { call_args(Direction::Read, file, buf, bytes_read, "bytes_read")? };
         // SAFETY: the caller guarantees `buf` is writable for `size` bytes during the call.
         let n = unsafe { file.read_raw(buf.cast(), size, file_offset)? };
         // SAFETY: checked by `out`.
@@ -240,7 +227,7 @@ pub unsafe extern "C" fn gdsroute_file_pread(
 ) -> Status {
     guard(|| {
         // SAFETY: the caller passes a live handle or NULL.
-        let (file, buf, op) = unsafe { read_args(file, buf, op, "op")? };
+        let (file, buf, op) = unsafe { call_args(Direction::Read, file, buf, op, "op")? };
         // SAFETY: the caller keeps `buf` valid for `size` bytes until the operation finishes.
         let operation = Box::new(unsafe { file.pread_raw(buf.cast(), size, file_offset)? });
         // SAFETY: checked by `out`.

@@ -1,27 +1,24 @@
-//! The shared worker pool that runs read tasks. Threads are named `gdsroute-<n>`, the pool can be
-//! resized while in use (extra threads leave after their current task), and a pool thread that
-//! waits for an operation runs queued tasks meanwhile, so a task that submits and waits for
-//! another read (nested submission) cannot deadlock the pool. A broadcast job runs once on every
-//! worker, before the queued jobs it takes next, or between the steps of a long job that asks
-//! for it (`run_due_broadcasts`: an operation's worker between tasks) (per-thread preparation:
-//! warm_up.rs).
+//! The worker pool that runs the tasks of reads and writes. Threads are named `gdsroute-<n>`, the
+//! pool can be resized while in use (extra threads leave after their current task), and a pool
+//! thread that waits for an operation runs queued tasks meanwhile, so a task that submits and
+//! waits for another call (nested submission) cannot deadlock the pool. Beside the queue: jobs
+//! run once on every worker (`broadcast`: per-thread preparation, warm_up.rs) and the process's
+//! one pool (`global`).
+
+mod broadcast;
+mod global;
+
+pub use global::{global, set_global_num_threads};
 
 use crate::error::{Error, Result};
+use broadcast::Broadcast;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
-
-/// A job for every worker that was live when it was broadcast.
-struct Broadcast {
-    generation: u64,
-    job: Arc<dyn Fn() + Send + Sync + 'static>,
-    /// Workers that have neither run it nor left the pool.
-    pending: usize,
-}
 
 struct State {
     queue: VecDeque<Job>,
@@ -31,30 +28,6 @@ struct State {
     target_threads: usize,
     live_threads: usize,
     next_thread_id: usize,
-}
-
-impl State {
-    /// The oldest broadcast a worker whose next due generation is `due` has not run, marked as
-    /// run by it: (job, the worker's next due generation).
-    fn take_broadcast(&mut self, due: u64) -> Option<(Arc<dyn Fn() + Send + Sync + 'static>, u64)> {
-        let index = self.broadcasts.iter().position(|b| b.generation >= due)?;
-        let entry = &mut self.broadcasts[index];
-        let taken = (Arc::clone(&entry.job), entry.generation + 1);
-        entry.pending -= 1;
-        if entry.pending == 0 {
-            self.broadcasts.remove(index);
-        }
-        Some(taken)
-    }
-
-    /// A worker leaves: it owes no run any more.
-    fn forget_worker(&mut self, due: u64) {
-        for entry in self.broadcasts.iter_mut().filter(|b| b.generation >= due) {
-            entry.pending -= 1;
-        }
-        self.broadcasts.retain(|b| b.pending > 0);
-        self.live_threads -= 1;
-    }
 }
 
 struct Shared {
@@ -146,23 +119,6 @@ impl ThreadPool {
         self.shared.work_ready.notify_one();
     }
 
-    /// Runs `job` once on every worker live now, each before the next job it takes from the queue
-    /// in its own loop (a busy worker runs it when its job ends; a worker waiting inside a job for
-    /// a nested read runs queued jobs first, through `run_one_queued`). Workers started later do
-    /// not run it.
-    pub fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) {
-        let mut state = lock(&self.shared);
-        let generation = state.next_generation;
-        state.next_generation += 1;
-        self.shared.generations.store(state.next_generation, Ordering::Release);
-        let pending = state.live_threads;
-        if pending > 0 {
-            state.broadcasts.push(Broadcast { generation, job: Arc::new(job), pending });
-        }
-        drop(state);
-        self.shared.work_ready.notify_all();
-    }
-
     /// Runs one queued job on the calling thread, if there is one. Used by waiters on pool
     /// threads so that nested waits make progress.
     pub fn run_one_queued(&self) -> bool {
@@ -173,24 +129,6 @@ impl ThreadPool {
                 true
             }
             None => false,
-        }
-    }
-
-    /// Runs the broadcasts the calling thread owes, if it is a worker of this pool: for a job that
-    /// runs long (an operation's worker claims task after task), so that a broadcast waits for
-    /// one task at most, as it would between queued jobs. Costs one atomic load when there is
-    /// none.
-    pub fn run_due_broadcasts(&self) {
-        let pool = Arc::as_ptr(&self.shared) as usize;
-        let (owner, due) = WORKER_DUE.with(|c| c.get());
-        if owner != pool || self.shared.generations.load(Ordering::Acquire) <= due {
-            return;
-        }
-        loop {
-            let due = WORKER_DUE.with(|c| c.get().1);
-            let Some((job, next_due)) = lock(&self.shared).take_broadcast(due) else { return };
-            WORKER_DUE.with(|c| c.set((pool, next_due)));
-            run_job(|| job());
         }
     }
 
@@ -236,45 +174,7 @@ fn worker_loop(shared: Arc<Shared>, due: u64) {
     }
 }
 
-/// The shared pool and the process that started it. A child created by `fork()` inherits the
-/// record but none of the threads, so it gets a fresh pool instead of queueing tasks that would
-/// never run (the parent's pool object is left untouched: its lock may have been held at fork).
-struct GlobalPool {
-    pid: u32,
-    pool: &'static ThreadPool,
-}
-
-static GLOBAL: Mutex<Option<GlobalPool>> = Mutex::new(None);
-
-fn current() -> MutexGuard<'static, Option<GlobalPool>> {
-    GLOBAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The process-wide pool, sized from the settings on first use (and again in a forked child).
-pub fn global() -> Result<&'static ThreadPool> {
-    let pid = std::process::id();
-    let mut slot = current();
-    match &*slot {
-        Some(g) if g.pid == pid => Ok(g.pool),
-        _ => {
-            let pool: &'static ThreadPool = Box::leak(Box::new(ThreadPool::new(crate::settings::global()?.num_threads())?));
-            *slot = Some(GlobalPool { pid, pool });
-            Ok(pool)
-        }
-    }
-}
-
-/// Applies a new thread count to the settings and, if it is running, to the shared pool.
-pub fn set_global_num_threads(threads: usize) -> Result<()> {
-    // Under the pool lock, so that concurrent setters leave setting and pool in agreement.
-    let slot = current();
-    crate::settings::live().set_num_threads(threads)?;
-    if let Some(g) = slot.as_ref().filter(|g| g.pid == std::process::id()) {
-        g.pool.resize(threads)?;
-    }
-    Ok(())
-}
-
+// Tests of the queue, the workers and the broadcasts together.
 #[cfg(test)]
 mod tests {
     use super::*;
