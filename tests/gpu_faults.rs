@@ -3,7 +3,7 @@
 //! negative cuFile code, short reads, an old library without statistics; and which descriptor the
 //! whole path registers (GDSROUTE_CUFILE_FD, nvidia-fs version). Each scenario runs in a
 //! fresh process (cuFile is probed once per process). Needs a GPU, run with `--ignored`;
-//! GDSROUTE_TEST_FAKE_CUFILE_DIR names the folder with the fake libraries (scripts/gpu-build.sh).
+//! GDSROUTE_TEST_FAKE_CUFILE_DIR names the folder with the fake libraries (tools/gpu/gpu-build.sh).
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! Writes from GPU (and host) memory checked on the CPU (needs a GPU: run with `--ignored` on the
-//! device machine; scripts/gpu-proof.sh does, without and with the udev record). Every scenario
+//! device machine; tools/gpu/gpu-proof.sh does, without and with the udev record). Every scenario
 //! runs in a child process of this binary, so that what it changes stays there: cuFile reads
 //! `CUFILE_FORCE_COMPAT_MODE` when it loads, the fault shim is preloaded, a file-size limit is set.
 //!
@@ -649,7 +649,7 @@ fn run_write_faults(source: &str, shim: &Path) {
 fn bounce_route_faults_under_the_fault_shim() {
     let dir = tempfile::tempdir().unwrap();
     let shim = common::fault_shim(dir.path())
-        .expect("no fault shim: set GDSROUTE_TEST_FAULT_SHIM (scripts/gpu-build.sh builds .device/libfault_shim.so) or install a C compiler");
+        .expect("no fault shim: set GDSROUTE_TEST_FAULT_SHIM (tools/gpu/gpu-build.sh builds .device/libfault_shim.so) or install a C compiler");
     run_write_faults("device", &shim);
 }
 
