@@ -18,7 +18,7 @@
 //!   failing task exactly the bytes before that offset written.
 //! - A write across `RLIMIT_FSIZE` through bounce buffers and, where cuFile serves the file,
 //!   through `cuFileWrite` (which returns -1 there): the same status on both routes, no bytes
-//!   counted as written (docs/routing.md, "Writes across a file-size limit").
+//!   counted as written (docs/writes.md, "Writes across a file-size limit").
 
 mod common;
 
@@ -333,7 +333,7 @@ fn write_matrix(mode: CompatMode) {
         assert_eq!(theirs[0], 0, "cuFile counted writes that were not ours");
     } else if after.cufile_stats_state == CufileStatsState::Active as u64 {
         // Each cuFile task calls cuFileWrite at least once (cuFile counted more than one write
-        // for some large calls, docs/gpu-runs.md run 8); the bytes are the same.
+        // for some large calls on the H200 machine, 2026-12-01); the bytes are the same.
         assert!(theirs[0] >= ours.0, "cuFile counted {} writes for our {} cuFile write tasks", theirs[0], ours.0);
         assert_eq!(theirs[5], ours.1, "cuFile's write bytes against our cuFile write bytes");
         assert_eq!(theirs[4], 0, "cuFile counted write errors");
