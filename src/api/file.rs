@@ -167,8 +167,8 @@ impl File {
     }
 
     /// Writes `size` bytes from `src` at `offset` in one synchronous call on the calling thread
-    /// (KvikIO's `write`; `io::engine::run`). Returns `size`: a write
-    /// covers its whole request or fails (see README, "Writes").
+    /// (KvikIO's `write`; `io::engine::run` with `Direction::Write`). Returns `size`: a write
+    /// covers its whole request or fails (see docs/writes.md, "The short-write rule").
     ///
     /// # Safety
     /// `src` must be valid for reads of `size` bytes, unchanged, for the duration of the call.

@@ -59,7 +59,7 @@ unsafe fn call_args<'a, T>(
 /// (read/write, create, truncate); `O_CLOEXEC` is always added. `mode` is used when the file is
 /// created (e.g. 0644). The handle takes the process's default compat mode as it is now. When the
 /// calling thread has a CUDA context current, the device route is prepared in the background
-/// (pool workers' streams and pinned buffers; see README, "Preparing the device route at open").
+/// (pool workers' streams and pinned buffers; see docs/routing.md, "Preparing the device route at open").
 ///
 /// Returns `GDSROUTE_STATUS_OK` and a new handle in `*file`. Errors: `NULL_ARGUMENT`,
 /// `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`

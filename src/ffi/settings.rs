@@ -153,7 +153,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_page_cache_pin_max(bytes: *mut u6
 /// Sets the most page-cache bytes the library may pin so that the GPU copies file ranges read
 /// before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
 /// on: they use bounce buffers, and windows already registered stay pinned, unused, until their
-/// file changes or its handle closes. See README, "Registered page cache".
+/// file changes or its handle closes. See docs/routing.md, "Registered page cache".
 /// Works whatever the environment held: an invalid `GDSROUTE_PAGE_CACHE_PIN_MAX` is replaced by this value
 /// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
@@ -197,7 +197,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_read(enabled: *mut
 /// `set_auto_direct_io_read`). On: the page-aligned middle of each POSIX read (host memory, and
 /// the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
 /// bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
-/// direct I/O are read through the page cache as before. See README, "Direct I/O".
+/// direct I/O are read through the page cache as before. See docs/routing.md, "Direct I/O".
 /// Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_READ` is replaced by this value
 /// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
@@ -207,7 +207,7 @@ pub extern "C" fn gdsroute_settings_set_auto_direct_io_read(enabled: bool) -> St
 }
 
 /// Reads whether POSIX writes use direct I/O for the whole pages of their range
-/// (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: README, "Direct I/O") into `*enabled`.
+/// (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: docs/writes.md, "Direct-I/O writes") into `*enabled`.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_write(enabled: *mut bool) -> Status {

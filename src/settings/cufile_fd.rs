@@ -3,7 +3,7 @@
 //! serves reads through its own POSIX path, and on an `O_DIRECT` descriptor that path bypasses the
 //! page cache: measured 1.4-1.9 GB/s (disk bound) on the H200 machine, against 22-25 GB/s at 4
 //! threads and 40-43 GB/s at 16 on the handle's buffered descriptor, which cuFile registers fine
-//! in compat mode (docs/benchmark-record.md).
+//! in compat mode (2026-11-30; docs/routing.md, "The decision").
 
 pub use crate::abi::CufileFd;
 use std::fmt;

@@ -30,7 +30,7 @@ pub const DEFAULT_GDS_THRESHOLD: u64 = 16 << 10;
 /// KvikIO's default bounce buffer: 16 MiB.
 pub const DEFAULT_BOUNCE_BUFFER_SIZE: u64 = 16 << 20;
 /// Default of `KVIKIO_AUTO_DIRECT_IO_WRITE`. KvikIO's is on; ours is off: measured on the H200
-/// machine and on the evidence from Lustre, docs/routing.md "Direct-I/O writes".
+/// machine and on the evidence from Lustre, docs/writes.md "Direct-I/O writes".
 pub const DEFAULT_AUTO_DIRECT_IO_WRITE: bool = false;
 /// Upper bound on worker threads; a guard against typos such as 100000.
 pub const MAX_THREADS: usize = 1024;

@@ -7,7 +7,7 @@
 //! the rest of the task ahead (`readahead::advise_willneed`) before the waiting `pread`s. Why:
 //! cold, 16 threads reading a 1 GiB file in 4 MiB tasks on the H200 machine's disk reached a
 //! median of 1.81 GB/s this way against 1.54 with plain `pread`s (6 alternating passes,
-//! docs/benchmark-record.md, series 5, 2026-11-30). Warm reads pay only the flag on their first read. The advice
+//! 2026-11-30; docs/routing.md, "Reads of data not in the page cache"). Warm reads pay only the flag on their first read. The advice
 //! never reaches past the end of the file (`readahead::advise_willneed` clips it), whatever range
 //! the caller names.
 

@@ -108,7 +108,7 @@ fn size_overflows() -> CudaFailure {
 /// Maps anonymous memory on a huge-page boundary (placed on `node` if one is given:
 /// `map_placed`), asks for transparent huge pages, touches every page, then pins it with
 /// `cuMemHostRegister`. Measured on the H200 (`tools/probes/probe-pinning.py`,
-/// docs/benchmark-record.md, series 3 (2026-11-30), THP `madvise`): a 4 MiB buffer cost 1.5-2.0 ms through
+/// 2026-11-30, THP `madvise`; docs/routing.md, "Preparing the device route at open"): a 4 MiB buffer cost 1.5-2.0 ms through
 /// `cuMemAllocHost`, 2.1-2.4 ms through touched 4 KiB pages and registration, 0.8-0.9 ms with huge
 /// pages; 16 threads allocating at once took 32 / 9 / 7 ms. Where huge pages are off (THP
 /// `never`) the advice is ignored and this is the 4 KiB-page path. The mapping is not inherited

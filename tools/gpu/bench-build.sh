@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds what scripts/bench-gpu.sh needs on the GPU machine (which has no Rust toolchain):
+# Builds what tools/gpu/bench-gpu.sh needs on the GPU machine (which has no Rust toolchain):
 #   .device/gdsroute-bench, .device/libgdsroute.so (release, stripped)
 #   .whl/  KvikIO 26.10 wheels for CUDA 13 / Python 3.12 (downloaded once)
 # Both folders are git-ignored; copy them to the GPU machine with the working tree.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/tmp/target-bench}"
 
 cargo build --release --bin gdsroute-bench --lib

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds (here, where Rust is) what scripts/gpu-proof.sh (one GPU) and scripts/gpu-multi-proof.sh
+# Builds (here, where Rust is) what tools/gpu/gpu-proof.sh (one GPU) and tools/gpu/gpu-multi-proof.sh
 # (two GPUs) run on the GPU machine, into .device/ (ignored by git; copy it to the GPU machine with
 # the working tree).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cargo build --release --lib --bins
 mkdir -p .device
 cp target/release/libgdsroute.so .device/libgdsroute.so.0

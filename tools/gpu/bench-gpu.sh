@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
-# Runs gdsroute-bench and scripts/bench-kvikio.py side by side on the GPU machine, in one call
+# Runs gdsroute-bench and tools/gpu/bench-kvikio.py side by side on the GPU machine, in one call
 # (each section about 4-6 minutes on the H200; every step has a time limit). Needs .device/ and
-# .whl/ from scripts/bench-build.sh (carried). Method: docs/performance.md.
+# .whl/ from tools/gpu/bench-build.sh (carried). Method: docs/performance.md.
 #
-#   scripts/bench-gpu.sh                   # the read matrix on one 1 GiB file; RESULT lines to $OUT/bench.txt if $OUT is set
-#   scripts/bench-gpu.sh --writes          # the write matrix and its ceilings (or BENCH_WRITES=1); --quick: threads 1,16 and defaults, disk only
-#   scripts/bench-gpu.sh --devices         # reads into several GPUs at once and alone (one GPU: reports it alone)
-#   scripts/bench-gpu.sh --reads --writes  # sections combine; without any, the reads
-#   scripts/bench-gpu.sh --ratios FILE     # only the gdsroute/KvikIO ratio tables (and the write targets) of a file of RESULT lines
+#   tools/gpu/bench-gpu.sh                   # the read matrix on one 1 GiB file; RESULT lines to $OUT/bench.txt if $OUT is set
+#   tools/gpu/bench-gpu.sh --writes          # the write matrix and its ceilings (or BENCH_WRITES=1); --quick: threads 1,16 and defaults, disk only
+#   tools/gpu/bench-gpu.sh --devices         # reads into several GPUs at once and alone (one GPU: reports it alone)
+#   tools/gpu/bench-gpu.sh --reads --writes  # sections combine; without any, the reads
+#   tools/gpu/bench-gpu.sh --ratios FILE     # only the gdsroute/KvikIO ratio tables (and the write targets) of a file of RESULT lines
 #
 # Environment: BENCH_FILE (default /var/tmp/gdsroute-bench-1g.bin), BENCH_SIZE (1073741824: the read
 # file and each write), BENCH_REPS (3), PYTHON (python3),
 # BENCH_FIRST_PROCS (3: fresh processes per first-read configuration), BENCH_COLD_PASSES (5: dd iflag=direct,
 # both libraries cold, then a buffered dd, then both with direct I/O unless BENCH_COLD_DIRECT=0), BENCH_HOST_PASSES (3: alternating host-read invocations),
-# BENCH_UDEV=1 to write the udev record first (scripts/udev-entry.sh: AUTO then uses cuFile),
+# BENCH_UDEV=1 to write the udev record first (tools/gpu/udev-entry.sh: AUTO then uses cuFile),
 # BENCH_CUFILE_ROUTE=0 to skip the closing cuFile-route steps (udev record written, then removed);
 # writes: BENCH_WRITE_THREADS (1,4,8,16), BENCH_WRITE_DIR (/var/tmp: the disk's file; the other is
 # /dev/shm; both removed after each step); devices: BENCH_DEVICES (0,1 with two GPUs or more, else 0).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 ratios() {
     python3 - "$1" <<'PY'
@@ -257,14 +257,14 @@ unset KVIKIO_COMPAT_MODE KVIKIO_NTHREADS KVIKIO_NUM_THREADS KVIKIO_TASK_SIZE KVI
       GDSROUTE_PAGE_CACHE_PIN_MAX GDSROUTE_CUFILE_FD BENCH_TAG BENCH_VARIANT
 export CUFILE_LOGFILE_PATH=/dev/null   # no cufile.log in the working directory
 
-[ -x "$BENCH" ] || { echo "missing $BENCH: run scripts/bench-build.sh where Rust is and copy .device here" >&2; exit 1; }
-ls .whl/*.whl >/dev/null 2>&1 || { echo "missing .whl: run scripts/bench-build.sh and copy .whl here" >&2; exit 1; }
+[ -x "$BENCH" ] || { echo "missing $BENCH: run tools/gpu/bench-build.sh where Rust is and copy .device here" >&2; exit 1; }
+ls .whl/*.whl >/dev/null 2>&1 || { echo "missing .whl: run tools/gpu/bench-build.sh and copy .whl here" >&2; exit 1; }
 $PY -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v "WARNING: Running pip as" || true
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 $PY -c "import kvikio, cupy; print('kvikio', kvikio.__version__, 'cupy', cupy.__version__)" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-if [ "${BENCH_UDEV:-0}" = 1 ] && [ -x scripts/udev-entry.sh ]; then
-    scripts/udev-entry.sh "$FILE" || true
+if [ "${BENCH_UDEV:-0}" = 1 ] && [ -x tools/gpu/udev-entry.sh ]; then
+    tools/gpu/udev-entry.sh "$FILE" || true
 fi
 echo "/run/udev: $([ -d /run/udev ] && echo present || echo absent)"
 echo "sections: reads=$READS writes=$WRITES$([ "$QUICK" = 1 ] && echo " (quick)") devices=$DEVICES"
@@ -292,7 +292,7 @@ run() {
     echo "    ($name: $((SECONDS - t0)) s, total $((SECONDS - START)) s)"
 }
 G() { run "gdsroute $1" "$2" "$BENCH" --file "$FILE" --no-table "${@:3}"; }
-K() { run "kvikio $1" "$2" "$PY" scripts/bench-kvikio.py --file "$FILE" --no-table "${@:3}"; }
+K() { run "kvikio $1" "$2" "$PY" tools/gpu/bench-kvikio.py --file "$FILE" --no-table "${@:3}"; }
 
 # Each step runs both implementations; the order alternates so that neither always runs second.
 step() {  # step N NAME LIMIT ARGS...
@@ -363,7 +363,7 @@ reads() {
 
     if [ "${BENCH_CUFILE_ROUTE:-1}" = 1 ] && [ "${BENCH_UDEV:-0}" != 1 ]; then
         echo "=== cuFile route: udev record written, AUTO, device big warm (both libraries call cuFile)"
-        scripts/udev-entry.sh "$FILE" > /dev/null || true
+        tools/gpu/udev-entry.sh "$FILE" > /dev/null || true
         BENCH_TAG=cufile-route step 0 cufile-route 180 --mem device --kinds big --cache warm --modes auto --threads 4,16 --reps 3
         # gdsroute handing cuFile an O_DIRECT descriptor as KvikIO does (GDSROUTE_CUFILE_FD=direct).
         BENCH_TAG=cufile-route BENCH_VARIANT=direct-fd GDSROUTE_CUFILE_FD=direct \
@@ -380,7 +380,7 @@ reads() {
 # and dd oflag=direct. --quick: threads 1,16 and defaults, disk only.
 # WFS and WFILE name the file system and file of the current pass.
 GW() { rm -f "$WFILE"; run "gdsroute $1" "$2" "$BENCH" --file "$WFILE" --write --fs "$WFS" --size "$SIZE" --mem device --no-table "${@:3}"; rm -f "$WFILE"; }
-KW() { rm -f "$WFILE"; run "kvikio $1" "$2" "$PY" scripts/bench-kvikio.py --file "$WFILE" --write --fs "$WFS" --size "$SIZE" --mem device --no-table "${@:3}"; rm -f "$WFILE"; }
+KW() { rm -f "$WFILE"; run "kvikio $1" "$2" "$PY" tools/gpu/bench-kvikio.py --file "$WFILE" --write --fs "$WFS" --size "$SIZE" --mem device --no-table "${@:3}"; rm -f "$WFILE"; }
 wstep() {  # wstep N NAME LIMIT ARGS...: both libraries, alternating which goes first
     local n=$1 name=$2 limit=$3
     shift 3
