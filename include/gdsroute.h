@@ -59,7 +59,7 @@
 
 /**
  * Default of `KVIKIO_AUTO_DIRECT_IO_WRITE`. KvikIO's is on; ours is off: measured on the H200
- * machine and on the evidence from Lustre, docs/routing.md "Direct-I/O writes".
+ * machine and on the evidence from Lustre, docs/writes.md "Direct-I/O writes".
  */
 #define GDSROUTE_DEFAULT_AUTO_DIRECT_IO_WRITE false
 
@@ -831,7 +831,7 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
  * (read/write, create, truncate); `O_CLOEXEC` is always added. `mode` is used when the file is
  * created (e.g. 0644). The handle takes the process's default compat mode as it is now. When the
  * calling thread has a CUDA context current, the device route is prepared in the background
- * (pool workers' streams and pinned buffers; see README, "Preparing the device route at open").
+ * (pool workers' streams and pinned buffers; see docs/routing.md, "Preparing the device route at open").
  *
  * Returns `GDSROUTE_STATUS_OK` and a new handle in `*file`. Errors: `NULL_ARGUMENT`,
  * `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`
@@ -1132,7 +1132,7 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_page_cache_pin_max(uint6
  * Sets the most page-cache bytes the library may pin so that the GPU copies file ranges read
  * before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
  * on: they use bounce buffers, and windows already registered stay pinned, unused, until their
- * file changes or its handle closes. See README, "Registered page cache".
+ * file changes or its handle closes. See docs/routing.md, "Registered page cache".
  * Works whatever the environment held: an invalid `GDSROUTE_PAGE_CACHE_PIN_MAX` is replaced by this value
  * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
@@ -1167,7 +1167,7 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_auto_direct_io_read(bool
  * `set_auto_direct_io_read`). On: the page-aligned middle of each POSIX read (host memory, and
  * the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
  * bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
- * direct I/O are read through the page cache as before. See README, "Direct I/O".
+ * direct I/O are read through the page cache as before. See docs/routing.md, "Direct I/O".
  * Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_READ` is replaced by this value
  * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
@@ -1176,7 +1176,7 @@ gdsroute_status gdsroute_settings_set_auto_direct_io_read(bool enabled);
 
 /**
  * Reads whether POSIX writes use direct I/O for the whole pages of their range
- * (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: README, "Direct I/O") into `*enabled`.
+ * (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: docs/writes.md, "Direct-I/O writes") into `*enabled`.
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_settings_get_auto_direct_io_write(bool *enabled);

@@ -10,18 +10,29 @@ use crate::api::file::File;
 use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
 use crate::settings::{self, CompatMode, Settings};
 
-/// Exit codes of `gdsroute-diagnose` (an enum without a C representation, so that the header
-/// generator leaves it out).
+/// Exit codes of `gdsroute-diagnose` (their numbers in `code`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitCode {
     /// The report was made.
-    Ok = 0,
+    Ok,
     /// The command line was wrong (unknown option, more than one FILE).
-    Usage = 2,
+    Usage,
     /// A `KVIKIO_*`/`GDSROUTE_*` setting is invalid: every read would fail with `INVALID_SETTING`.
-    InvalidSettings = 3,
+    InvalidSettings,
     /// FILE could not be opened for reading.
-    FileNotOpenable = 4,
+    FileNotOpenable,
+}
+
+impl ExitCode {
+    /// The process exit status (the numbers `gdsroute-diagnose --help` lists).
+    pub fn code(self) -> i32 {
+        match self {
+            ExitCode::Ok => 0,
+            ExitCode::Usage => 2,
+            ExitCode::InvalidSettings => 3,
+            ExitCode::FileNotOpenable => 4,
+        }
+    }
 }
 
 /// The C name of a fallback reason, as `include/gdsroute.h` spells it.
@@ -167,7 +178,7 @@ impl Diagnosis {
             ("fallback_reason", opt(verdict.and_then(|v| v.reason).map(reason_c_name))),
             ("detail", opt(verdict.map(|v| v.detail.as_str()))),
             ("conclusion", json_string(&self.conclusion())),
-            ("exit_code", (self.exit_code() as i32).to_string()),
+            ("exit_code", self.exit_code().code().to_string()),
             ("report", format!("[{}]", self.lines.iter().map(|l| json_string(l)).collect::<Vec<_>>().join(","))),
         ];
         let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
@@ -225,28 +236,22 @@ pub fn diagnose(path: Option<&[u8]>) -> Diagnosis {
     d
 }
 
-/// The settings in effect, with where the compat mode came from.
+/// The settings in effect: the compat mode and where it came from first (it decides the route),
+/// then every setting of `settings::TABLE` as `doc (NAME, alias ALIAS): value (from SOURCE)`,
+/// then what the registered page cache holds now.
 fn settings_lines(lines: &mut Vec<String>, s: &Settings) {
     lines.push(format!("compat mode: {} (from {})", s.compat_mode().name(), s.compat_mode_source().name()));
-    let snap = s.snapshot();
-    lines.push(format!(
-        "threads: {}  task size: {}  GDS threshold: {}  bounce buffer: {}",
-        s.num_threads(),
-        snap.task_size,
-        snap.gds_threshold,
-        snap.bounce_buffer_size
-    ));
-    lines.push(format!("cuFile statistics collection: {}", if s.cufile_stats() { "on" } else { "off (GDSROUTE_CUFILE_STATS)" }));
-    lines.push(format!("cuFile descriptor (GDSROUTE_CUFILE_FD): {}", s.cufile_fd().name()));
-    lines.push(format!(
-        "direct I/O for POSIX reads (KVIKIO_AUTO_DIRECT_IO_READ): {}",
-        if snap.direct_io_read { "on (page-aligned ranges bypass the page cache)" } else { "off" }
-    ));
+    for setting in &settings::TABLE {
+        let aliases: String = setting.aliases.iter().map(|a| format!(", alias {a}")).collect();
+        let (value, source) = (s.shown(setting), s.source(setting).name());
+        lines.push(format!("{} ({}{aliases}): {value} (from {source})", setting.doc, setting.name));
+    }
     let usage = crate::page_cache::usage();
+    let limit = s.page_cache_pin_max();
     lines.push(format!(
         "registered page cache (GDSROUTE_PAGE_CACHE_PIN_MAX): limit {} bytes{}, {} pinned now, {} windows registered, {} refused",
-        snap.page_cache_pin_max,
-        if snap.page_cache_pin_max == 0 { " (off)" } else { "" },
+        limit,
+        if limit == 0 { " (off)" } else { "" },
         usage.pinned_bytes,
         usage.registrations,
         usage.refusals

@@ -165,7 +165,7 @@ pub fn build_fault_shim(dir: &std::path::Path) -> Option<std::path::PathBuf> {
 }
 
 /// The fault shim for tests on a machine that may have no C compiler (the GPU machine): the
-/// library `GDSROUTE_TEST_FAULT_SHIM` names (scripts/gpu-build.sh builds one into .device/), else
+/// library `GDSROUTE_TEST_FAULT_SHIM` names (tools/gpu/gpu-build.sh builds one into .device/), else
 /// one compiled into `dir` (`build_fault_shim`), else None.
 pub fn fault_shim(dir: &std::path::Path) -> Option<std::path::PathBuf> {
     match std::env::var_os("GDSROUTE_TEST_FAULT_SHIM") {

@@ -1,5 +1,5 @@
 //! A timeline of where a process's device reads spend their time (preparation at open, pinning,
-//! each task), for investigations such as the first read's cost (docs/benchmark-record.md). Compiled
+//! each task), for investigations such as the first read's cost (docs/routing.md, "Preparing the device route at open"). Compiled
 //! in only with the `trace` cargo feature; without it every call is empty and inlined away.
 
 /// Records `name` with `value` (bytes, or 0) at the current time on the calling thread.

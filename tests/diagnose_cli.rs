@@ -134,3 +134,22 @@ fn json_is_one_object_with_the_verdict() {
     assert_eq!(out.status.code(), Some(4));
     assert!(stdout(&out).contains("\"exit_code\":4") && stdout(&out).contains("\"device_route\":null"));
 }
+
+#[test]
+fn every_setting_of_the_table_is_in_the_report() {
+    // A new setting is one entry of `settings::TABLE`; the report shows it without more work.
+    let out = diagnose(&[], &[("KVIKIO_NUM_THREADS", "3"), ("KVIKIO_AUTO_DIRECT_IO_WRITE", "on")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for setting in &gdsroute::settings::TABLE {
+        let line = text.lines().find(|l| l.starts_with(&format!("{} ({}", setting.doc, setting.name)));
+        let line = line.unwrap_or_else(|| panic!("{} missing from:\n{text}", setting.name));
+        for alias in setting.aliases {
+            assert!(line.contains(&format!("alias {alias}")), "{line}");
+        }
+        assert!(line.ends_with(")"), "value and source: {line}");
+    }
+    assert!(text.contains("(KVIKIO_NTHREADS, alias KVIKIO_NUM_THREADS): 3 (from environment)"), "{text}");
+    assert!(text.contains("(KVIKIO_AUTO_DIRECT_IO_WRITE): on (from environment)"), "{text}");
+    assert!(text.contains("(KVIKIO_TASK_SIZE): 4194304 (from default)"), "{text}");
+}

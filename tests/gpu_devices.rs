@@ -1,5 +1,5 @@
 //! Counters per device on one GPU (needs a GPU: run with `--ignored` on the device machine;
-//! scripts/gpu-proof.sh does): with device 0 the only device used, its counters equal the process
+//! tools/gpu/gpu-proof.sh does): with device 0 the only device used, its counters equal the process
 //! totals of device memory, through the Rust API and the C ABI alike; host memory adds to no
 //! device; its bounce buffers are placed as the machine says; cuFile's per-GPU counters reach
 //! device 0 by UUID. Several GPUs: tests/gpu_multi_device.rs.

@@ -3,7 +3,7 @@
 //! negative cuFile code, short reads, an old library without statistics; and which descriptor the
 //! whole path registers (GDSROUTE_CUFILE_FD, nvidia-fs version). Each scenario runs in a
 //! fresh process (cuFile is probed once per process). Needs a GPU, run with `--ignored`;
-//! GDSROUTE_TEST_FAKE_CUFILE_DIR names the folder with the fake libraries (scripts/gpu-build.sh).
+//! GDSROUTE_TEST_FAKE_CUFILE_DIR names the folder with the fake libraries (tools/gpu/gpu-build.sh).
 
 mod common;
 
@@ -193,7 +193,7 @@ fn fake_cufile_faults_on_the_gpu() {
     ];
     // The scenarios create /run/udev (AUTO's environment check). Leaving it behind changed what
     // later processes on the machine did: AUTO then opened cuFile's driver at a first read
-    // (about 0.4 s) before falling back (series 3, 2026-11-30, docs/gpu-runs.md). An empty directory this
+    // (about 0.4 s) before falling back (measured on the H200 machine, 2026-11-30). An empty directory this
     // test created is removed when it ends, whatever the outcome.
     let _udev = RemoveIfCreated::new("/run/udev");
     for (name, library, env) in scenarios {

@@ -1,4 +1,4 @@
-//! Two GPUs in one process (run on the two-GPU machine by scripts/gpu-multi-proof.sh; every test
+//! Two GPUs in one process (run on the two-GPU machine by tools/gpu/gpu-multi-proof.sh; every test
 //! here FAILS, not skips, with fewer than two devices): reads and writes from several threads into
 //! both devices at once through one pool, byte for byte with random data inside poisoned
 //! margins; device 1's memory read while device 0's context is current; device 1's memory reached

@@ -1,5 +1,5 @@
 //! Reads into GPU memory on every route, checked byte for byte (needs a GPU: run with
-//! `--ignored` on the device machine; scripts/gpu-proof.sh does). Random sizes and offsets,
+//! `--ignored` on the device machine; tools/gpu/gpu-proof.sh does). Random sizes and offsets,
 //! unaligned device pointers inside a larger allocation with poisoned margins, pinned host and
 //! managed memory, and a worker thread with no CUDA context current.
 
@@ -245,7 +245,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
 
 /// The descriptor registered with the real cuFile: under AUTO the handle's buffered one when the
 /// driver reports no nvidia-fs (the H200 machine), else `O_DIRECT`; `direct` forces `O_DIRECT`.
-/// Needs the udev record (scripts/udev-entry.sh); without it cuFile cannot register the file, and
+/// Needs the udev record (tools/gpu/udev-entry.sh); without it cuFile cannot register the file, and
 /// the test says so and returns.
 #[test]
 #[ignore = "needs a GPU"]
@@ -264,7 +264,7 @@ fn cufile_descriptor_follows_the_setting() {
             let no_udev = why.reason == FallbackReason::NoUdev
                 || (why.reason == FallbackReason::RegisterFailed && why.message.contains("5027"));
             assert!(no_udev, "cuFile cannot serve the file: {why:?}");
-            eprintln!("note: no udev record, cuFile cannot register files ({}); run scripts/udev-entry.sh first", why.message);
+            eprintln!("note: no udev record, cuFile cannot register files ({}); run tools/gpu/udev-entry.sh first", why.message);
             return;
         }
         let before = gdsroute::counters::process_counters();

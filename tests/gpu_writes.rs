@@ -1,5 +1,5 @@
 //! Writes from GPU (and host) memory checked on the CPU (needs a GPU: run with `--ignored` on the
-//! device machine; scripts/gpu-proof.sh does, without and with the udev record). Every scenario
+//! device machine; tools/gpu/gpu-proof.sh does, without and with the udev record). Every scenario
 //! runs in a child process of this binary, so that what it changes stays there: cuFile reads
 //! `CUFILE_FORCE_COMPAT_MODE` when it loads, the fault shim is preloaded, a file-size limit is set.
 //!
@@ -18,7 +18,7 @@
 //!   failing task exactly the bytes before that offset written.
 //! - A write across `RLIMIT_FSIZE` through bounce buffers and, where cuFile serves the file,
 //!   through `cuFileWrite` (which returns -1 there): the same status on both routes, no bytes
-//!   counted as written (docs/routing.md, "Writes across a file-size limit").
+//!   counted as written (docs/writes.md, "Writes across a file-size limit").
 
 mod common;
 
@@ -330,7 +330,7 @@ fn write_matrix(mode: CompatMode) {
         assert_eq!(theirs[0], 0, "cuFile counted writes that were not ours");
     } else if after.cufile_stats_state == CufileStatsState::Active as u64 {
         // Each cuFile task calls cuFileWrite at least once (cuFile counted more than one write
-        // for some large calls, docs/gpu-runs.md run 8); the bytes are the same.
+        // for some large calls on the H200 machine, 2026-12-01); the bytes are the same.
         assert!(theirs[0] >= ours.0, "cuFile counted {} writes for our {} cuFile write tasks", theirs[0], ours.0);
         assert_eq!(theirs[5], ours.1, "cuFile's write bytes against our cuFile write bytes");
         assert_eq!(theirs[4], 0, "cuFile counted write errors");
@@ -644,7 +644,7 @@ fn run_write_faults(source: &str, shim: &Path) {
 fn bounce_route_faults_under_the_fault_shim() {
     let dir = tempfile::tempdir().unwrap();
     let shim = common::fault_shim(dir.path())
-        .expect("no fault shim: set GDSROUTE_TEST_FAULT_SHIM (scripts/gpu-build.sh builds .device/libfault_shim.so) or install a C compiler");
+        .expect("no fault shim: set GDSROUTE_TEST_FAULT_SHIM (tools/gpu/gpu-build.sh builds .device/libfault_shim.so) or install a C compiler");
     run_write_faults("device", &shim);
 }
 

@@ -1,7 +1,8 @@
-//! A file handle: open with KvikIO's flags, read synchronously (`read`, one call on the calling
-//! thread) or in parallel (`pread`, task-size tasks on the shared pool, returning an
-//! `Operation`), close, and the verdicts on cuFile and direct I/O. The reads themselves are
-//! `io::engine`'s; the open state they share with the handle is `io::open_file::OpenFile`.
+//! A file handle: open with KvikIO's flags, read or write synchronously (`read_raw`,
+//! `write_raw`: one call on the calling thread) or in parallel (`pread_raw`, `pwrite_raw`:
+//! task-size tasks on the shared pool, returning an `Operation`), sync, close, and the verdicts on
+//! cuFile and direct I/O. The transfers themselves are `io::engine`'s (`run`, `submit`); the open
+//! state they share with the handle is `io::open_file::OpenFile`.
 
 use crate::backend::cufile::file::CufileFile;
 use crate::backend::cufile::gds::{FallbackReason, Unusable};
@@ -11,6 +12,7 @@ use crate::io::engine;
 use crate::io::open_file::{OpenFile, OpenFlags};
 use crate::io::operation::Operation;
 use crate::io::request::Request;
+use crate::io::schedule::Start;
 use crate::io::thread_pool;
 use crate::page_cache::PageCache;
 use crate::settings::{self, CompatMode, FdChoice};
@@ -111,16 +113,11 @@ impl File {
         self.stats.reset();
     }
 
-    /// Counts a read call on this handle that was rejected before it reached `read_raw` or
-    /// `pread_raw` (a NULL output pointer at the C boundary).
-    pub fn record_rejected_call(&self) {
-        stats::record_rejected_call(Some(&self.stats), Direction::Read);
-    }
-
-    /// Counts a write call on this handle that was rejected before it reached `write_raw` or
-    /// `pwrite_raw` (a NULL pointer argument at the C boundary).
-    pub fn record_rejected_write(&self) {
-        stats::record_rejected_call(Some(&self.stats), Direction::Write);
+    /// Counts a call of `direction` on this handle that was rejected before it reached
+    /// `read_raw`, `pread_raw`, `write_raw` or `pwrite_raw` (a NULL pointer argument at the C
+    /// boundary).
+    pub(crate) fn record_rejected_call(&self, direction: Direction) {
+        stats::record_rejected_call(Some(&self.stats), direction);
     }
 
     /// Whether cuFile can serve this file under the handle's compat mode, deciding it now if no
@@ -149,16 +146,16 @@ impl File {
     }
 
     /// Reads `size` bytes at `offset` in one synchronous call on the calling thread (KvikIO's
-    /// `read`; `io::engine::read`). Returns the bytes read, fewer only at end of file.
+    /// `read`; `io::engine::run`). Returns the bytes read, fewer only at end of file.
     ///
     /// # Safety
     /// `dst` must be valid for writes of `size` bytes for the duration of the call.
     pub unsafe fn read_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<usize> {
         // SAFETY: forwarded from the caller.
-        unsafe { engine::read(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
+        unsafe { engine::run(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
     }
 
-    /// Starts a parallel read of `size` bytes at `offset` (KvikIO's `pread`; `io::engine::pread`).
+    /// Starts a parallel read of `size` bytes at `offset` (KvikIO's `pread`; `io::engine::submit`).
     /// The returned operation must be waited for (or dropped, which waits) before the buffer is
     /// released.
     ///
@@ -166,29 +163,29 @@ impl File {
     /// `dst` must be valid for writes of `size` bytes until the returned operation has finished.
     pub unsafe fn pread_raw(&self, dst: *mut u8, size: usize, offset: u64) -> Result<Operation> {
         // SAFETY: forwarded from the caller.
-        unsafe { engine::pread(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }) }
+        unsafe { engine::submit(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Read, buf: dst, size, offset }, Start::Now) }
     }
 
     /// Writes `size` bytes from `src` at `offset` in one synchronous call on the calling thread
-    /// (KvikIO's `write`; `io::engine::read` with `Direction::Write`). Returns `size`: a write
-    /// covers its whole request or fails (see README, "Writes").
+    /// (KvikIO's `write`; `io::engine::run` with `Direction::Write`). Returns `size`: a write
+    /// covers its whole request or fails (see docs/writes.md, "The short-write rule").
     ///
     /// # Safety
     /// `src` must be valid for reads of `size` bytes, unchanged, for the duration of the call.
     pub unsafe fn write_raw(&self, src: *const u8, size: usize, offset: u64) -> Result<usize> {
         // SAFETY: forwarded from the caller; a write only reads the buffer.
-        unsafe { engine::read(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Write, buf: src.cast_mut(), size, offset }) }
+        unsafe { engine::run(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Write, buf: src.cast_mut(), size, offset }) }
     }
 
-    /// Starts a parallel write of `size` bytes from `src` at `offset` (KvikIO's `pwrite`):
-    /// task-size tasks on the pool; waiting gives `size`, or the first error in file order once
+    /// Starts a parallel write of `size` bytes from `src` at `offset` (KvikIO's `pwrite`;
+    /// `io::engine::submit`): task-size tasks on the pool; waiting gives `size`, or the first error in file order once
     /// every task stopped.
     ///
     /// # Safety
     /// `src` must be valid for reads of `size` bytes, unchanged, until the operation has finished.
     pub unsafe fn pwrite_raw(&self, src: *const u8, size: usize, offset: u64) -> Result<Operation> {
         // SAFETY: forwarded from the caller; a write only reads the buffer.
-        unsafe { engine::pread(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Write, buf: src.cast_mut(), size, offset }) }
+        unsafe { engine::submit(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Write, buf: src.cast_mut(), size, offset }, Start::Now) }
     }
 
     /// Safe parallel write of a slice; waits for completion. Returns the bytes written (all).

@@ -24,7 +24,11 @@ pub fn process_counters() -> Counters {
     counters.page_cache_registrations = page_cache.registrations;
     counters.page_cache_refusals = page_cache.refusals;
     if let Some(gds) = gds::opened() {
-        gds.fill_counters(&mut counters);
+        let (state, deltas) = gds.per_gpu_deltas();
+        counters.cufile_stats_state = state as u64;
+        if let Some(deltas) = deltas {
+            counters.set_cufile_counters(&deltas.total());
+        }
     }
     counters
 }
@@ -55,7 +59,7 @@ pub fn device_counters() -> Vec<DeviceCounters> {
     if let Some(per_gpu) = per_gpu {
         // cuFile is open, so CUDA was initialised before it: asking for the UUIDs starts nothing.
         for (ordinal, totals) in cufile_by_device(&per_gpu, &device_uuids()) {
-            fill_cufile(devices.entry(ordinal).or_insert_with(|| DeviceCounters::of(ordinal)), &totals);
+            devices.entry(ordinal).or_insert_with(|| DeviceCounters::of(ordinal)).set_cufile_counters(&totals);
         }
     }
     for d in devices.values_mut() {
@@ -83,23 +87,6 @@ pub fn cufile_by_device(per_gpu: &PerGpuSnapshot, uuids: &BTreeMap<[u8; 16], i32
     by_device.into_iter().map(|(ordinal, entries)| (ordinal, entries.total())).collect()
 }
 
-/// One GPU's cuFile deltas into its device's counters.
-fn fill_cufile(d: &mut DeviceCounters, t: &PerGpuTotals) {
-    d.cufile_n_total_reads = t.n_total_reads;
-    d.cufile_n_nvfs_reads = t.n_nvfs_reads;
-    d.cufile_n_posix_reads = t.n_posix_reads;
-    d.cufile_n_p2p_reads = t.n_p2p_reads;
-    d.cufile_n_unaligned_reads = t.n_unaligned_reads;
-    d.cufile_n_reads_err = t.n_reads_err;
-    d.cufile_read_bytes = t.read_bytes;
-    d.cufile_n_total_writes = t.n_total_writes;
-    d.cufile_n_nvfs_writes = t.n_nvfs_writes;
-    d.cufile_n_posix_writes = t.n_posix_writes;
-    d.cufile_n_p2p_writes = t.n_p2p_writes;
-    d.cufile_n_writes_err = t.n_writes_err;
-    d.cufile_write_bytes_gpu = t.write_bytes;
-}
-
 /// Resets our process-wide counters and the cuFile baseline.
 pub fn reset_process_counters() {
     stats::global().reset();
@@ -112,46 +99,6 @@ pub fn reset_process_counters() {
 mod tests {
     use super::*;
     use crate::sys::cufile::GpuCounters;
-
-    #[test]
-    fn each_cufile_counter_lands_in_the_device_field_of_its_name() {
-        let t = PerGpuTotals {
-            n_total_reads: 1,
-            n_nvfs_reads: 2,
-            n_posix_reads: 3,
-            n_p2p_reads: 4,
-            n_unaligned_reads: 5,
-            n_reads_err: 6,
-            read_bytes: 7,
-            n_total_writes: 8,
-            n_nvfs_writes: 9,
-            n_posix_writes: 10,
-            n_p2p_writes: 11,
-            n_writes_err: 12,
-            write_bytes: 13,
-        };
-        let mut d = DeviceCounters::of(0);
-        fill_cufile(&mut d, &t);
-        let cufile: Vec<(&str, u64)> = d.entries().into_iter().filter(|(name, _)| name.starts_with("cufile_n_") || name.starts_with("cufile_read") || *name == "cufile_write_bytes_gpu").collect();
-        assert_eq!(
-            cufile,
-            [
-                ("cufile_n_total_reads", 1),
-                ("cufile_n_nvfs_reads", 2),
-                ("cufile_n_posix_reads", 3),
-                ("cufile_n_p2p_reads", 4),
-                ("cufile_n_unaligned_reads", 5),
-                ("cufile_n_reads_err", 6),
-                ("cufile_read_bytes", 7),
-                ("cufile_n_total_writes", 8),
-                ("cufile_n_nvfs_writes", 9),
-                ("cufile_n_posix_writes", 10),
-                ("cufile_n_p2p_writes", 11),
-                ("cufile_n_writes_err", 12),
-                ("cufile_write_bytes_gpu", 13),
-            ]
-        );
-    }
 
     #[test]
     fn two_entries_of_one_uuid_add_up() {

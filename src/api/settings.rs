@@ -14,6 +14,8 @@ pub use crate::settings_table::{
     DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_TASK_SIZE, Descriptor, FdChoice,
     MAX_THREADS, default_num_threads,
 };
+/// Every setting's descriptor (variable, aliases, one-line doc), in the order reports list them.
+pub use crate::settings_table::{Setting, TABLE};
 
 /// The compat mode of files opened from now on (`KVIKIO_COMPAT_MODE`).
 pub fn compat_mode() -> Result<CompatMode> {

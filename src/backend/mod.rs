@@ -1,8 +1,21 @@
-//! The ways bytes move between a file and memory: `posix` (pread, readahead, direct I/O),
-//! `device` (bounce buffers and registered page-cache copies into GPU memory) and `cufile` (the
-//! process's cuFile state, per-file registration, the cuFile call). A backend serves one task;
-//! which backend serves it is `io::route`'s decision.
+//! The ways bytes move between a file and memory, each with one task entry that takes the
+//! direction: `posix::task` (pread, readahead, direct I/O, pwrite; host memory), `device::task`
+//! (bounce buffers and registered page-cache copies; GPU memory without cuFile) and
+//! `cufile::synchronous::task` (the cuFile call; `cufile` also holds the process's cuFile state
+//! and per-file registration). A backend serves one task; which backend serves it is
+//! `io::dispatch`'s match on `io::route`'s decision.
 
 pub mod cufile;
 pub mod device;
 pub mod posix;
+
+use std::os::fd::RawFd;
+
+/// The file as a device task sees it: its descriptor, the `O_DIRECT` one where the task takes
+/// direct I/O (`auto_direct_io_read` / `_write`), and its path for messages.
+#[derive(Clone, Copy)]
+pub struct TaskFile<'a> {
+    pub fd: RawFd,
+    pub direct: Option<RawFd>,
+    pub path: &'a str,
+}

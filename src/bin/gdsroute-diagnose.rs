@@ -79,5 +79,5 @@ fn main() {
         }
     };
     let _ = std::io::stdout().flush();
-    std::process::exit(code as i32);
+    std::process::exit(code.code());
 }

@@ -24,23 +24,10 @@ unsafe fn open_args<'a>(path: *const c_char, flags: *const c_char) -> crate::Res
     Ok((path.to_bytes(), flags))
 }
 
-/// The handle and output pointers of a read call. A NULL one is counted as a failed call, on the
-/// handle when there is one, else in the process-wide counters only (there is no handle to count
-/// on); `read_raw`/`pread_raw` count every other call.
-///
-/// # Safety
-/// `file` is NULL or a live handle.
-unsafe fn read_args<'a, T>(
-    file: *const File,
-    buf: *mut c_void,
-    result: *mut T,
-    result_name: &'static str,
-) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
-    // SAFETY: forwarded from the caller.
-    unsafe { call_args(Direction::Read, file, buf, result, result_name) }
-}
-
-/// `read_args` for a call of `direction` (a write's NULL arguments count as failed writes).
+/// The handle and pointers of a read or write call of `direction`. A NULL one is counted as a
+/// failed call of that direction, on the handle when there is one, else in the process-wide
+/// counters only (there is no handle to count on); `read_raw`/`pread_raw`/`write_raw`/`pwrite_raw`
+/// count every other call.
 ///
 /// # Safety
 /// `file` is NULL or a live handle.
@@ -59,10 +46,7 @@ unsafe fn call_args<'a, T>(
     match (out(buf, "buf"), out(result, result_name)) {
         (Ok(buf), Ok(result)) => Ok((file, buf, result)),
         (Err(e), _) | (_, Err(e)) => {
-            match direction {
-                Direction::Read => file.record_rejected_call(),
-                Direction::Write => file.record_rejected_write(),
-            }
+            file.record_rejected_call(direction);
             Err(e)
         }
     }
@@ -75,7 +59,7 @@ unsafe fn call_args<'a, T>(
 /// (read/write, create, truncate); `O_CLOEXEC` is always added. `mode` is used when the file is
 /// created (e.g. 0644). The handle takes the process's default compat mode as it is now. When the
 /// calling thread has a CUDA context current, the device route is prepared in the background
-/// (pool workers' streams and pinned buffers; see README, "Preparing the device route at open").
+/// (pool workers' streams and pinned buffers; see docs/routing.md, "Preparing the device route at open").
 ///
 /// Returns `GDSROUTE_STATUS_OK` and a new handle in `*file`. Errors: `NULL_ARGUMENT`,
 /// `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`
@@ -212,7 +196,7 @@ pub unsafe extern "C" fn gdsroute_file_read(
 ) -> Status {
     guard(|| {
         // SAFETY: the caller passes a live handle or NULL.
-        let (file, buf, bytes_read) = unsafe { read_args(file, buf, bytes_read, "bytes_read")? };
+        let (file, buf, bytes_read) = unsafe { call_args(Direction::Read, file, buf, bytes_read, "bytes_read")? };
         // SAFETY: the caller guarantees `buf` is writable for `size` bytes during the call.
         let n = unsafe { file.read_raw(buf.cast(), size, file_offset)? };
         // SAFETY: checked by `out`.
@@ -243,7 +227,7 @@ pub unsafe extern "C" fn gdsroute_file_pread(
 ) -> Status {
     guard(|| {
         // SAFETY: the caller passes a live handle or NULL.
-        let (file, buf, op) = unsafe { read_args(file, buf, op, "op")? };
+        let (file, buf, op) = unsafe { call_args(Direction::Read, file, buf, op, "op")? };
         // SAFETY: the caller keeps `buf` valid for `size` bytes until the operation finishes.
         let operation = Box::new(unsafe { file.pread_raw(buf.cast(), size, file_offset)? });
         // SAFETY: checked by `out`.

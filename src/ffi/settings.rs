@@ -10,6 +10,14 @@ use crate::settings::{self, CompatMode, CufileFd};
 use crate::abi::Status;
 use crate::io::thread_pool;
 
+/// Applies a setter that accepts every value of its type to the live settings.
+fn set_setting(set: impl FnOnce(&settings::Settings)) -> Status {
+    guard(|| {
+        set(settings::live());
+        Ok(())
+    })
+}
+
 /// Writes one setting into an out-pointer.
 ///
 /// # Safety
@@ -39,11 +47,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_compat_mode(mode: *mut u32) -> St
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_compat_mode(mode: u32) -> Status {
-    guard(|| {
-        let mode = CompatMode::from_raw(mode)?;
-        settings::live().set_compat_mode(mode);
-        Ok(())
-    })
+    guard(|| CompatMode::from_raw(mode).map(|v| settings::live().set_compat_mode(v)))
 }
 
 /// Reads the number of worker threads into `*threads`.
@@ -95,10 +99,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_gds_threshold(bytes: *mut usize) 
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_gds_threshold(bytes: usize) -> Status {
-    guard(|| {
-        settings::live().set_gds_threshold(bytes as u64);
-        Ok(())
-    })
+    set_setting(|s| s.set_gds_threshold(bytes as u64))
 }
 
 /// Reads the bounce buffer size in bytes (default 16 MiB) into `*bytes`.
@@ -136,10 +137,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_cufile_stats(enabled: *mut bool) 
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_cufile_stats(enabled: bool) -> Status {
-    guard(|| {
-        settings::live().set_cufile_stats(enabled);
-        Ok(())
-    })
+    set_setting(|s| s.set_cufile_stats(enabled))
 }
 
 /// Reads the most page-cache bytes the registered page cache may pin
@@ -155,16 +153,13 @@ pub unsafe extern "C" fn gdsroute_settings_get_page_cache_pin_max(bytes: *mut u6
 /// Sets the most page-cache bytes the library may pin so that the GPU copies file ranges read
 /// before straight from the page cache (no bounce buffer). 0 turns this off for reads from now
 /// on: they use bounce buffers, and windows already registered stay pinned, unused, until their
-/// file changes or its handle closes. See README, "Registered page cache".
+/// file changes or its handle closes. See docs/routing.md, "Registered page cache".
 /// Works whatever the environment held: an invalid `GDSROUTE_PAGE_CACHE_PIN_MAX` is replaced by this value
 /// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_page_cache_pin_max(bytes: u64) -> Status {
-    guard(|| {
-        settings::live().set_page_cache_pin_max(bytes);
-        Ok(())
-    })
+    set_setting(|s| s.set_page_cache_pin_max(bytes))
 }
 
 /// Reads which descriptor cuFile is given (a `gdsroute_cufile_fd` value; `GDSROUTE_CUFILE_FD`,
@@ -186,11 +181,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_cufile_fd(fd: *mut u32) -> Status
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_cufile_fd(fd: u32) -> Status {
-    guard(|| {
-        let fd = CufileFd::from_raw(fd)?;
-        settings::live().set_cufile_fd(fd);
-        Ok(())
-    })
+    guard(|| CufileFd::from_raw(fd).map(|v| settings::live().set_cufile_fd(v)))
 }
 
 /// Reads whether POSIX reads use direct I/O for page-aligned ranges (`KVIKIO_AUTO_DIRECT_IO_READ`,
@@ -206,20 +197,17 @@ pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_read(enabled: *mut
 /// `set_auto_direct_io_read`). On: the page-aligned middle of each POSIX read (host memory, and
 /// the bounce buffers of device reads) goes through a second descriptor opened with `O_DIRECT`,
 /// bypassing the page cache (counted in `posix_direct_bytes`); files on file systems without
-/// direct I/O are read through the page cache as before. See README, "Direct I/O".
+/// direct I/O are read through the page cache as before. See docs/routing.md, "Direct I/O".
 /// Works whatever the environment held: an invalid `KVIKIO_AUTO_DIRECT_IO_READ` is replaced by this value
 /// (other invalid variables keep failing calls until they are set too; README, Settings).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_auto_direct_io_read(enabled: bool) -> Status {
-    guard(|| {
-        settings::live().set_auto_direct_io_read(enabled);
-        Ok(())
-    })
+    set_setting(|s| s.set_auto_direct_io_read(enabled))
 }
 
 /// Reads whether POSIX writes use direct I/O for the whole pages of their range
-/// (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: README, "Direct I/O") into `*enabled`.
+/// (`KVIKIO_AUTO_DIRECT_IO_WRITE`; default off, unlike KvikIO: docs/writes.md, "Direct-I/O writes") into `*enabled`.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_write(enabled: *mut bool) -> Status {
@@ -239,10 +227,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_auto_direct_io_write(enabled: *mu
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_auto_direct_io_write(enabled: bool) -> Status {
-    guard(|| {
-        settings::live().set_auto_direct_io_write(enabled);
-        Ok(())
-    })
+    set_setting(|s| s.set_auto_direct_io_write(enabled))
 }
 
 symbol_version!(gdsroute_settings_get_compat_mode, gdsroute_settings_set_compat_mode, gdsroute_settings_get_num_threads, gdsroute_settings_set_num_threads, gdsroute_settings_get_task_size, gdsroute_settings_set_task_size, gdsroute_settings_get_gds_threshold, gdsroute_settings_set_gds_threshold, gdsroute_settings_get_bounce_buffer_size, gdsroute_settings_set_bounce_buffer_size, gdsroute_settings_get_cufile_stats, gdsroute_settings_set_cufile_stats, gdsroute_settings_get_page_cache_pin_max, gdsroute_settings_set_page_cache_pin_max, gdsroute_settings_get_cufile_fd, gdsroute_settings_set_cufile_fd, gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read);

@@ -92,16 +92,34 @@ pub unsafe extern "C" fn gdsroute_stats_render(
     buf_len: usize,
     length: *mut usize,
 ) -> Status {
-    guard(|| {
-        let text_out = TextOut::new(buf, buf_len, length)?;
+    let render = || {
         // SAFETY: the caller passes a stats struct with `struct_size` set, or NULL.
         let counters = unsafe { copy_counters_in(stats)? };
-        let text = match format {
-            // Only the fields the caller's struct holds (its struct_size), never zeros for the rest.
-            f if f == StatsFormat::Text as u32 => counters.text_within(counters.struct_size),
-            f if f == StatsFormat::Json as u32 => counters.json_within(counters.struct_size),
-            value => return Err(Error::InvalidEnum { what: "stats format", value }),
-        };
+        // Only the fields the caller's struct holds (its struct_size), never zeros for the rest.
+        rendering(format, || counters.text_within(counters.struct_size), || counters.json_within(counters.struct_size))
+    };
+    // SAFETY: the caller's buffer and length pointer, as documented above.
+    unsafe { render_out(buf, buf_len, length, render) }
+}
+
+/// The rendering that `format` (a `StatsFormat` value) asks for: `text()` or `json()`.
+fn rendering(format: u32, text: impl FnOnce() -> String, json: impl FnOnce() -> String) -> Result<String> {
+    match format {
+        f if f == StatsFormat::Text as u32 => Ok(text()),
+        f if f == StatsFormat::Json as u32 => Ok(json()),
+        value => Err(Error::InvalidEnum { what: "stats format", value }),
+    }
+}
+
+/// The body of both render functions: checks the text output (`buf`, `length`) first, then
+/// writes what `render` returns into it with snprintf semantics.
+///
+/// # Safety
+/// `buf` is NULL or writable for `buf_len` bytes; `length` is NULL or writable for a `usize`.
+unsafe fn render_out(buf: *mut c_char, buf_len: usize, length: *mut usize, render: impl FnOnce() -> Result<String>) -> Status {
+    guard(|| {
+        let text_out = TextOut::new(buf, buf_len, length)?;
+        let text = render()?;
         // SAFETY: the caller's buffer and length pointer (checked by `TextOut::new`).
         unsafe { text_out.write(&text) };
         Ok(())
@@ -198,8 +216,7 @@ pub unsafe extern "C" fn gdsroute_stats_render_devices(
     buf_len: usize,
     length: *mut usize,
 ) -> Status {
-    guard(|| {
-        let text_out = TextOut::new(buf, buf_len, length)?;
+    let render = || {
         if array.is_null() && count > 0 {
             return Err(Error::NullArgument("array"));
         }
@@ -221,15 +238,10 @@ pub unsafe extern "C" fn gdsroute_stats_render_devices(
         if let Some(i) = devices.iter().position(|d| d.struct_size < 16) {
             return Err(Error::InvalidArgument(format!("array[{i}].struct_size is {}; a filled element holds at least 16", devices[i].struct_size)));
         }
-        let text = match format {
-            f if f == StatsFormat::Text as u32 => stats::render_devices_text(&devices),
-            f if f == StatsFormat::Json as u32 => stats::render_devices_json(&devices),
-            value => return Err(Error::InvalidEnum { what: "stats format", value }),
-        };
-        // SAFETY: the caller's buffer and length pointer (checked by `TextOut::new`).
-        unsafe { text_out.write(&text) };
-        Ok(())
-    })
+        rendering(format, || stats::render_devices_text(&devices), || stats::render_devices_json(&devices))
+    };
+    // SAFETY: the caller's buffer and length pointer, as documented above.
+    unsafe { render_out(buf, buf_len, length, render) }
 }
 
 symbol_version!(GDSROUTE_0.2: gdsroute_stats_get_devices, gdsroute_stats_render_devices);

@@ -1,14 +1,19 @@
-//! The engine between the handle and the backends: a request (`request`: target, range checks)
-//! on an open file (`open_file`) is planned and run by `engine`, which asks where it goes
-//! (`route`), cuts it into tasks (`task_split`), runs them on the pool (`thread_pool`) or inline
-//! and hands back the handle on tasks in flight (`operation`); `warm_up` is the preparation at
-//! open that readies every worker for device reads.
+//! The engine between the handle and the backends, one for reads and writes: a request
+//! (`request`: direction, target, range checks) on an open file (`open_file`) enters `engine`
+//! (`run`: one synchronous call; `submit`: a parallel one), which asks where it goes (`route`),
+//! cuts it into tasks (`task_split`, yielded by a `task_source`), starts them by the call's start
+//! condition on its runner (`schedule`: the calling thread or the pool, `thread_pool`) and hands
+//! back the handle on tasks in flight (`operation`); `dispatch` sends each task to its backend and
+//! counts it. `warm_up` is the preparation at open that readies every worker for device transfers.
 
+pub mod dispatch;
 pub mod engine;
 pub mod open_file;
 pub mod operation;
 pub mod request;
 pub mod route;
+pub mod schedule;
+pub mod task_source;
 pub mod task_split;
 pub mod thread_pool;
 pub mod warm_up;

@@ -1,7 +1,7 @@
-//! The open file as its reads see it, shared by the handle and its reads in flight: the
+//! The open file as its reads and writes see it, shared by the handle and its calls in flight: the
 //! descriptor and KvikIO's open flags, the per-file half of cuFile's probe, the `O_DIRECT`
-//! descriptor opened at first use and the windows registered with the page cache. Reads in flight
-//! keep it alive, so closing a handle never lets a task read from a recycled descriptor.
+//! descriptor opened at first use and the windows registered with the page cache. Calls in flight
+//! keep it alive, so closing a handle never lets a task read or write a recycled descriptor.
 
 use crate::backend::cufile::file::CufileFile;
 use crate::direction::Direction;
@@ -59,7 +59,7 @@ impl OpenFlags {
     }
 }
 
-/// The open state shared by the handle and its reads in flight.
+/// The open state shared by the handle and its reads and writes in flight.
 pub struct OpenFile {
     /// Shared with the cuFile registration when that registered this descriptor.
     pub fd: Arc<OwnedFd>,

@@ -1,6 +1,6 @@
 //! A request as the engine takes it: which way it goes (`Direction`), the caller's memory and the
-//! file range (`Request`), where its bytes go (`Target`, classified once per call with the CUDA
-//! driver) and the range checks every call passes before it reaches a route.
+//! file range (`Request`), the memory it moves bytes to or from (`Target`, classified once per call
+//! with the CUDA driver) and the range checks every call passes before it reaches a route.
 
 use crate::direction::Direction;
 use crate::error::{Error, Result};
@@ -33,16 +33,16 @@ impl SendPtr {
     }
 }
 
-/// Where a call's bytes go.
+/// The memory side of a call: where a read's bytes go, or where a write's come from.
 #[derive(Clone, Copy)]
 pub enum Target {
-    /// Host memory, written directly by pread.
+    /// Host memory, read into or written from directly by the POSIX backend.
     Host(SendPtr),
     /// Device or managed memory.
     Device {
         /// The pointer's kind (device, context).
         kind: MemoryKind,
-        /// The destination address.
+        /// The address of the caller's buffer.
         address: u64,
         /// Start of its allocation (cuFile is given base + offset, as KvikIO does).
         base: u64,

@@ -1,11 +1,12 @@
-//! How a parallel read is cut into tasks, as in KvikIO: one task when the request fits in a task
-//! (or in a page); otherwise tasks of `task_size` bytes and a last one with the remainder. With
-//! direct I/O (`split_for_direct_io`) the first task ends on a page boundary of the file, so that
-//! every later task starts on one (KvikIO does this for device reads).
+//! How a parallel call, a read or a write, is cut into tasks, as in KvikIO: one task when the
+//! request fits in a task (or in a page); otherwise tasks of `task_size` bytes and a last one with
+//! the remainder. With direct I/O (`split_for_direct_io`) the first task ends on a page boundary
+//! of the file, so that every later task starts on one (KvikIO does this for device reads).
 //!
 //! A `Split` is a description of the tasks, not a list of them: task `i` is computed when it is
-//! claimed, so the memory of a read does not depend on how many tasks it has (with a task size of
-//! 1 byte, an 8 MiB read is 8 Mi tasks).
+//! claimed, so the memory of a call does not depend on how many tasks it has (with a task size of
+//! 1 byte, an 8 MiB read is 8 Mi tasks). It is the task source of a call on one file
+//! (`task_source`).
 
 /// One task's slice of the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +60,8 @@ impl Split {
         Chunk { buf_offset, file_offset: self.file_offset + buf_offset as u64, len: self.task.min(self.size - buf_offset) }
     }
 
-    /// Every task, in file order (computed one by one).
+    /// Every task, in file order (computed one by one): for the tests, which list them.
+    #[cfg(test)]
     pub fn chunks(self) -> impl Iterator<Item = Chunk> {
         (0..self.count).map(move |i| self.chunk(i))
     }

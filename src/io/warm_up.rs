@@ -16,9 +16,9 @@
 //! device the first read of a handle targets is not known at the open, and preparing at that
 //! read gains nothing: its tasks would wait for the same work.
 //!
-//! Why this shape (docs/benchmark-record.md, series 2-4, 2026-11-30): the driver serialises stream creation and
+//! Why this shape (2026-11-30; docs/routing.md, "Preparing the device route at open"): the driver serialises stream creation and
 //! registration (about 10 ms for 16 workers on the H200), so a read issued right after the open
-//! overlaps part of it. Until series 4 (2026-11-30) the workers met after preparing and only then took read
+//! overlaps part of it. Until 2026-11-30 the workers met after preparing and only then took read
 //! tasks; now a prepared worker's `pread`s overlap the others' registrations.
 
 use crate::sys::cuda::{self, ContextHandle, ScopedContext};

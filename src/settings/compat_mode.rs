@@ -6,9 +6,10 @@ pub use crate::abi::CompatMode;
 impl CompatMode {
     /// Parses KvikIO's spellings, case-insensitively: on/true/yes/1, off/false/no/0, auto.
     /// Stricter than KvikIO, which keeps only the first whitespace-separated word: surrounding
-    /// whitespace is ignored but "yes please" is rejected.
+    /// whitespace is ignored (the rule of every setting, `env::significant`) but "yes please" is
+    /// rejected.
     pub fn parse(text: &str) -> Option<CompatMode> {
-        match text.trim().to_ascii_lowercase().as_str() {
+        match super::env::significant(text).to_ascii_lowercase().as_str() {
             "on" | "true" | "yes" | "1" => Some(CompatMode::On),
             "off" | "false" | "no" | "0" => Some(CompatMode::Off),
             "auto" => Some(CompatMode::Auto),

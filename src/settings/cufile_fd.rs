@@ -3,15 +3,16 @@
 //! serves reads through its own POSIX path, and on an `O_DIRECT` descriptor that path bypasses the
 //! page cache: measured 1.4-1.9 GB/s (disk bound) on the H200 machine, against 22-25 GB/s at 4
 //! threads and 40-43 GB/s at 16 on the handle's buffered descriptor, which cuFile registers fine
-//! in compat mode (docs/benchmark-record.md).
+//! in compat mode (2026-11-30; docs/routing.md, "The decision").
 
 pub use crate::abi::CufileFd;
 use std::fmt;
 
 impl CufileFd {
-    /// Parses auto, direct or buffered, case-insensitively, surrounding whitespace ignored.
+    /// Parses auto, direct or buffered, case-insensitively, surrounding whitespace ignored (the
+    /// rule of every setting, `env::significant`).
     pub fn parse(text: &str) -> Option<CufileFd> {
-        match text.trim().to_ascii_lowercase().as_str() {
+        match super::env::significant(text).to_ascii_lowercase().as_str() {
             "auto" => Some(CufileFd::Auto),
             "direct" => Some(CufileFd::Direct),
             "buffered" => Some(CufileFd::Buffered),

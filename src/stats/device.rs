@@ -2,22 +2,15 @@
 //! by route and direction, and their rendering as text or JSON, one device or a list of them.
 //! The process-wide cell (`stats::global`) keeps them beside its totals, under the same lock.
 
-use super::{PosixReason, Route, TaskOutcome, human_bytes, plural};
+use super::counters::{cufile_fields, fields_of, in_layout_order};
+use super::counting::{count_in_route, count_read_task, count_write_task};
+use super::render::{counter_lines, human_bytes, json_object, plural};
+use super::{PosixReason, Route, TaskOutcome};
 use crate::abi::{CufileStatsState, NumaPlacement};
+use crate::sys::cufile::{PerGpuTotals, for_each_cufile_counter};
 pub use crate::abi::DeviceCounters;
 
-impl NumaPlacement {
-    /// The placement's meaning in a few words, for a `bounce_numa_placement` value.
-    pub fn name_of(value: u64) -> &'static str {
-        match value {
-            v if v == Self::NoBuffers as u64 => "no bounce buffers yet",
-            v if v == Self::Placed as u64 => "placed",
-            v if v == Self::NodeUnknown as u64 => "not placed: the machine does not say the device's NUMA node",
-            v if v == Self::Refused as u64 => "not placed: the kernel refused the placement",
-            _ => "unknown",
-        }
-    }
-}
+for_each_cufile_counter!(cufile_fields [DeviceCounters]);
 
 impl DeviceCounters {
     /// Size in bytes of the current layout.
@@ -29,49 +22,16 @@ impl DeviceCounters {
     }
 
     /// Every field with its name, in layout order; the renderers and the tests walk this list.
-    pub fn entries(&self) -> [(&'static str, u64); 40] {
-        [
-            ("struct_size", self.struct_size),
-            ("device_ordinal", self.device_ordinal),
-            ("tasks", self.tasks),
-            ("tasks_failed", self.tasks_failed),
-            ("task_bytes", self.task_bytes),
-            ("posix_tasks", self.posix_tasks),
-            ("posix_bytes", self.posix_bytes),
-            ("posix_tasks_below_threshold", self.posix_tasks_below_threshold),
-            ("posix_tasks_compat_on", self.posix_tasks_compat_on),
-            ("posix_tasks_auto_fallback", self.posix_tasks_auto_fallback),
-            ("posix_mapped_bytes", self.posix_mapped_bytes),
-            ("posix_tasks_not_cached", self.posix_tasks_not_cached),
-            ("posix_direct_bytes", self.posix_direct_bytes),
-            ("cufile_tasks", self.cufile_tasks),
-            ("cufile_bytes", self.cufile_bytes),
-            ("write_tasks", self.write_tasks),
-            ("write_tasks_failed", self.write_tasks_failed),
-            ("posix_write_tasks", self.posix_write_tasks),
-            ("posix_write_bytes", self.posix_write_bytes),
-            ("cufile_write_tasks", self.cufile_write_tasks),
-            ("cufile_write_bytes", self.cufile_write_bytes),
-            ("pinned_bytes", self.pinned_bytes),
-            ("pinned_bytes_peak", self.pinned_bytes_peak),
-            ("bounce_numa_placement", self.bounce_numa_placement),
-            ("bounce_numa_node", self.bounce_numa_node),
-            ("cufile_stats_state", self.cufile_stats_state),
-            ("cufile_n_total_reads", self.cufile_n_total_reads),
-            ("cufile_n_nvfs_reads", self.cufile_n_nvfs_reads),
-            ("cufile_n_posix_reads", self.cufile_n_posix_reads),
-            ("cufile_n_p2p_reads", self.cufile_n_p2p_reads),
-            ("cufile_n_unaligned_reads", self.cufile_n_unaligned_reads),
-            ("cufile_n_reads_err", self.cufile_n_reads_err),
-            ("cufile_read_bytes", self.cufile_read_bytes),
-            ("cufile_n_total_writes", self.cufile_n_total_writes),
-            ("cufile_n_nvfs_writes", self.cufile_n_nvfs_writes),
-            ("cufile_n_posix_writes", self.cufile_n_posix_writes),
-            ("cufile_n_p2p_writes", self.cufile_n_p2p_writes),
-            ("cufile_n_writes_err", self.cufile_n_writes_err),
-            ("cufile_write_bytes_gpu", self.cufile_write_bytes_gpu),
-            ("posix_direct_write_bytes", self.posix_direct_write_bytes),
-        ]
+    pub fn entries(&self) -> Vec<(&'static str, u64)> {
+        let ours = fields_of!(self, DeviceCounters:
+            struct_size, device_ordinal, tasks, tasks_failed, task_bytes,
+            posix_tasks, posix_bytes, posix_tasks_below_threshold, posix_tasks_compat_on, posix_tasks_auto_fallback,
+            posix_mapped_bytes, posix_tasks_not_cached, posix_direct_bytes, cufile_tasks, cufile_bytes,
+            write_tasks, write_tasks_failed, posix_write_tasks, posix_write_bytes, posix_direct_write_bytes,
+            cufile_write_tasks, cufile_write_bytes,
+            pinned_bytes, pinned_bytes_peak, bounce_numa_placement, bounce_numa_node, cufile_stats_state,
+        );
+        in_layout_order(&[&ours, &self.cufile_fields()])
     }
 
     /// The fields held by a struct of `struct_size` bytes (whole fields, at most the layout).
@@ -83,12 +43,12 @@ impl DeviceCounters {
     /// Counts one finished read task into this device's memory.
     pub(super) fn add_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
         // Host memory is never attributed to a device (record_task).
-        super::count_read_task!(self, route, outcome, failed, host_memory: {});
+        count_read_task!(self, route, outcome, failed, host_memory: {});
     }
 
     /// Counts one finished write task from this device's memory.
     pub(super) fn add_write_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        super::count_write_task!(self, route, outcome, failed);
+        count_write_task!(self, route, outcome, failed);
     }
 
     /// Zeroes the counters of tasks, keeping the device (and what describes its buffers, which
@@ -163,28 +123,13 @@ impl DeviceCounters {
         let mut out = self.summary_within(struct_size);
         out.push('\n');
         let counters: Vec<(&str, u64)> = self.entries_held(struct_size).filter(|(name, _)| !matches!(*name, "struct_size" | "device_ordinal")).collect();
-        let zeros = counters.iter().filter(|(_, v)| *v == 0).count();
-        for &(name, value) in counters.iter().filter(|(_, v)| *v != 0) {
-            let meaning = match name {
-                "cufile_stats_state" => Some(CufileStatsState::name_of(value)),
-                "bounce_numa_placement" => Some(NumaPlacement::name_of(value)),
-                _ => None,
-            };
-            match meaning {
-                Some(meaning) => out.push_str(&format!("  {name:<28} {value} ({meaning})\n")),
-                None => out.push_str(&format!("  {name:<28} {value}\n")),
-            }
-        }
-        if zeros > 0 {
-            out.push_str(&format!("  ({zeros} other counters are 0; the JSON format lists every field)\n"));
-        }
+        counter_lines(&mut out, &counters, "  ");
         out
     }
 
     /// One JSON object with every field a struct of `struct_size` bytes holds.
     pub fn json_within(&self, struct_size: u64) -> String {
-        let body: Vec<String> = self.entries_held(struct_size).map(|(k, v)| format!("\"{k}\":{v}")).collect();
-        format!("{{{}}}", body.join(","))
+        json_object(self.entries_held(struct_size))
     }
 }
 
@@ -216,6 +161,46 @@ mod tests {
         unique.dedup();
         assert_eq!(unique.len(), names.len());
         assert_eq!(&names[..2], ["struct_size", "device_ordinal"]);
+    }
+
+    #[test]
+    fn each_cufile_counter_lands_in_the_device_field_of_its_name() {
+        let t = PerGpuTotals {
+            n_total_reads: 1,
+            n_nvfs_reads: 2,
+            n_posix_reads: 3,
+            n_p2p_reads: 4,
+            n_unaligned_reads: 5,
+            n_reads_err: 6,
+            read_bytes: 7,
+            n_total_writes: 8,
+            n_nvfs_writes: 9,
+            n_posix_writes: 10,
+            n_p2p_writes: 11,
+            n_writes_err: 12,
+            write_bytes: 13,
+        };
+        let mut d = DeviceCounters::of(0);
+        d.set_cufile_counters(&t);
+        let cufile: Vec<(&str, u64)> = d.entries().into_iter().filter(|(name, _)| name.starts_with("cufile_n_") || name.starts_with("cufile_read") || *name == "cufile_write_bytes_gpu").collect();
+        assert_eq!(
+            cufile,
+            [
+                ("cufile_n_total_reads", 1),
+                ("cufile_n_nvfs_reads", 2),
+                ("cufile_n_posix_reads", 3),
+                ("cufile_n_p2p_reads", 4),
+                ("cufile_n_unaligned_reads", 5),
+                ("cufile_n_reads_err", 6),
+                ("cufile_read_bytes", 7),
+                ("cufile_n_total_writes", 8),
+                ("cufile_n_nvfs_writes", 9),
+                ("cufile_n_posix_writes", 10),
+                ("cufile_n_p2p_writes", 11),
+                ("cufile_n_writes_err", 12),
+                ("cufile_write_bytes_gpu", 13),
+            ]
+        );
     }
 
     fn busy_device() -> DeviceCounters {

@@ -1,9 +1,75 @@
 //! File-system calls without policy: a file's status, its size and where its readable bytes end
-//! (regular files and block devices). The POSIX backend, direct I/O, readahead and the page cache
-//! ask here; nothing here reads data.
+//! (regular files and block devices), and the one `pread`/`pwrite` loop of both directions
+//! (`transfer_once`: `EINTR` retried; `transfer_full`: short counts continued). The POSIX backend,
+//! direct I/O, readahead and the page cache ask here; what to read or write, and how, is theirs.
 
+use crate::direction::Direction;
 use std::io;
 use std::os::fd::RawFd;
+
+/// Most bytes one `pread` or `pwrite` is asked for: Linux transfers at most 0x7ffff000 bytes per
+/// call; asking for no more keeps the loops honest on other kernels too.
+pub(crate) const MAX_SYSCALL_BYTES: usize = 0x7fff_f000;
+
+/// One `pread` into `buf` (`Read`) or `pwrite` from it (`Write`) of at most `len` bytes (and at
+/// most `MAX_SYSCALL_BYTES`), retried on `EINTR`; returns the bytes it moved.
+///
+/// # Safety
+/// `buf` must be valid for `len` bytes for the duration of the call: writable for a read; a write
+/// only reads it.
+pub unsafe fn transfer_once(direction: Direction, fd: RawFd, buf: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
+    let want = len.min(MAX_SYSCALL_BYTES);
+    loop {
+        // SAFETY: forwarded from the caller (want <= len).
+        let n = unsafe {
+            match direction {
+                Direction::Read => libc::pread(fd, buf.cast(), want, offset as libc::off_t),
+                Direction::Write => libc::pwrite(fd, buf.cast_const().cast(), want, offset as libc::off_t),
+            }
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Where `transfer_full` stopped before the end of its range: the bytes moved before the call
+/// that failed (which started at the range's offset plus `moved`) and its error.
+#[derive(Debug)]
+pub struct Stopped {
+    pub moved: usize,
+    pub error: io::Error,
+}
+
+/// `transfer_once` until `len` bytes at `offset` moved, continuing after short counts. A read that
+/// returns nothing is the end of the file: the bytes read so far, fewer than `len`, and no error.
+/// A write that writes nothing is an error (`ErrorKind::WriteZero`), never a silent short count: a
+/// write either covers its range or fails.
+///
+/// # Safety
+/// As `transfer_once`.
+pub unsafe fn transfer_full(direction: Direction, fd: RawFd, buf: *mut u8, len: usize, offset: u64) -> Result<usize, Stopped> {
+    let mut done = 0usize;
+    while done < len {
+        // SAFETY: buf + done .. buf + len lies inside the caller's range (done < len); callers
+        // validated that offset + len fits in off_t.
+        match unsafe { transfer_once(direction, fd, buf.add(done), len - done, offset + done as u64) } {
+            Ok(0) => match direction {
+                Direction::Read => break,
+                Direction::Write => {
+                    return Err(Stopped { moved: done, error: io::Error::new(io::ErrorKind::WriteZero, "pwrite wrote 0 bytes") });
+                }
+            },
+            Ok(n) => done += n,
+            Err(error) => return Err(Stopped { moved: done, error }),
+        }
+    }
+    Ok(done)
+}
 
 /// `fstat` of an open file.
 pub fn stat(fd: RawFd) -> io::Result<libc::stat> {

@@ -3,9 +3,9 @@
 
 usage: run_exit_suite.py BIN_DIR FILE [MODE=COUNT ...]
 
-BIN_DIR holds exit_paths, exit_dlopen and libgdsroute.so.0 (scripts/gpu-build.sh puts them in
+BIN_DIR holds exit_paths, exit_dlopen and libgdsroute.so.0 (tools/gpu/gpu-build.sh puts them in
 .device/). FILE is read into device memory; for the cuFile route it needs the udev record
-(scripts/udev-entry.sh). Modes: main-return, exit-in-flight, exit-in-flight-bounce, exit-from-thread, leak,
+(tools/gpu/udev-entry.sh). Modes: main-return, exit-in-flight, exit-in-flight-bounce, exit-from-thread, leak,
 shutdown-then-calls, dlopen, sigterm (killed with SIGTERM 0.5 s after it started reading).
 Default counts: main-return 200, every other mode 50.
 

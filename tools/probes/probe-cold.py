@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Probe (GPU machine, root): why cold reads through the page cache trail `dd iflag=direct`
-(docs/benchmark-record.md, series 4: dd 2.1 GB/s, both libraries 1.3-1.7 in the same passes). No GPU
+(2026-11-30: dd 2.1 GB/s, both libraries 1.3-1.7 in the same passes). No GPU
 involved: 16 threads read the file in 4 MiB tasks into host memory after the caches are dropped,
 in several ways, each timed once per pass:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe (GPU machine; run on 2026-11-30, docs/benchmark-record.md series 3): what a first copy into
+"""Probe (GPU machine; run on 2026-11-30, docs/routing.md): what a first copy into
 a freshly allocated device buffer costs, and what removes that cost.
 
 First part: copies 1 GiB from pinned host memory (16 streams x 64 MiB pieces) into a fresh

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe (GPU machine; run on 2026-11-30, docs/benchmark-record.md series 3): what a first device read
+"""Probe (GPU machine; run on 2026-11-30, docs/routing.md): what a first device read
 pays for before its copies run. Times, in one process with the primary context current (rep 0
 is the process's first; rep 1 repeats in the same process, with rep 0's buffers still pinned): cuMemAllocHost of 4 MiB one after another and
 from 16 threads at once, one 64 MiB cuMemAllocHost, cuStreamCreate/cuEventCreate from 16

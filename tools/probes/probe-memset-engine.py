@@ -5,7 +5,7 @@ holds (a kernel memset), or run beside it (copy engine)? And does a host-to-devi
 Launches a spin kernel of 4 x SMs blocks of 1024 threads spinning 0.3 s each on one stream (two
 waves on the H200: the SMs are busy for about 0.6 s), then times, on another non-blocking stream,
 memsets of 4 KiB, 2 MiB and 64 MiB and a 4 MiB pinned copy issued right after it. Run on
-2026-11-30 (docs/benchmark-record.md, series 3): the 4 KiB memset and the copy ran at once, the 2 MiB
+2026-11-30 (docs/routing.md): the 4 KiB memset and the copy ran at once, the 2 MiB
 and 64 MiB memsets waited about 590 ms for the kernel.
 
     python3 tools/probes/probe-memset-engine.py

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Probe (GPU machine): can a first device read skip pinning? Pinning the bounce buffers of 16
 workers (about 68 MiB) costs about 10 ms of driver-serialised work that stalls every copy
-(docs/benchmark-record.md, series 2-4). This times, in a fresh process per mode, 16 threads moving a
+(2026-11-30, docs/routing.md). This times, in a fresh process per mode, 16 threads moving a
 warm 1 GiB file into device memory in 4 MiB tasks, each thread on its own stream, twice (pass 1 is
 the process's first):
 

@@ -6,7 +6,7 @@ size: cuMemAllocHost; an anonymous mmap populated up front then cuMemHostRegiste
 Also checks that a copy from each kind runs at full speed. Registration uses the library's flag
 (PORTABLE). The comparison of 4 KiB and huge pages holds under THP `madvise` (as on the H200):
 the 4 KiB variant asks for nothing (MADV_NOHUGEPAGE). Buffers are never freed, so later rows run
-with the earlier ones still pinned (about 0.8 GiB). Run on 2026-11-30: docs/benchmark-record.md.
+with the earlier ones still pinned (about 0.8 GiB). Run on 2026-11-30: docs/routing.md.
 
     python3 tools/probes/probe-pinning.py
 """

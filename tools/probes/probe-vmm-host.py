@@ -3,7 +3,7 @@
 (`cuMemCreate` with `CU_MEM_LOCATION_TYPE_HOST`, CUDA 12.2+) cheaper to get than a huge-page
 mapping registered with `cuMemHostRegister` (0.55-0.77 ms per 4 MiB, serialised:
 probe-pinning.py)? The bounce buffers' pinning is the largest part of what a first read pays
-(docs/benchmark-record.md, series 3-4). Per buffer: create, reserve, map, grant access (the device,
+(2026-11-30, docs/routing.md). Per buffer: create, reserve, map, grant access (the device,
 and the host so that `pread` can write it), then a CPU write, a `pread` from the file into it
 and a copy to the device; then 16 threads at once.
 

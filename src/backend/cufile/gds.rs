@@ -5,7 +5,7 @@
 
 use crate::sys::cuda;
 use crate::sys::cufile::{CufileLibrary, PerGpuSnapshot, StatsSupport};
-use crate::stats::{Counters, CufileStatsState};
+use crate::stats::CufileStatsState;
 use once_cell::sync::OnceCell;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -283,27 +283,6 @@ impl Gds {
             (Some(baseline), Some(now)) => (CufileStatsState::Active, Some(now.delta_since(&baseline))),
             _ => (CufileStatsState::ApiMissing, None),
         }
-    }
-
-    /// Fills the `cufile_*` fields of a process-wide snapshot with deltas since start or reset.
-    pub fn fill_counters(&self, counters: &mut Counters) {
-        let (state, deltas) = self.per_gpu_deltas();
-        counters.cufile_stats_state = state as u64;
-        let Some(deltas) = deltas else { return };
-        let d = deltas.total();
-        counters.cufile_n_total_reads = d.n_total_reads;
-        counters.cufile_n_nvfs_reads = d.n_nvfs_reads;
-        counters.cufile_n_posix_reads = d.n_posix_reads;
-        counters.cufile_n_p2p_reads = d.n_p2p_reads;
-        counters.cufile_n_unaligned_reads = d.n_unaligned_reads;
-        counters.cufile_n_reads_err = d.n_reads_err;
-        counters.cufile_read_bytes = d.read_bytes;
-        counters.cufile_n_total_writes = d.n_total_writes;
-        counters.cufile_n_nvfs_writes = d.n_nvfs_writes;
-        counters.cufile_n_posix_writes = d.n_posix_writes;
-        counters.cufile_n_p2p_writes = d.n_p2p_writes;
-        counters.cufile_n_writes_err = d.n_writes_err;
-        counters.cufile_write_bytes_gpu = d.write_bytes;
     }
 
     /// Makes the next deltas start from now.

@@ -1,14 +1,17 @@
-//! Moving file bytes into device memory through our POSIX backend: pread into a pinned bounce
-//! buffer, copy to the GPU, repeat; or one copy from the registered page cache. Each runs on the
-//! thread that calls it, with the destination's CUDA context made current there. Writes take the
-//! same buffers the other way: copy a piece from the GPU into a pinned half, `pwrite` it while
-//! the next piece's copy runs. cuFile's own transfer is `backend::cufile::transfer`.
+//! Moving file bytes between the file and device memory through our POSIX backend and pinned
+//! bounce buffers: a read (`bounce_in`) preads into a pinned half, copies it to the GPU, repeats;
+//! a write (`bounce_out`) copies a piece from the GPU into a pinned half and `pwrite`s it while
+//! the next piece's copy runs; both cut the task into the same pieces (`Pieces`). A read may
+//! also take one copy from the registered page cache (`copy_from_registered`). Each runs on the
+//! thread that calls it, with the memory's CUDA context made current there; which of them a task
+//! takes is `task`'s. cuFile's own call is `backend::cufile::synchronous`.
 
 use super::pools::bounce_pool_for;
-use crate::sys::cuda::{self, MemoryKind, ScopedContext};
-use crate::direction::Direction;
-use crate::error::{Error, Result};
+use crate::backend::TaskFile;
+use crate::backend::posix::direct_io::ALIGN;
 use crate::backend::posix::{self, Delivered};
+use crate::error::{Error, Result};
+use crate::sys::cuda::{self, MemoryKind, ScopedContext};
 use std::os::fd::RawFd;
 
 fn cuda_error(e: cuda::CudaFailure) -> Error {
@@ -44,41 +47,50 @@ impl Drop for DrainOnDrop {
     }
 }
 
-/// Moves `len` bytes at `offset` of `fd` between the file and device memory at `dev` through
-/// pinned bounce buffers, in `direction` (a write: `bounce_out`). A read
-/// preads a piece into one half of the buffer while the other half's copy runs. Only the
-/// first piece's read is non-blocking (`posix::read_full_at_ahead`): if it finds its bytes not
-/// all cached, the whole range is advised ahead; a range whose first piece is cached and later
-/// ones are not is read with plain `pread`s and not counted. With `direct` (an `O_DIRECT`
-/// descriptor of the file: the `auto_direct_io_read` setting) every piece is read by
-/// `direct_io::read_full_at_direct` instead, into the page-aligned halves of the buffer (a write:
-/// `posix::write_range`, whole pages direct). Returns the bytes read (short only at end of
-/// file); a write returns `len` or an error.
-///
-/// # Safety
-/// `dev .. dev + len` is device memory of `kind` that the caller may overwrite (a read) or read
-/// (a write).
-#[allow(clippy::too_many_arguments)] // the range, its descriptors and its buffer size
-pub unsafe fn bounce(direction: Direction, fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, dev: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
-    match direction {
-        // SAFETY: forwarded from the caller.
-        Direction::Read => unsafe { bounce_in(fd, direct, path, kind, dev, len, offset, buffer_size) },
-        // SAFETY: forwarded from the caller.
-        Direction::Write => unsafe { bounce_out(fd, direct, path, kind, dev, len, offset, buffer_size) },
+/// The pieces a task moves through a pinned buffer of `buffer_len` bytes at `base`: its halves
+/// (two where the buffer has room and the caller wants them, so that the transfer of one piece
+/// overlaps the copy of the other) and the piece of a half moved per step. With direct I/O,
+/// pieces of whole pages, so that both halves start on a page; each piece is then placed at its
+/// file offset's distance past a page (`lead`, non-zero for the first piece of an unaligned range
+/// only), so that the pages of the file and of the half line up and the direct transfers go
+/// straight between the file and the pinned memory.
+#[derive(Clone, Copy)]
+struct Pieces {
+    base: *mut u8,
+    halves: usize,
+    piece: usize,
+    align: bool,
+}
+
+impl Pieces {
+    fn new(base: *mut u8, buffer_len: usize, two_halves: bool, direct: bool) -> Pieces {
+        let halves = if two_halves && buffer_len >= 2 { 2 } else { 1 };
+        let half = buffer_len / halves;
+        let align = direct && half >= ALIGN;
+        let piece = if align { half - half % ALIGN } else { half };
+        Pieces { base, halves, piece, align }
+    }
+
+    /// Step `step`'s piece, with `left` bytes of the task left from file offset `pos`: the half
+    /// it uses, its memory in that half and its length (at most `left`).
+    fn at(&self, step: usize, pos: u64, left: usize) -> (usize, *mut u8, usize) {
+        let slot = step % self.halves;
+        let lead = if self.align { (pos % ALIGN as u64) as usize } else { 0 };
+        // slot * piece + lead + want <= the buffer's length: inside the buffer.
+        (slot, self.base.wrapping_add(slot * self.piece + lead), left.min(self.piece - lead))
     }
 }
 
-/// `bounce` from device memory at `src` into the file: piece k is copied from the GPU into one
-/// pinned half while piece k - 1, whose copy finished (its event), is written with
-/// `posix::write_range` (with `direct`, pieces are placed in the halves as `bounce_in` places
-/// them, so that the whole pages go straight from the pinned memory to the `O_DIRECT`
-/// descriptor). Returns `len`, or the first error (a `pwrite` error names the file offset where
-/// it failed; the pieces before it reached the file).
+/// Moves `len` bytes at `offset` of `file` from device memory at `src` into the file through
+/// pinned bounce buffers: piece k is copied from the GPU into one pinned half while piece k - 1,
+/// whose copy finished (its event), is written with `posix::write_range` (with `file.direct`, an
+/// `O_DIRECT` descriptor of the file under `auto_direct_io_write`, the whole pages go straight
+/// from the pinned memory to it). Returns `len`, or the first error (a `pwrite` error names the
+/// file offset where it failed; the pieces before it reached the file).
 ///
 /// # Safety
 /// `src .. src + len` is device memory of `kind`, not changed by the caller during the call.
-#[allow(clippy::too_many_arguments)] // as `bounce`
-unsafe fn bounce_out(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, src: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+pub(super) unsafe fn bounce_out(file: TaskFile<'_>, kind: &MemoryKind, src: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
     crate::trace::event("bounce_out.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
@@ -87,40 +99,34 @@ unsafe fn bounce_out(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &Memory
     // Direct writes go to the device in requests as large as the buffer (4 MiB): on the H200
     // machine's disk, 2 MiB requests wrote a new file at 1.33 GB/s where 4 MiB ones reach 2.1;
     // the copy of a piece (under 0.1 ms at 55 GB/s) is not worth overlapping with a 2 ms write.
-    let halves = if buffer.len() >= 2 && direct.is_none() { 2 } else { 1 };
-    let (piece, align_pieces) = piece_size(buffer.len() / halves, direct.is_some());
-    let base = buffer.as_mut_ptr();
+    let pieces = Pieces::new(buffer.as_mut_ptr(), buffer.len(), file.direct.is_none(), file.direct.is_some());
     // Every exit path waits for the copies before the buffer goes back to the pool.
     let _drain = DrainOnDrop(stream);
-    // The piece whose copy was queued last and is not written yet: (its memory, bytes, file offset).
+    // The piece whose copy was queued last and is not written yet: (its half, memory, bytes, file offset).
     let mut queued: Option<(usize, *mut u8, usize, u64)> = None;
     let mut direct_bytes = 0usize;
     let mut flush = |(slot, host, n, pos): (usize, *mut u8, usize, u64)| -> Result<()> {
         events[slot].synchronize().map_err(cuda_error)?;
         // SAFETY: host .. host + n lies in the buffer's half `slot`, whose copy has finished.
-        let written = unsafe { posix::write_range(fd, direct, host, n, pos) }
-            .map_err(|f| Error::Io { op: "pwrite", path: path.to_string(), offset: f.offset, source: f.error })?;
+        let written = unsafe { posix::write_range(file.fd, file.direct, host, n, pos) }
+            .map_err(|f| Error::Io { op: "pwrite", path: file.path.to_string(), offset: f.offset, source: f.error })?;
         direct_bytes += written.direct_bytes;
         Ok(())
     };
     let mut done = 0usize;
     let mut step = 0usize;
     while done < len {
-        let slot = step % halves;
-        if halves == 1 {
+        let pos = offset + done as u64;
+        let (slot, host, want) = pieces.at(step, pos, len - done);
+        if pieces.halves == 1 {
             // One half: its previous piece must be written before the next copy overwrites it.
             if let Some(previous) = queued.take() {
                 flush(previous)?;
             }
         }
-        let pos = offset + done as u64;
-        let lead = if align_pieces { (pos % crate::backend::posix::direct_io::ALIGN as u64) as usize } else { 0 };
-        let want = (len - done).min(piece - lead);
-        // SAFETY: slot * piece + lead + want <= buffer.len(); the piece that used this half last
-        // was written already (with two halves, when the piece after it was queued).
-        let host = unsafe { base.add(slot * piece + lead) };
-        // SAFETY: src + done .. + want lies in the caller's range; the half is ours until its
-        // event completes.
+        // SAFETY: src + done .. + want lies in the caller's range; host .. + want in the buffer's
+        // half `slot`, whose last piece was written already (with two halves, when the piece
+        // after it was queued) and which is ours until its event completes.
         unsafe { cuda::copy_device_to_host(host, src + done as u64, want, stream) }.map_err(cuda_error)?;
         events[slot].record(stream).map_err(cuda_error)?;
         if let Some(previous) = queued.replace((slot, host, want, pos)) {
@@ -136,21 +142,25 @@ unsafe fn bounce_out(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &Memory
     Ok(Delivered { bytes: done, not_cached: false, direct_bytes })
 }
 
-/// `bounce` from the file into device memory at `dst`.
+/// Moves `len` bytes at `offset` of `file` into device memory at `dst` through pinned bounce
+/// buffers: preads a piece into one half of the buffer while the other half's copy runs. Only
+/// the first piece's read is non-blocking (`posix::read_full_at_ahead`): if it finds its bytes
+/// not all cached, the whole range is advised ahead; a range whose first piece is cached and
+/// later ones are not is read with plain `pread`s and not counted. With `file.direct` (an
+/// `O_DIRECT` descriptor of the file: the `auto_direct_io_read` setting) every piece is read by
+/// `direct_io::read_full_at_direct` instead, into the page-aligned halves of the buffer. Returns
+/// the bytes read (short only at end of file).
 ///
 /// # Safety
-/// As `bounce`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn bounce_in(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+/// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
+pub(super) unsafe fn bounce_in(file: TaskFile<'_>, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
     crate::trace::event("bounce.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let events = cuda::thread_events().map_err(cuda_error)?;
     let mut buffer = bounce_pool_for(kind, bounce_buffer_bytes(buffer_size))?.acquire().map_err(cuda_error)?;
     crate::trace::event("bounce.buffer", 0);
-    let halves = if buffer.len() >= 2 { 2 } else { 1 };
-    let (piece, align_pieces) = piece_size(buffer.len() / halves, direct.is_some());
-    let base = buffer.as_mut_ptr();
+    let pieces = Pieces::new(buffer.as_mut_ptr(), buffer.len(), true, file.direct.is_some());
     let _drain = DrainOnDrop(stream);
     let mut in_flight = [false; 2];
     let mut done = 0usize;
@@ -158,23 +168,19 @@ unsafe fn bounce_in(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryK
     let mut not_cached = false;
     let mut direct_bytes = 0usize;
     while done < len {
-        let slot = step % halves;
+        let pos = offset + done as u64;
+        let (slot, host, want) = pieces.at(step, pos, len - done);
         if in_flight[slot] {
             events[slot].synchronize().map_err(cuda_error)?;
         }
-        let pos = offset + done as u64;
-        let lead = if align_pieces { (pos % crate::backend::posix::direct_io::ALIGN as u64) as usize } else { 0 };
-        let want = (len - done).min(piece - lead);
-        // SAFETY: slot * piece + lead + want <= buffer.len(); no copy reads this half any more.
-        let host = unsafe { base.add(slot * piece + lead) };
-        // SAFETY: as above.
-        let read = unsafe { read_piece(fd, direct, host, want, pos, (step == 0).then_some(len)) };
+        // SAFETY: host .. host + want lies in the buffer's half `slot`; no copy reads it any more.
+        let read = unsafe { read_piece(file.fd, file.direct, host, want, pos, (step == 0).then_some(len)) };
         let read = read.map(|d| {
             not_cached |= d.not_cached;
             direct_bytes += d.direct_bytes;
             d.bytes
         });
-        let n = read.map_err(|e| Error::Io { op: "pread", path: path.to_string(), offset: pos, source: e })?;
+        let n = read.map_err(|e| Error::Io { op: "pread", path: file.path.to_string(), offset: pos, source: e })?;
         if n == 0 {
             break;
         }
@@ -194,16 +200,6 @@ unsafe fn bounce_in(fd: RawFd, direct: Option<RawFd>, path: &str, kind: &MemoryK
     Ok(Delivered { bytes: done, not_cached, direct_bytes })
 }
 
-/// The piece of a half moved per step, and whether pieces are aligned for direct I/O: with
-/// direct I/O, pieces of whole pages, so that both halves start on a page; each piece is then
-/// placed at its file offset's distance past a page (`lead`, non-zero for the first piece of an
-/// unaligned range only), so that the pages of the file and of the half line up and the direct
-/// reads go straight into the pinned memory.
-fn piece_size(half: usize, direct: bool) -> (usize, bool) {
-    let align = direct && half >= crate::backend::posix::direct_io::ALIGN;
-    if align { (half - half % crate::backend::posix::direct_io::ALIGN, true) } else { (half, false) }
-}
-
 /// One piece read into the bounce buffer at `host`: through the `O_DIRECT` descriptor when there
 /// is one, else with a first read that does not wait for the disk and asks the kernel to read the
 /// rest of the task (`ahead`: the first piece of a task), else plain `pread`s.
@@ -213,8 +209,7 @@ fn piece_size(half: usize, direct: bool) -> (usize, bool) {
 unsafe fn read_piece(fd: RawFd, direct: Option<RawFd>, host: *mut u8, want: usize, pos: u64, ahead: Option<usize>) -> std::io::Result<Delivered> {
     if let Some(direct) = direct {
         // SAFETY: forwarded from the caller.
-        let r = unsafe { crate::backend::posix::direct_io::read_full_at_direct(fd, direct, host, want, pos) }?;
-        return Ok(Delivered { bytes: r.bytes, not_cached: false, direct_bytes: r.direct_bytes });
+        return unsafe { posix::direct_io::read_full_at_direct(fd, direct, host, want, pos) }.map(Delivered::from);
     }
     match ahead {
         // SAFETY: forwarded from the caller.
@@ -230,7 +225,7 @@ unsafe fn read_piece(fd: RawFd, direct: Option<RawFd>, host: *mut u8, want: usiz
 /// # Safety
 /// `src .. src + len` lies in a live `RegisteredMapping`; `dst .. dst + len` is device memory of
 /// `kind` that the caller may overwrite.
-pub unsafe fn copy_from_registered(kind: &MemoryKind, dst: u64, src: *const u8, len: usize) -> Result<()> {
+pub(super) unsafe fn copy_from_registered(kind: &MemoryKind, dst: u64, src: *const u8, len: usize) -> Result<()> {
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let _drain = DrainOnDrop(stream);

@@ -5,7 +5,8 @@
 //! together as well (`pinned_usage`: the process totals of the counters).
 
 use crate::error::{Error, Result};
-use crate::sys::cuda::{self, MemoryKind, PinnedGroup, PinnedPool, PinnedStats};
+use super::pinned_pool::{PinnedGroup, PinnedPool, PinnedStats};
+use crate::sys::cuda::{self, MemoryKind};
 use crate::sys::numa::NodeLookup;
 use once_cell::sync::Lazy;
 use std::collections::BTreeMap;

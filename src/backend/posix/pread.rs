@@ -7,51 +7,25 @@
 //! the rest of the task ahead (`readahead::advise_willneed`) before the waiting `pread`s. Why:
 //! cold, 16 threads reading a 1 GiB file in 4 MiB tasks on the H200 machine's disk reached a
 //! median of 1.81 GB/s this way against 1.54 with plain `pread`s (6 alternating passes,
-//! docs/benchmark-record.md, series 5, 2026-11-30). Warm reads pay only the flag on their first read. The advice
+//! 2026-11-30; docs/routing.md, "Reads of data not in the page cache"). Warm reads pay only the flag on their first read. The advice
 //! never reaches past the end of the file (`readahead::advise_willneed` clips it), whatever range
 //! the caller names.
 
+use super::direct_io::DirectTransfer;
+use crate::direction::Direction;
 use crate::stats::TaskOutcome;
+use crate::sys::fs::{MAX_SYSCALL_BYTES, transfer_full};
 use std::io;
 use std::os::fd::RawFd;
 
-/// Reads `len` bytes at `offset` into `dst`, looping over short reads. Returns the bytes read,
-/// fewer than `len` only at end of file.
+/// Reads `len` bytes at `offset` into `dst`, looping over short reads (`sys::fs::transfer_full`).
+/// Returns the bytes read, fewer than `len` only at end of file.
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
 pub unsafe fn read_full_at(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
-    let mut done = 0usize;
-    while done < len {
-        // SAFETY: dst + done .. dst + len lies inside the caller's range (done < len); callers
-        // validated that offset + len fits in off_t.
-        let n = unsafe { pread_once(fd, dst.add(done), len - done, offset + done as u64) }?;
-        if n == 0 {
-            break;
-        }
-        done += n;
-    }
-    Ok(done)
-}
-
-/// One `pread` of at most `len` bytes (and at most what one system call transfers), retried on
-/// `EINTR`; returns what it read.
-///
-/// # Safety
-/// `dst` must be valid for writes of `len` bytes for the duration of the call.
-pub(crate) unsafe fn pread_once(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
-    let want = len.min(MAX_SYSCALL_BYTES);
-    loop {
-        // SAFETY: forwarded from the caller (want <= len).
-        let n = unsafe { libc::pread(fd, dst.cast(), want, offset as libc::off_t) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
+    // SAFETY: forwarded from the caller.
+    unsafe { transfer_full(Direction::Read, fd, dst, len, offset) }.map_err(|stopped| stopped.error)
 }
 
 /// Bytes a read delivered, and whether it had to wait for the disk.
@@ -117,9 +91,12 @@ unsafe fn read_cached(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> Optio
     }
 }
 
-/// Linux transfers at most 0x7ffff000 bytes per read call; asking for less keeps the loop honest
-/// on other kernels too.
-const MAX_SYSCALL_BYTES: usize = 0x7fff_f000;
+/// A direct read or write as a delivery: never waited for the page cache.
+impl From<DirectTransfer> for Delivered {
+    fn from(moved: DirectTransfer) -> Self {
+        Delivered { bytes: moved.bytes, not_cached: false, direct_bytes: moved.direct_bytes }
+    }
+}
 
 /// A task served by POSIX reads alone, as the counters take it.
 impl From<Delivered> for TaskOutcome {

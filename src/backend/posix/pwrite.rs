@@ -9,6 +9,8 @@ use std::io;
 use std::os::fd::RawFd;
 
 use super::direct_io::{DirectTransfer, write_full_at_direct};
+use crate::direction::Direction;
+use crate::sys::fs::transfer_full;
 
 /// A write that stopped before the end of its range: the error and the file offset at which
 /// the failing `pwrite` started (every byte before it, from the range's start, reached the file).
@@ -19,23 +21,15 @@ pub struct WriteFailure {
     pub error: io::Error,
 }
 
-/// Writes `len` bytes from `src` at `offset`, continuing after short writes and retrying `EINTR`.
+/// Writes `len` bytes from `src` at `offset`, continuing after short writes and retrying `EINTR`
+/// (`sys::fs::transfer_full`).
 ///
 /// # Safety
 /// `src` must be valid for reads of `len` bytes for the duration of the call.
 pub unsafe fn write_full_at(fd: RawFd, src: *const u8, len: usize, offset: u64) -> Result<usize, WriteFailure> {
-    let mut done = 0usize;
-    while done < len {
-        let pos = offset + done as u64;
-        // SAFETY: src + done .. src + len lies inside the caller's range (done < len); callers
-        // validated that offset + len fits in off_t.
-        match unsafe { pwrite_once(fd, src.add(done), len - done, pos) } {
-            Ok(0) => return Err(WriteFailure { offset: pos, written: done, error: io::Error::new(io::ErrorKind::WriteZero, "pwrite wrote 0 bytes") }),
-            Ok(n) => done += n,
-            Err(error) => return Err(WriteFailure { offset: pos, written: done, error }),
-        }
-    }
-    Ok(done)
+    // SAFETY: forwarded from the caller; a write only reads the buffer.
+    unsafe { transfer_full(Direction::Write, fd, src.cast_mut(), len, offset) }
+        .map_err(|stopped| WriteFailure { offset: offset + stopped.moved as u64, written: stopped.moved, error: stopped.error })
 }
 
 /// A write task's range: through `direct` (an `O_DIRECT` descriptor of the file, under the
@@ -53,29 +47,6 @@ pub unsafe fn write_range(fd: RawFd, direct: Option<RawFd>, src: *const u8, len:
         None => unsafe { write_full_at(fd, src, len, offset) }.map(|bytes| DirectTransfer { bytes, direct_bytes: 0 }),
     }
 }
-
-/// One `pwrite` of at most `len` bytes (and at most what one system call transfers), retried on
-/// `EINTR`; returns what it wrote.
-///
-/// # Safety
-/// `src` must be valid for reads of `len` bytes for the duration of the call.
-pub(crate) unsafe fn pwrite_once(fd: RawFd, src: *const u8, len: usize, offset: u64) -> io::Result<usize> {
-    let want = len.min(MAX_SYSCALL_BYTES);
-    loop {
-        // SAFETY: forwarded from the caller (want <= len).
-        let n = unsafe { libc::pwrite(fd, src.cast(), want, offset as libc::off_t) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
-/// Linux transfers at most 0x7ffff000 bytes per write call.
-const MAX_SYSCALL_BYTES: usize = 0x7fff_f000;
 
 #[cfg(test)]
 mod tests {

@@ -193,7 +193,7 @@ impl Drop for Buffer {
     }
 }
 
-/// splitmix64: the same sequence as in scripts/bench-kvikio.py (random offsets, random data).
+/// splitmix64: the same sequence as in tools/gpu/bench-kvikio.py (random offsets, random data).
 pub fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;

@@ -4,7 +4,7 @@
 //! (`gdsroute_file_pwrite` + `gdsroute_op_wait`) from device (or host) memory instead, and
 //! `--ceiling`/`--ceiling-direct` what plain `pwrite` from pinned memory reaches on the same file
 //! system (`RESULT impl=ceiling`); `--devices` reads into several GPUs at once. Method:
-//! docs/performance.md. `scripts/bench-kvikio.py` prints the same lines for KvikIO.
+//! docs/performance.md. `tools/gpu/bench-kvikio.py` prints the same lines for KvikIO.
 //!
 //! The modules: `args` (the command line), `capi` (the library's C API: handles, settings,
 //! counters), `cuda` (the driver, called directly), `buffers` (device, host and pinned memory,

@@ -31,7 +31,7 @@ struct Bench {
 }
 
 /// `n` read offsets, multiples of `size`, each read fully inside the file (the same offsets in
-/// scripts/bench-kvikio.py).
+/// tools/gpu/bench-kvikio.py).
 fn random_offsets(seed: u64, n: usize, size: usize, file_size: u64) -> Vec<u64> {
     let blocks = (file_size / size as u64).max(1);
     let mut state = seed;

@@ -6,7 +6,8 @@ use std::ffi::c_void;
 use std::time::Duration;
 
 use cudarc::driver::sys;
-use crate::sys::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
+use crate::backend::device::PinnedPool;
+use crate::sys::cuda::{self, MemoryKind, ScopedContext};
 
 /// Primary context of device 0 made current on the calling thread.
 fn on_device0() -> ScopedContext {

@@ -1,338 +1,78 @@
-//! A bounded pool of pinned (page-locked) host bounce buffers, the staging area for reads into
-//! device memory through POSIX. Buffers are huge-page-aligned anonymous mappings pinned with
-//! `cuMemHostRegister(PORTABLE)`, optionally placed on a NUMA node before their pages exist,
-//! reused across calls, freed when the configured size changes, and counted (bytes pinned, peak,
-//! calls), per pool and for a group of pools together (`PinnedGroup`).
+//! One pinned (page-locked) host buffer, the staging memory of bounce-buffer transfers: a
+//! huge-page-aligned anonymous mapping, optionally placed on a NUMA node before its pages exist,
+//! touched, and pinned with `cuMemHostRegister(PORTABLE)`; and its release. Bindings only: the
+//! bounded pool that reuses these buffers and counts them is `backend::device::pinned_pool`.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use cudarc::driver::sys;
 
 use super::context::any_context;
-use super::driver::cuda;
 use super::error::{CudaFailure, check};
 use crate::sys::numa;
 
-/// One pinned allocation owned by the pool or by a `PinnedBuffer`.
+/// One pinned allocation. It is not freed on drop: its owner calls `release`, which needs a
+/// CUDA context (a drop in a forked child or after a driver failure must leak instead).
 #[derive(Debug)]
-struct RawPinned {
+pub struct PinnedAllocation {
     ptr: NonNull<u8>,
     size: usize,
 }
 
-// SAFETY: the allocation is plain host memory owned by exactly one RawPinned at a time.
-unsafe impl Send for RawPinned {}
+// SAFETY: the allocation is plain host memory owned by exactly one PinnedAllocation at a time.
+unsafe impl Send for PinnedAllocation {}
+// SAFETY: shared access only reads the memory (`as_slice`); writing needs `&mut self`.
+unsafe impl Sync for PinnedAllocation {}
 
-#[derive(Debug)]
-struct State {
-    buffer_size: usize,
-    idle: Vec<RawPinned>,
-    /// Buffers allocated and not yet freed: idle plus lent out.
-    live: usize,
-}
-
-#[derive(Debug)]
-struct Inner {
-    state: Mutex<State>,
-    returned: Condvar,
-    max_count: usize,
-    bytes_pinned: AtomicU64,
-    peak_bytes_pinned: AtomicU64,
-    allocations: AtomicU64,
-    frees: AtomicU64,
-    /// The NUMA node new buffers are placed on, if any.
-    node: Option<u32>,
-    /// The errno of the last placement the kernel refused (0: none).
-    placement_refused: std::sync::atomic::AtomicI32,
-    group: Option<Arc<PinnedGroup>>,
-}
-
-/// Pinned bytes of several pools together, now and at most at once (the sum of the pools' peaks
-/// would overstate it: they need not peak together).
-#[derive(Debug, Default)]
-pub struct PinnedGroup {
-    bytes_pinned: AtomicU64,
-    peak_bytes_pinned: AtomicU64,
-}
-
-impl PinnedGroup {
-    /// Bytes pinned now by the group's pools, and the most pinned at once.
-    pub fn usage(&self) -> (u64, u64) {
-        (self.bytes_pinned.load(Ordering::Relaxed), self.peak_bytes_pinned.load(Ordering::Relaxed))
-    }
-
-    fn add(&self, bytes: u64) {
-        let now = self.bytes_pinned.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.peak_bytes_pinned.fetch_max(now, Ordering::Relaxed);
-    }
-
-    fn sub(&self, bytes: u64) {
-        self.bytes_pinned.fetch_sub(bytes, Ordering::Relaxed);
-    }
-}
-
-/// Counters of a `PinnedPool`, read at one moment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PinnedStats {
-    /// Bytes currently pinned by this pool (idle and lent-out buffers).
-    pub bytes_pinned: u64,
-    /// The highest `bytes_pinned` seen.
-    pub peak_bytes_pinned: u64,
-    /// Buffers allocated and pinned.
-    pub allocations: u64,
-    /// Buffers freed (size change, `clear`, pool drop).
-    pub frees: u64,
-    /// Buffers allocated and not freed (idle plus lent out).
-    pub buffers_live: usize,
-    /// Buffers waiting in the pool.
-    pub buffers_idle: usize,
-    /// The size of new buffers.
-    pub buffer_size: usize,
-    /// The most buffers that may exist at once.
-    pub max_count: usize,
-    /// The NUMA node buffers are placed on (`PinnedPool::placed`), `None` for no placement.
-    pub node: Option<u32>,
-    /// The errno of the last placement the kernel refused (`mbind`); such a buffer is pinned
-    /// wherever its pages fell. `None` when every placement asked for was made.
-    pub placement_refused: Option<i32>,
-}
-
-/// A bounded pool of pinned host buffers of one configured size.
-///
-/// Thread safety: share it freely (`Sync`; `clone` shares the same pool); `acquire` blocks when
-/// `max_count` buffers are lent.
-#[derive(Debug, Clone)]
-pub struct PinnedPool {
-    inner: Arc<Inner>,
-}
-
-impl PinnedPool {
-    /// A pool of buffers of `buffer_size` bytes, at most `max_count` existing at once (both are
-    /// raised to 1 if 0). Allocates nothing until the first `acquire`.
-    pub fn new(buffer_size: usize, max_count: usize) -> Self {
-        Self::placed(buffer_size, max_count, None, None)
-    }
-
-    /// `new`, with the pages of every buffer taken preferably from NUMA node `node` (asked before
-    /// they are touched: `mbind(MPOL_PREFERRED)`; where the kernel refuses, the buffer is pinned
-    /// unplaced and `PinnedStats::placement_refused` says why), and the pinned bytes counted in
-    /// `group` as well.
-    pub fn placed(buffer_size: usize, max_count: usize, node: Option<u32>, group: Option<Arc<PinnedGroup>>) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                state: Mutex::new(State {
-                    buffer_size: buffer_size.max(1),
-                    idle: Vec::new(),
-                    live: 0,
-                }),
-                returned: Condvar::new(),
-                max_count: max_count.max(1),
-                bytes_pinned: AtomicU64::new(0),
-                peak_bytes_pinned: AtomicU64::new(0),
-                allocations: AtomicU64::new(0),
-                frees: AtomicU64::new(0),
-                node,
-                placement_refused: std::sync::atomic::AtomicI32::new(0),
-                group,
-            }),
-        }
-    }
-
-    /// Takes an idle buffer, or allocates one while fewer than `max_count` exist, or waits for
-    /// one to be returned.
+impl PinnedAllocation {
+    /// A buffer of `size` bytes (at least 1), its pages preferably on NUMA node `node`
+    /// (`map_placed`), zeroed and pinned (`allocate`). Returns it and the errno of a placement
+    /// the kernel refused (the buffer is then pinned wherever its pages fell).
     ///
-    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemHostRegister`.
-    ///
-    /// Blocking: yes, while all `max_count` buffers are lent out.
-    pub fn acquire(&self) -> Result<PinnedBuffer, CudaFailure> {
-        cuda()?;
-        let mut state = self.inner.lock();
-        loop {
-            if let Some(raw) = state.idle.pop() {
-                return Ok(self.lend(raw));
-            }
-            if state.live < self.inner.max_count {
-                return self.allocate_unlocked(state);
-            }
-            state = self
-                .inner
-                .returned
-                .wait(state)
-                .unwrap_or_else(|p| p.into_inner());
-        }
+    /// Errors: `Unavailable`/`Forked`; `mmap` failures; the CUresult of `cuMemHostRegister`.
+    pub fn allocate(size: usize, node: Option<u32>) -> Result<(PinnedAllocation, Option<i32>), CudaFailure> {
+        let (ptr, refused) = allocate(size, node)?;
+        Ok((PinnedAllocation { ptr, size }, refused))
     }
 
-    /// Like `acquire`, but returns `Ok(None)` instead of waiting when all buffers are lent out.
-    ///
-    /// Errors: as `acquire`.
-    pub fn try_acquire(&self) -> Result<Option<PinnedBuffer>, CudaFailure> {
-        cuda()?;
-        let mut state = self.inner.lock();
-        if let Some(raw) = state.idle.pop() {
-            return Ok(Some(self.lend(raw)));
-        }
-        if state.live < self.inner.max_count {
-            return self.allocate_unlocked(state).map(Some);
-        }
-        Ok(None)
+    /// The size asked for at allocation, in bytes.
+    pub fn size(&self) -> usize {
+        self.size
     }
 
-    /// Pins one more buffer and keeps it idle, if fewer than `count` (and fewer than `max_count`)
-    /// exist; true if it did. Threads calling this at once each pin their own buffer, in parallel:
-    /// a preparation ahead of the first read (warm_up.rs) without lending anything out.
-    ///
-    /// Errors: as `acquire`.
-    pub fn fill_to(&self, count: usize) -> Result<bool, CudaFailure> {
-        cuda()?;
-        let state = self.inner.lock();
-        if state.live >= count.min(self.inner.max_count) {
-            return Ok(false);
-        }
-        let buffer = self.allocate_unlocked(state)?;
-        drop(buffer); // back to the idle list
-        Ok(true)
+    /// Bytes actually pinned for it: its size rounded up to whole pages or huge pages.
+    pub fn pinned_bytes(&self) -> u64 {
+        pinned_len(self.size)
     }
 
-    /// Changes the size of future buffers. Idle buffers of the old size are freed now; lent-out
-    /// ones are freed when returned.
-    pub fn set_buffer_size(&self, buffer_size: usize) {
-        let stale = {
-            let mut state = self.inner.lock();
-            let buffer_size = buffer_size.max(1);
-            if state.buffer_size == buffer_size {
-                return;
-            }
-            state.buffer_size = buffer_size;
-            let stale = std::mem::take(&mut state.idle);
-            state.live -= stale.len();
-            stale
-        };
-        self.inner.returned.notify_all();
-        stale.into_iter().for_each(|raw| self.inner.free(raw));
+    /// The start of the pinned memory.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
     }
 
-    /// Frees every idle buffer (lent-out buffers are unaffected).
-    pub fn clear(&self) {
-        let idle = {
-            let mut state = self.inner.lock();
-            let idle = std::mem::take(&mut state.idle);
-            state.live -= idle.len();
-            idle
-        };
-        self.inner.returned.notify_all();
-        idle.into_iter().for_each(|raw| self.inner.free(raw));
+    /// The buffer's `size` bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `size` initialised bytes (zeroed by `map_placed`), owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.size) }
     }
 
-    /// The pool's counters.
-    pub fn stats(&self) -> PinnedStats {
-        let state = self.inner.lock();
-        PinnedStats {
-            bytes_pinned: self.inner.bytes_pinned.load(Ordering::Relaxed),
-            peak_bytes_pinned: self.inner.peak_bytes_pinned.load(Ordering::Relaxed),
-            allocations: self.inner.allocations.load(Ordering::Relaxed),
-            frees: self.inner.frees.load(Ordering::Relaxed),
-            buffers_live: state.live,
-            buffers_idle: state.idle.len(),
-            buffer_size: state.buffer_size,
-            max_count: self.inner.max_count,
-            node: self.inner.node,
-            placement_refused: Some(self.inner.placement_refused.load(Ordering::Relaxed)).filter(|&e| e != 0),
-        }
+    /// The buffer's `size` bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `size` initialised bytes, owned exclusively by self, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.size) }
     }
 
-    fn lend(&self, raw: RawPinned) -> PinnedBuffer {
-        PinnedBuffer {
-            raw: Some(raw),
-            pool: Arc::clone(&self.inner),
-        }
-    }
-
-    /// Reserves a slot under the lock, then allocates without holding it.
-    fn allocate_unlocked(
-        &self,
-        mut state: MutexGuard<'_, State>,
-    ) -> Result<PinnedBuffer, CudaFailure> {
-        state.live += 1;
-        let size = state.buffer_size;
-        drop(state);
-        match allocate(size, self.inner.node) {
-            Ok((ptr, refused)) => {
-                if let Some(errno) = refused {
-                    self.inner.placement_refused.store(errno, Ordering::Relaxed);
-                }
-                self.inner.allocations.fetch_add(1, Ordering::Relaxed);
-                let pinned = pinned_len(size);
-                let now = self.inner.bytes_pinned.fetch_add(pinned, Ordering::Relaxed) + pinned;
-                self.inner
-                    .peak_bytes_pinned
-                    .fetch_max(now, Ordering::Relaxed);
-                if let Some(group) = &self.inner.group {
-                    group.add(pinned);
-                }
-                Ok(self.lend(RawPinned { ptr, size }))
-            }
-            Err(e) => {
-                self.inner.lock().live -= 1;
-                self.inner.returned.notify_one();
-                Err(e)
-            }
-        }
-    }
-}
-
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes a buffer back: kept if it has the current size, freed otherwise.
-    fn give_back(&self, raw: RawPinned) {
-        let stale = {
-            let mut state = self.lock();
-            if raw.size == state.buffer_size {
-                state.idle.push(raw);
-                None
-            } else {
-                state.live -= 1;
-                Some(raw)
-            }
-        };
-        self.returned.notify_one();
-        if let Some(raw) = stale {
-            self.free(raw);
-        }
-    }
-
-    fn free(&self, raw: RawPinned) {
-        self.bytes_pinned
-            .fetch_sub(pinned_len(raw.size), Ordering::Relaxed);
-        if let Some(group) = &self.group {
-            group.sub(pinned_len(raw.size));
-        }
-        self.frees.fetch_add(1, Ordering::Relaxed);
-        // In a forked child or after a failure there is nothing safe to call: leak.
-        let Ok(scope) = any_context() else { return };
-        // SAFETY: cuda() succeeded (any_context checked it); the pointer came from `allocate`
-        // and is released exactly once because RawPinned is moved in here.
-        let r = unsafe { release(raw.ptr, raw.size) };
+    /// Unregisters and unmaps the buffer. In a forked child, or once the driver failed, no CUDA
+    /// call is safe: the buffer is leaked, and that is `Ok` (nothing of it is pinned in a child,
+    /// which does not inherit the mapping). An error: the driver did not unregister it, so it is
+    /// leaked, not unmapped (`release`), and still pinned.
+    pub fn release(self) -> Result<(), CudaFailure> {
+        let Ok(scope) = any_context() else { return Ok(()) };
+        // SAFETY: cuda() succeeded (any_context checked it) and a context is current; the
+        // pointer came from `allocate` and is released exactly once, as `self` is moved in here.
+        let r = unsafe { release(self.ptr, self.size) };
         drop(scope);
-        if let Err(e) = r {
-            // Leaked and still registered (see `release`): still pinned, so still counted.
-            self.bytes_pinned.fetch_add(pinned_len(raw.size), Ordering::Relaxed);
-            if let Some(group) = &self.group {
-                group.add(pinned_len(raw.size));
-            }
-            eprintln!("gdsroute: {e}");
-        }
-    }
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        let idle = std::mem::take(&mut self.lock().idle);
-        idle.into_iter().for_each(|raw| self.free(raw));
+        r
     }
 }
 
@@ -342,7 +82,7 @@ const HUGE_PAGE: usize = 2 << 20;
 
 const PAGE: usize = 4096;
 
-/// Bytes pinned for a buffer of `size` bytes, as counted in the pool's statistics.
+/// Bytes pinned for a buffer of `size` bytes (`PinnedAllocation::pinned_bytes`).
 fn pinned_len(size: usize) -> u64 {
     mapped_len(size).unwrap_or(size) as u64
 }
@@ -368,7 +108,7 @@ fn size_overflows() -> CudaFailure {
 /// Maps anonymous memory on a huge-page boundary (placed on `node` if one is given:
 /// `map_placed`), asks for transparent huge pages, touches every page, then pins it with
 /// `cuMemHostRegister`. Measured on the H200 (`tools/probes/probe-pinning.py`,
-/// docs/benchmark-record.md, series 3 (2026-11-30), THP `madvise`): a 4 MiB buffer cost 1.5-2.0 ms through
+/// 2026-11-30, THP `madvise`; docs/routing.md, "Preparing the device route at open"): a 4 MiB buffer cost 1.5-2.0 ms through
 /// `cuMemAllocHost`, 2.1-2.4 ms through touched 4 KiB pages and registration, 0.8-0.9 ms with huge
 /// pages; 16 threads allocating at once took 32 / 9 / 7 ms. Where huge pages are off (THP
 /// `never`) the advice is ignored and this is the 4 KiB-page path. The mapping is not inherited
@@ -458,83 +198,9 @@ unsafe fn release(ptr: NonNull<u8>, size: usize) -> Result<(), CudaFailure> {
     Ok(())
 }
 
-/// A pinned buffer lent by a `PinnedPool`; goes back to the pool on drop.
-///
-/// Thread safety: `Send` and `Sync`; it owns its memory exclusively.
-#[derive(Debug)]
-pub struct PinnedBuffer {
-    raw: Option<RawPinned>,
-    pool: Arc<Inner>,
-}
-
-// SAFETY: the buffer owns its pinned allocation exclusively; shared access only reads it.
-unsafe impl Sync for PinnedBuffer {}
-
-impl PinnedBuffer {
-    fn raw(&self) -> &RawPinned {
-        self.raw.as_ref().expect("present until drop")
-    }
-
-    /// The buffer's length in bytes (the pool's buffer size when it was allocated).
-    pub fn len(&self) -> usize {
-        self.raw().size
-    }
-
-    /// Always false: buffers are at least one byte.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// The start of the pinned memory.
-    pub fn as_ptr(&self) -> *const u8 {
-        self.raw().ptr.as_ptr()
-    }
-
-    /// The start of the pinned memory, writable.
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.raw().ptr.as_ptr()
-    }
-
-    /// The buffer's bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        let raw = self.raw();
-        // SAFETY: `size` initialised bytes (zeroed at allocation), owned by self.
-        unsafe { std::slice::from_raw_parts(raw.ptr.as_ptr(), raw.size) }
-    }
-
-    /// The buffer's bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let raw = self.raw();
-        // SAFETY: `size` initialised bytes, owned exclusively by self, borrowed mutably.
-        unsafe { std::slice::from_raw_parts_mut(raw.ptr.as_ptr(), raw.size) }
-    }
-}
-
-impl Drop for PinnedBuffer {
-    fn drop(&mut self) {
-        if let Some(raw) = self.raw.take() {
-            self.pool.give_back(raw);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn without_a_driver_acquire_errs_and_counts_nothing() {
-        if cuda().is_err() {
-            let pool = PinnedPool::new(1 << 20, 2);
-            assert!(pool.acquire().is_err());
-            assert!(pool.try_acquire().is_err());
-            pool.set_buffer_size(1 << 21);
-            pool.clear();
-            let s = pool.stats();
-            assert_eq!((s.allocations, s.bytes_pinned, s.buffers_live), (0, 0, 0));
-            assert_eq!((s.buffer_size, s.max_count), (1 << 21, 2));
-        }
-    }
 
     #[test]
     fn buffers_are_whole_pages_and_huge_pages_from_two_mib() {
@@ -582,22 +248,6 @@ mod tests {
         unsafe {
             assert_eq!(*ptr.as_ptr(), 0);
             libc::munmap(ptr.as_ptr().cast(), PAGE);
-        }
-    }
-
-    #[test]
-    fn a_group_counts_the_pinned_bytes_of_its_pools_and_its_own_peak() {
-        let group = PinnedGroup::default();
-        group.add(4 << 20);
-        group.add(4 << 20);
-        group.sub(4 << 20);
-        group.add(2 << 20);
-        assert_eq!(group.usage(), (6 << 20, 8 << 20));
-        if cuda().is_err() {
-            let pool = PinnedPool::placed(1 << 20, 2, Some(0), Some(Arc::new(PinnedGroup::default())));
-            assert!(pool.acquire().is_err());
-            let s = pool.stats();
-            assert_eq!((s.node, s.placement_refused, s.bytes_pinned), (Some(0), None, 0));
         }
     }
 }

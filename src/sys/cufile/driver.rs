@@ -335,7 +335,7 @@ impl CufileLibrary {
 ///
 /// cuFile has no working API for this: `cuFileSetParameterString` with
 /// `CUFILE_PARAM_ENV_LOGFILE_PATH` or `CUFILE_PARAM_LOG_DIR` returns success on 1.15 but the log
-/// still goes to the working directory (measured on the H200, docs/gpu-runs.md). Only the
+/// still goes to the working directory (measured on the H200 on 2026-11-29; README, "Known issues"). Only the
 /// environment variable, read when the driver opens, works.
 pub fn log_configuration() -> Option<&'static str> {
     if std::env::var_os(LOGFILE_ENV).is_some_and(|v| !v.is_empty()) {

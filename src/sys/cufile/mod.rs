@@ -17,6 +17,7 @@ pub use driver::{CufileHandle, DriverProperties, log_configuration};
 pub use library::{
     CufileLibrary, DEFAULT_CANDIDATES, LIBRARY_ENV_VAR, LoadAttempt, LoadError, RawCufileError,
 };
+pub(crate) use stats::for_each_cufile_counter;
 pub use stats::{
     CufileStats, GpuCounters, MAX_GPUS, PerGpuSnapshot, PerGpuTotals, STATS_MIN_VERSION, StatsSupport, l3_offsets, parse_l3,
     parse_l3_per_gpu,

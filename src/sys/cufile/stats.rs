@@ -28,58 +28,84 @@ pub enum StatsSupport {
     MissingApi(String),
 }
 
-/// Per-GPU read counters summed over every GPU cuFile reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PerGpuTotals {
-    /// Bytes read into GPU memory.
-    pub read_bytes: u64,
-    /// Reads of any route.
-    pub n_total_reads: u64,
-    /// Reads through PCIe P2PDMA (no nvidia-fs).
-    pub n_p2p_reads: u64,
-    /// Reads through nvidia-fs (real GDS).
-    pub n_nvfs_reads: u64,
-    /// Reads through cuFile's POSIX/compat bounce path.
-    pub n_posix_reads: u64,
-    /// Reads with an unaligned offset or size.
-    pub n_unaligned_reads: u64,
-    /// Failed reads.
-    pub n_reads_err: u64,
-    /// Bytes written from GPU memory (`writes_bytes`, at 120).
-    pub write_bytes: u64,
-    /// Writes of any route (`n_total_writes`, at 152).
-    pub n_total_writes: u64,
-    /// Writes through PCIe P2PDMA (at 160).
-    pub n_p2p_writes: u64,
-    /// Writes through nvidia-fs (at 168).
-    pub n_nvfs_writes: u64,
-    /// Writes through cuFile's POSIX/compat bounce path (at 176).
-    pub n_posix_writes: u64,
-    /// Failed writes (`n_writes_err`, at 200).
-    pub n_writes_err: u64,
+/// cuFile's per-GPU counters that gdsroute reads, listed once. A row: its meaning, the field of
+/// `PerGpuTotals`, its byte offset in cuFile's `CUfilePerGpuStats_t` (docs: cufile-facts §1.2),
+/// and the field of `gdsroute_stats` and of `gdsroute_device_stats` that reports it (the two
+/// structs name it alike). `for_each_cufile_counter!(apply [args])` expands to
+/// `apply! { [args] rows }`, so that `PerGpuTotals`, its parse, delta and sum (below) and the
+/// copies into the C structs and their field lists (`stats`) are each written once for all
+/// thirteen. A macro rather than a const table of (name, accessor) pairs: the copies assign named
+/// fields of three distinct structs, which a table could reach only through one accessor per
+/// struct and row, thirteen times over.
+macro_rules! for_each_cufile_counter {
+    ($apply:ident [$($args:tt)*]) => {
+        $apply! { [$($args)*]
+            // The read half of CUfilePerGpuStats_t.
+            /// Bytes read into GPU memory.
+            read_bytes @ 16 => cufile_read_bytes,
+            /// Reads of any route.
+            n_total_reads @ 48 => cufile_n_total_reads,
+            /// Reads through PCIe P2PDMA (no nvidia-fs).
+            n_p2p_reads @ 56 => cufile_n_p2p_reads,
+            /// Reads through nvidia-fs (real GDS).
+            n_nvfs_reads @ 64 => cufile_n_nvfs_reads,
+            /// Reads through cuFile's POSIX/compat bounce path.
+            n_posix_reads @ 72 => cufile_n_posix_reads,
+            /// Reads with an unaligned offset or size.
+            n_unaligned_reads @ 80 => cufile_n_unaligned_reads,
+            /// Failed reads.
+            n_reads_err @ 112 => cufile_n_reads_err,
+            // The write half.
+            /// Bytes written from GPU memory (cuFile's `writes_bytes`).
+            write_bytes @ 120 => cufile_write_bytes_gpu,
+            /// Writes of any route.
+            n_total_writes @ 152 => cufile_n_total_writes,
+            /// Writes through PCIe P2PDMA.
+            n_p2p_writes @ 160 => cufile_n_p2p_writes,
+            /// Writes through nvidia-fs.
+            n_nvfs_writes @ 168 => cufile_n_nvfs_writes,
+            /// Writes through cuFile's POSIX/compat bounce path.
+            n_posix_writes @ 176 => cufile_n_posix_writes,
+            /// Failed writes.
+            n_writes_err @ 200 => cufile_n_writes_err,
+        }
+    };
 }
+pub(crate) use for_each_cufile_counter;
+
+/// `PerGpuTotals` and its field-wise arithmetic, from the rows of `for_each_cufile_counter`.
+macro_rules! per_gpu_totals {
+    ([] $(#[$doc:meta] $field:ident @ $offset:literal => $reported_as:ident,)*) => {
+        /// cuFile's per-GPU counters of one GPU, or summed over GPUs.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct PerGpuTotals {
+            $(#[$doc] pub $field: u64,)*
+        }
+
+        impl PerGpuTotals {
+            /// `combine` of each counter of `self` and the same counter of `other`.
+            fn zip_with(&self, other: &PerGpuTotals, combine: impl Fn(u64, u64) -> u64) -> PerGpuTotals {
+                PerGpuTotals { $($field: combine(self.$field, other.$field),)* }
+            }
+
+            /// The counters of one `CUfilePerGpuStats_t` entry, `at(offset)` reading its u64s.
+            fn parse(at: impl Fn(usize) -> u64) -> PerGpuTotals {
+                PerGpuTotals { $($field: at($offset),)* }
+            }
+        }
+    };
+}
+for_each_cufile_counter!(per_gpu_totals []);
 
 impl PerGpuTotals {
     /// Counters accumulated since `earlier` (saturating at 0, e.g. after someone else's reset).
     /// cuFile's statistics are process-wide, so report deltas, not absolutes.
     pub fn delta_since(&self, earlier: &PerGpuTotals) -> PerGpuTotals {
-        PerGpuTotals {
-            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
-            n_total_reads: self.n_total_reads.saturating_sub(earlier.n_total_reads),
-            n_p2p_reads: self.n_p2p_reads.saturating_sub(earlier.n_p2p_reads),
-            n_nvfs_reads: self.n_nvfs_reads.saturating_sub(earlier.n_nvfs_reads),
-            n_posix_reads: self.n_posix_reads.saturating_sub(earlier.n_posix_reads),
-            n_unaligned_reads: self
-                .n_unaligned_reads
-                .saturating_sub(earlier.n_unaligned_reads),
-            n_reads_err: self.n_reads_err.saturating_sub(earlier.n_reads_err),
-            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
-            n_total_writes: self.n_total_writes.saturating_sub(earlier.n_total_writes),
-            n_p2p_writes: self.n_p2p_writes.saturating_sub(earlier.n_p2p_writes),
-            n_nvfs_writes: self.n_nvfs_writes.saturating_sub(earlier.n_nvfs_writes),
-            n_posix_writes: self.n_posix_writes.saturating_sub(earlier.n_posix_writes),
-            n_writes_err: self.n_writes_err.saturating_sub(earlier.n_writes_err),
-        }
+        self.zip_with(earlier, u64::saturating_sub)
+    }
+
+    fn plus(&self, other: &PerGpuTotals) -> PerGpuTotals {
+        self.zip_with(other, u64::saturating_add)
     }
 }
 
@@ -122,26 +148,6 @@ impl PerGpuSnapshot {
     }
 }
 
-impl PerGpuTotals {
-    fn plus(&self, other: &PerGpuTotals) -> PerGpuTotals {
-        PerGpuTotals {
-            read_bytes: self.read_bytes.saturating_add(other.read_bytes),
-            n_total_reads: self.n_total_reads.saturating_add(other.n_total_reads),
-            n_p2p_reads: self.n_p2p_reads.saturating_add(other.n_p2p_reads),
-            n_nvfs_reads: self.n_nvfs_reads.saturating_add(other.n_nvfs_reads),
-            n_posix_reads: self.n_posix_reads.saturating_add(other.n_posix_reads),
-            n_unaligned_reads: self.n_unaligned_reads.saturating_add(other.n_unaligned_reads),
-            n_reads_err: self.n_reads_err.saturating_add(other.n_reads_err),
-            write_bytes: self.write_bytes.saturating_add(other.write_bytes),
-            n_total_writes: self.n_total_writes.saturating_add(other.n_total_writes),
-            n_p2p_writes: self.n_p2p_writes.saturating_add(other.n_p2p_writes),
-            n_nvfs_writes: self.n_nvfs_writes.saturating_add(other.n_nvfs_writes),
-            n_posix_writes: self.n_posix_writes.saturating_add(other.n_posix_writes),
-            n_writes_err: self.n_writes_err.saturating_add(other.n_writes_err),
-        }
-    }
-}
-
 /// Offsets of `num_gpus` and `per_gpu_stats` in `CUfileStatsLevel3_t` for a library version.
 pub fn l3_offsets(version: i32) -> (usize, usize) {
     if version >= BIG_LAYOUT_VERSION {
@@ -158,25 +164,9 @@ pub fn parse_l3_per_gpu(buf: &[u8], version: i32) -> PerGpuSnapshot {
     let n = (read_u32(buf, num_at) as usize).min(MAX_GPUS);
     let entries = (0..n).map(|g| {
         let e = gpus_at + g * PER_GPU_SIZE;
-        let f = |off: usize| read_u64(buf, e + off);
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(&buf[e..e + 16]);
-        let totals = PerGpuTotals {
-            read_bytes: f(16),
-            n_total_reads: f(48),
-            n_p2p_reads: f(56),
-            n_nvfs_reads: f(64),
-            n_posix_reads: f(72),
-            n_unaligned_reads: f(80),
-            n_reads_err: f(112),
-            // The write half of CUfilePerGpuStats_t (docs: cufile-facts §1.2).
-            write_bytes: f(120),
-            n_total_writes: f(152),
-            n_p2p_writes: f(160),
-            n_nvfs_writes: f(168),
-            n_posix_writes: f(176),
-            n_writes_err: f(200),
-        };
+        let totals = PerGpuTotals::parse(|offset| read_u64(buf, e + offset));
         GpuCounters { uuid, totals }
     });
     PerGpuSnapshot(entries.collect())
@@ -195,9 +185,14 @@ pub struct CufileStats<'lib> {
     version: i32,
 }
 
+/// A statistics symbol of the library, or the failure naming it missing.
+fn symbol<F>(f: Option<F>, name: &'static str) -> Result<F, CufileFailure> {
+    f.ok_or(CufileFailure::missing(name))
+}
+
 /// Calls an argument-less cuFile function, or reports it missing.
 fn call_void(f: Option<FnVoid>, name: &'static str) -> Result<(), CufileFailure> {
-    let f = f.ok_or(CufileFailure::missing(name))?;
+    let f = symbol(f, name)?;
     // SAFETY: a symbol resolved from libcufile with this signature; it takes no arguments.
     check(name, unsafe { f() })
 }
@@ -215,17 +210,14 @@ impl CufileLibrary {
     /// symbols cuFileSetStatsLevel, cuFileStatsStart, cuFileStatsReset, cuFileGetStatsL3.
     pub fn stats_support(&self) -> StatsSupport {
         let s = &self.sym;
-        let needed = [
-            ("cuFileSetStatsLevel", s.set_stats_level.is_some()),
-            ("cuFileStatsStart", s.stats_start.is_some()),
-            ("cuFileStatsReset", s.stats_reset.is_some()),
-            ("cuFileGetStatsL3", s.get_stats_l3.is_some()),
+        let missing = [
+            (s.set_stats_level.is_none(), "cuFileSetStatsLevel"),
+            (s.stats_start.is_none(), "cuFileStatsStart"),
+            (s.stats_reset.is_none(), "cuFileStatsReset"),
+            (s.get_stats_l3.is_none(), "cuFileGetStatsL3"),
         ];
-        if let Some((name, _)) = needed.iter().find(|(_, ok)| !ok) {
-            return StatsSupport::MissingApi(format!(
-                "libcufile {} lacks {name}",
-                self.version_string()
-            ));
+        if let Some(name) = missing.into_iter().find_map(|(missing, name)| missing.then_some(name)) {
+            return StatsSupport::MissingApi(format!("libcufile {} lacks {name}", self.version_string()));
         }
         match self.version() {
             None => StatsSupport::MissingApi(
@@ -253,22 +245,14 @@ impl CufileStats<'_> {
     /// it should be called; overrides `profile.cufile_stats` from cufile.json.
     /// Errors: 5022 for a level outside 0–3.
     pub fn set_level(&self, level: i32) -> Result<(), CufileFailure> {
-        let f = self
-            .lib
-            .sym
-            .set_stats_level
-            .ok_or(CufileFailure::missing("cuFileSetStatsLevel"))?;
+        let f = symbol(self.lib.sym.set_stats_level, "cuFileSetStatsLevel")?;
         // SAFETY: plain integer argument; symbol present (checked by `stats()`).
         check("cuFileSetStatsLevel", unsafe { f(level as c_int) })
     }
 
     /// `cuFileGetStatsLevel` (the staged level before open).
     pub fn level(&self) -> Result<i32, CufileFailure> {
-        let f = self
-            .lib
-            .sym
-            .get_stats_level
-            .ok_or(CufileFailure::missing("cuFileGetStatsLevel"))?;
+        let f = symbol(self.lib.sym.get_stats_level, "cuFileGetStatsLevel")?;
         let mut level: c_int = 0;
         // SAFETY: `level` is a valid writable int for the call.
         check("cuFileGetStatsLevel", unsafe { f(&mut level) })?;
@@ -301,11 +285,7 @@ impl CufileStats<'_> {
     /// `cuFileGetStatsL3`, each GPU's entry with its UUID.
     /// Errors: as `read_per_gpu_totals`.
     pub fn read_per_gpu(&self) -> Result<PerGpuSnapshot, CufileFailure> {
-        let f = self
-            .lib
-            .sym
-            .get_stats_l3
-            .ok_or(CufileFailure::missing("cuFileGetStatsL3"))?;
+        let f = symbol(self.lib.sym.get_stats_l3, "cuFileGetStatsL3")?;
         #[repr(C, align(8))]
         struct Buf([u8; L3_BUFFER]);
         let mut buf = Box::new(Buf([0; L3_BUFFER]));

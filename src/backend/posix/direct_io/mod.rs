@@ -11,7 +11,7 @@
 //! Writes (`write`): KvikIO's `KVIKIO_AUTO_DIRECT_IO_WRITE`. A write, unlike a read, cannot round
 //! its range out to whole pages (that would overwrite the file's bytes next to the range), so
 //! only whole pages inside the range go direct. Why the default differs from KvikIO's:
-//! docs/routing.md, "Direct-I/O writes".
+//! docs/writes.md, "Direct-I/O writes".
 
 mod read;
 mod write;

@@ -4,7 +4,9 @@ use std::io;
 use std::os::fd::RawFd;
 
 use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, with_scratch};
-use crate::backend::posix::pread::{pread_once, read_full_at};
+use crate::backend::posix::pread::read_full_at;
+use crate::direction::Direction;
+use crate::sys::fs::transfer_once;
 
 /// Reads `len` bytes at `offset` into `dst`: the page-aligned middle through `direct` (an
 /// `O_DIRECT` descriptor of the same file) as far as the file has whole pages, the rest through
@@ -85,7 +87,7 @@ unsafe fn read_aligned(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> 
     let mut done = 0usize;
     while done < len {
         // SAFETY: dst + done .. dst + len lies in the caller's range.
-        let n = unsafe { pread_once(direct, dst.add(done), len - done, offset + done as u64) }?;
+        let n = unsafe { transfer_once(Direction::Read, direct, dst.add(done), len - done, offset + done as u64) }?;
         done += n;
         if n == 0 || !n.is_multiple_of(ALIGN) {
             break; // end of file (a direct read may end mid-page only there)

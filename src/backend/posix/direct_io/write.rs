@@ -4,7 +4,9 @@ use std::io;
 use std::os::fd::RawFd;
 
 use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, with_scratch};
-use crate::backend::posix::pwrite::{WriteFailure, pwrite_once, write_full_at};
+use crate::backend::posix::pwrite::{WriteFailure, write_full_at};
+use crate::direction::Direction;
+use crate::sys::fs::transfer_once;
 
 /// Writes `len` bytes from `src` at `offset`: the whole pages inside the range through `direct`
 /// (an `O_DIRECT` descriptor of the same file), the unaligned head up to the first page boundary
@@ -74,7 +76,7 @@ unsafe fn write_aligned(direct: RawFd, src: *const u8, len: usize, offset: u64) 
     debug_assert!(len.is_multiple_of(ALIGN) && offset.is_multiple_of(ALIGN as u64));
     if (src as usize).is_multiple_of(ALIGN) {
         // SAFETY: forwarded from the caller.
-        return unsafe { pwrite_once(direct, src, len, offset) }.map(Some);
+        return unsafe { transfer_once(Direction::Write, direct, src.cast_mut(), len, offset) }.map(Some);
     }
     let len = len.min(SCRATCH_MAX);
     with_scratch(|scratch| {
@@ -82,7 +84,7 @@ unsafe fn write_aligned(direct: RawFd, src: *const u8, len: usize, offset: u64) 
         // bytes owned by this thread and never overlaps the caller's memory.
         unsafe { std::ptr::copy_nonoverlapping(src, scratch, len) };
         // SAFETY: scratch is aligned and holds len bytes.
-        unsafe { pwrite_once(direct, scratch, len, offset) }
+        unsafe { transfer_once(Direction::Write, direct, scratch, len, offset) }
     })
     .transpose()
 }

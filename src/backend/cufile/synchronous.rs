@@ -1,0 +1,68 @@
+//! cuFile's synchronous call, the one submission gdsroute makes today: a task's range moved
+//! between the file and device memory by `cuFileRead` / `cuFileWrite` on the calling thread, with
+//! the memory's CUDA context current, inside the process's call gate, looped over short counts.
+//! The other submissions go beside it (`backend::cufile`'s doc says where).
+
+use super::gds::CufileCall;
+use crate::direction::Direction;
+use crate::error::{Error, Result};
+use crate::sys::cuda::{MemoryKind, ScopedContext};
+use crate::sys::cufile::{CufileHandle, CufileLibrary, IoFailure, code_message};
+use std::ffi::c_void;
+
+/// Moves `len` bytes at `offset` of the registered file between it and the device memory at
+/// `base + base_offset`, in `direction`, looping over short counts. A read (`cuFileRead`) stops
+/// early only at end of file and returns the bytes read. A write (`cuFileWrite`) returns `len` or
+/// fails: any negative return is an error naming the file offset of the failing call (the bytes
+/// before it reached the file; cuFile may have written part of the failing call's range too, as
+/// after a file-size limit), and a call that writes nothing is an error too.
+///
+/// # Safety
+/// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`
+/// (a write only reads it).
+#[allow(clippy::too_many_arguments)] // one flat call mirroring cuFileRead's own arguments
+pub unsafe fn task(
+    direction: Direction,
+    library: &CufileLibrary,
+    handle: &CufileHandle<'_>,
+    path: &str,
+    kind: &MemoryKind,
+    base: u64,
+    base_offset: u64,
+    len: usize,
+    offset: u64,
+) -> Result<usize> {
+    let op = match direction {
+        Direction::Read => "cuFileRead",
+        Direction::Write => "cuFileWrite",
+    };
+    let _call = CufileCall::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
+    let _context = ScopedContext::for_kind(kind).map_err(Error::from)?;
+    let mut done = 0usize;
+    while done < len {
+        let pos = offset + done as u64;
+        let dev_offset = (base_offset + done as u64) as i64;
+        // SAFETY: forwarded from the caller; offsets fit i64 (validated by the file handle).
+        let result = unsafe {
+            match direction {
+                Direction::Read => Some(library.read(handle, base as *mut c_void, len - done, pos as i64, dev_offset)),
+                Direction::Write => library.write(handle, base as *const c_void, len - done, pos as i64, dev_offset),
+            }
+        };
+        match result {
+            None => return Err(Error::CufileUnavailable(format!("the loaded libcufile has no cuFileWrite (writing {path:?})"))),
+            Some(Ok(0)) => match direction {
+                Direction::Read => break, // end of file
+                Direction::Write => return Err(Error::Cufile(format!("cuFileWrite of {path:?} at offset {pos} wrote 0 of {} bytes", len - done))),
+            },
+            Some(Ok(n)) => done += n,
+            Some(Err(IoFailure::Errno(errno))) => {
+                return Err(Error::Io { op, path: path.to_string(), offset: pos, source: std::io::Error::from_raw_os_error(errno) });
+            }
+            Some(Err(IoFailure::Cufile(code))) => {
+                return Err(Error::Cufile(format!("{op} of {path:?} at offset {pos} returned {code}: {}", code_message(code))));
+            }
+        }
+    }
+    Ok(done)
+}

@@ -1,0 +1,196 @@
+//! The state an operation's threads share: the tasks not claimed yet (`front .. back` of the
+//! source), how many run, and a summary of the results so far (the first short task and the
+//! first failed one, by task order), so that its memory does not depend on the number of tasks.
+//! Threads claim tasks from either end (`End`), run them and record their results; the last one
+//! to finish settles the operation and records the call. A pool job of an operation (`Worker`)
+//! claims from the front until none is left. The handle over it is `Operation` (`super`).
+
+use super::Stop;
+use crate::direction::Direction;
+use crate::error::{Error, Result};
+use crate::io::task_source::{Task, TaskSource};
+use crate::io::thread_pool::ThreadPool;
+use crate::stats::{self, StatsCell};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Runs one task: moves its chunk and returns the bytes it delivered.
+pub(super) type RunTask = dyn Fn(Task) -> Result<usize> + Send + Sync + 'static;
+
+pub(super) struct State {
+    /// Tasks not claimed yet: `front .. back`.
+    pub(super) front: usize,
+    pub(super) back: usize,
+    /// Tasks claimed and not finished.
+    pub(super) running: usize,
+    /// The first task (in task order) that delivered fewer bytes than it asked for, and how many.
+    pub(super) first_short: Option<(usize, usize)>,
+    /// The first task (in task order) that failed, and its error.
+    pub(super) first_error: Option<(usize, Error)>,
+    pub(super) outcome: Option<Result<usize>>,
+    /// The task body, handed to each claimed task; dropped when the operation settles, so that
+    /// what it holds (the file's descriptor) is not kept by a finished operation.
+    pub(super) run: Option<Arc<RunTask>>,
+}
+
+/// An operation's shared state over its task source `S` (last, so that `Arc<Progress<Split>>`
+/// becomes `Arc<Progress<dyn TaskSource>>` without a second allocation).
+pub(super) struct Progress<S: ?Sized> {
+    pub(super) stop: Stop,
+    pub(super) state: Mutex<State>,
+    pub(super) finished: Condvar,
+    pub(super) requested: u64,
+    pub(super) stats: Arc<StatsCell>,
+    /// Which counters the call is recorded in when it settles.
+    pub(super) direction: Direction,
+    pub(super) tasks: S,
+}
+
+/// The shared state as the operation holds it, whatever its task source.
+pub(super) type Shared = Progress<dyn TaskSource>;
+
+/// Which end of the unclaimed tasks a thread takes from.
+#[derive(Clone, Copy)]
+pub(super) enum End {
+    /// Pool workers, and the calling thread as an operation's runner: task order.
+    Front,
+    /// A thread waiting for the operation.
+    Back,
+}
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes a task nobody has claimed, with the body that runs it, or None when none is left.
+    pub(super) fn claim(&self, end: End) -> Option<(usize, Arc<RunTask>)> {
+        let mut state = self.lock();
+        if state.front >= state.back {
+            return None;
+        }
+        let run = Arc::clone(state.run.as_ref()?);
+        let index = match end {
+            End::Front => {
+                state.front += 1;
+                state.front - 1
+            }
+            End::Back => {
+                state.back -= 1;
+                state.back
+            }
+        };
+        state.running += 1;
+        Some((index, run))
+    }
+
+    /// Runs a claimed task and records its result. A panic that escapes the task body (the
+    /// engine's dispatch catches its own) still completes the task, as a failure.
+    pub(super) fn run_claimed(&self, (index, run): (usize, Arc<RunTask>)) {
+        let task = self.tasks.task(index);
+        let result = catch_unwind(AssertUnwindSafe(|| run(task)))
+            .unwrap_or_else(|_| Err(Error::Internal("a read task ended without reporting".into())));
+        // Before the task counts as complete: the body holds the open file, and once the
+        // operation settles (in `complete`), its last reference must go with the operation's own
+        // (dropped under the lock, before the waiter wakes), so that a handle closed after
+        // `gdsroute_op_wait` returned closes its descriptor at once.
+        drop(run);
+        self.complete(index, task.chunk.len, result);
+    }
+
+    /// Claims and runs tasks from `end` until none is left; true if it ran any.
+    pub(super) fn run_from(&self, end: End) -> bool {
+        let mut ran = false;
+        while let Some(claimed) = self.claim(end) {
+            self.run_claimed(claimed);
+            ran = true;
+        }
+        ran
+    }
+
+    fn complete(&self, index: usize, want: usize, result: Result<usize>) {
+        let mut state = self.lock();
+        state.running -= 1;
+        let stops = match result {
+            Ok(n) if n != want => {
+                if state.first_short.is_none_or(|(first, _)| index < first) {
+                    state.first_short = Some((index, n));
+                }
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                if state.first_error.as_ref().is_none_or(|(first, _)| index < *first) {
+                    state.first_error = Some((index, e));
+                }
+                true
+            }
+        };
+        if stops && self.stop == Stop::AtFirstShortOrFailed {
+            // Tasks after this one can change neither the count nor the first error.
+            state.back = state.back.min(index + 1).max(state.front);
+        }
+        self.settle_if_done(&mut state);
+    }
+
+    /// Stops handing out tasks because the pool dropped a job unrun (it never does while the
+    /// process lives): the first task that can no longer run fails the operation, which then
+    /// finishes once the tasks already running have stopped.
+    fn abandon(&self) {
+        let mut state = self.lock();
+        if state.front < state.back {
+            let index = state.front;
+            if state.first_error.as_ref().is_none_or(|(first, _)| index < *first) {
+                state.first_error = Some((index, Error::Internal("a read task was dropped unrun".into())));
+            }
+            state.back = state.front;
+        }
+        self.settle_if_done(&mut state);
+    }
+
+    /// Once no task is left to claim and none runs: the first error in task order, else the
+    /// bytes up to and including the first short task (all of them when none was short).
+    pub(super) fn settle_if_done(&self, state: &mut State) {
+        if state.outcome.is_some() || state.front < state.back || state.running > 0 {
+            return;
+        }
+        let outcome = match (&state.first_error, state.first_short) {
+            (Some((_, e)), _) => Err(e.clone()),
+            (None, Some((index, n))) => Ok(self.tasks.task(index).chunk.buf_offset + n),
+            (None, None) => Ok(self.tasks.size()),
+        };
+        let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
+        stats::record_call(&self.stats, self.direction, self.requested, delivered, outcome.is_err());
+        state.outcome = Some(outcome);
+        state.run = None;
+        self.finished.notify_all();
+    }
+}
+
+/// One pool job of an operation: claims tasks from the front until none is left, running the
+/// pool's broadcasts (per-thread preparation) between tasks as a worker does between jobs.
+/// Dropped without running, it fails the tasks nobody has claimed, so that the waiter cannot
+/// hang.
+pub(super) struct Worker {
+    pub(super) shared: Option<Arc<Shared>>,
+    pub(super) pool: ThreadPool,
+}
+
+impl Worker {
+    pub(super) fn run(mut self) {
+        if let Some(shared) = self.shared.take() {
+            while let Some(claimed) = shared.claim(End::Front) {
+                shared.run_claimed(claimed);
+                self.pool.run_due_broadcasts();
+            }
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.abandon();
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! File identity: when the windows of a file stop being valid. A file's identity (device, inode,
+//! size, modification and change times, by `fstat`) is checked before every task (`plan`), and a
+//! write through any handle of the same file drops the windows of all its caches
+//! (`file_written`); either way the windows go and the generation moves on, so that no copy
+//! reads bytes registered before the change. Planning the windows is `plan`'s job.
+
+use super::{PageCache, State, WindowState};
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a file must have been unchanged before its windows are registered. Unit tests read
+/// files they have just written, and test `is_quiet_for` on its own.
+#[cfg(not(test))]
+const QUIET: Duration = Duration::from_secs(1);
+#[cfg(test)]
+const QUIET: Duration = Duration::ZERO;
+
+/// What a file looked like when its windows were registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Identity {
+    dev: u64,
+    ino: u64,
+    pub(super) size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    /// True when the file has not changed for `QUIET` (by its change time).
+    pub(super) fn is_quiet(&self) -> bool {
+        self.is_quiet_for(QUIET)
+    }
+
+    /// True when the change time lies at least `quiet` in the past (not in the future).
+    fn is_quiet_for(&self, quiet: Duration) -> bool {
+        let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH) else { return false };
+        let (secs, nanos) = self.ctime;
+        let changed = Duration::new(secs.max(0) as u64, nanos.clamp(0, 999_999_999) as u32);
+        now.checked_sub(changed).is_some_and(|age| age >= quiet)
+    }
+}
+
+/// The identity of the file open on `fd` now.
+pub(super) fn identity_of(fd: RawFd) -> std::io::Result<Identity> {
+    let st = crate::sys::fs::stat(fd)?;
+    Ok(Identity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        size: st.st_size as u64,
+        mtime: (st.st_mtime, st.st_mtime_nsec),
+        ctime: (st.st_ctime, st.st_ctime_nsec),
+    })
+}
+
+impl State {
+    /// Takes the windows of the file as it was and records `identity` (`None`: unknown until the
+    /// next task) under a new generation, so that a registration still queued is discarded
+    /// when it finishes. The windows returned are to be dropped after the lock (that
+    /// unregisters them).
+    pub(super) fn forget_windows(&mut self, identity: Option<Identity>) -> HashMap<u64, WindowState> {
+        self.identity = identity;
+        self.generation += 1;
+        std::mem::take(&mut self.windows)
+    }
+
+    /// `forget_windows` if the file is no longer the one on record (`now` differs); else nothing.
+    pub(super) fn forget_windows_if_changed(&mut self, now: Identity) -> HashMap<u64, WindowState> {
+        if self.identity == Some(now) { HashMap::new() } else { self.forget_windows(Some(now)) }
+    }
+}
+
+/// The caches of each open file (by device and inode), so that a write through one handle drops
+/// the windows of every handle of the same file. Dead entries are swept when a cache is added.
+type OpenFiles = HashMap<(u64, u64), Vec<std::sync::Weak<PageCache>>>;
+
+static OPEN_FILES: once_cell::sync::Lazy<Mutex<OpenFiles>> = once_cell::sync::Lazy::new(Default::default);
+
+fn open_files() -> MutexGuard<'static, OpenFiles> {
+    OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PageCache {
+    /// An empty cache for the file open on `fd`, known by its (device, inode) to the other
+    /// caches of the same file, whose windows a write through this one drops (`file_written`).
+    /// A descriptor that cannot be `fstat`ed gives a cache of its own (`new`).
+    pub fn for_descriptor(fd: RawFd) -> Arc<PageCache> {
+        let Ok(st) = crate::sys::fs::stat(fd) else { return PageCache::of_file(None) };
+        let file = (st.st_dev, st.st_ino);
+        let cache = PageCache::of_file(Some(file));
+        let mut files = open_files();
+        files.retain(|_, caches| {
+            caches.retain(|c| c.strong_count() > 0);
+            !caches.is_empty()
+        });
+        files.entry(file).or_default().push(Arc::downgrade(&cache));
+        cache
+    }
+
+    /// Drops every window of this file, in every cache of it in the process (all handles of the
+    /// same device and inode): called before and after each write task, so that no device read
+    /// copies bytes registered before the write (the identity check of `plan` sees most writes
+    /// too, but not one that keeps the size within the time stamps' tick). Registrations still
+    /// queued are discarded when they finish (the generation moved on).
+    pub fn file_written(&self) {
+        let caches: Vec<Arc<PageCache>> = match self.file {
+            Some(file) => open_files().get(&file).map(|c| c.iter().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if caches.is_empty() {
+            self.drop_windows();
+        }
+        for cache in caches {
+            cache.drop_windows();
+        }
+    }
+
+    /// Forgets this cache's windows and identity; the mappings are unregistered after the lock.
+    fn drop_windows(&self) {
+        let stale = self.lock().forget_windows(None);
+        drop(stale);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_files_unchanged_for_a_while_are_quiet() {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let at = |ago: Duration| {
+            let t = now - ago;
+            Identity { dev: 1, ino: 2, size: 3, mtime: (0, 0), ctime: (t.as_secs() as i64, t.subsec_nanos() as i64) }
+        };
+        assert!(at(Duration::from_secs(5)).is_quiet_for(Duration::from_secs(1)));
+        assert!(!at(Duration::from_millis(10)).is_quiet_for(Duration::from_secs(1)));
+        // A change time in the future (clock steps) is not quiet.
+        let future = now + Duration::from_secs(60);
+        let id = Identity { ctime: (future.as_secs() as i64, 0), ..at(Duration::ZERO) };
+        assert!(!id.is_quiet_for(Duration::from_secs(1)));
+    }
+}

@@ -1,0 +1,21 @@
+//! Route counters: how many logical calls, tasks and bytes went through each route, and why the
+//! POSIX backend ran. Counted process-wide and per file handle, and process-wide per device.
+//! Each task's contribution is applied under one lock, so a snapshot taken while reads run is
+//! consistent: tasks equal the sum of the routes' tasks, bytes the sum of the routes' bytes, and
+//! the tasks of device memory the sum over devices.
+//!
+//! The parts: `counters` (the types, and the fields of `gdsroute_stats` in layout order),
+//! `counting` (the live cells and the recording of tasks and calls), `render` (text and JSON of
+//! `gdsroute_stats`) and `device` (the counters of one device: their fields, counting and
+//! rendering). The structs themselves are declared in `abi`, with every type of the C ABI.
+
+mod counters;
+mod counting;
+mod device;
+mod render;
+
+pub use crate::abi::{Counters, CufileStatsState, NumaPlacement};
+pub use crate::direction::Direction;
+pub use counters::{PosixReason, Route, TaskOutcome};
+pub use counting::{PendingCall, StatsCell, global, record_call, record_rejected_call, record_task};
+pub use device::{DeviceCounters, render_devices_json, render_devices_text};

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (CONTRIBUTING.md, "The GPU suites"): the six routing scenarios of the GPU-route
+# issue with a 1 GiB random file read into cuMemAlloc memory through the C ABI, every byte
+# checked, then the GPU test suites (gpu_routes and gpu_writes without and with the udev record)
+# and the exit suite. Build here first with tools/gpu/gpu-build.sh; the binaries
+# travel in .device/.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)   # tools/gpu: the scripts beside this one
+D=${1:-.device}
+export LD_LIBRARY_PATH=$PWD/$D:${LD_LIBRARY_PATH:-}
+export GDSROUTE_TEST_FAULT_SHIM=$PWD/$D/libfault_shim.so   # tests/gpu_writes.rs, built by gpu-build.sh
+F=${GDSROUTE_PROOF_FILE:-/var/tmp/gdsroute-1g.bin}
+head -c 1G /dev/urandom > "$F"
+rm -rf /run/udev
+step() { echo; echo "=== $*"; }
+run() { "$@"; echo "(exit status $?)"; }
+step "diagnose, no udev record"; run "$D/gdsroute-diagnose" "$F"
+step "1. AUTO, no udev record"; run "$D/gpu_read" "$F"
+step "3. KVIKIO_COMPAT_MODE=on"; KVIKIO_COMPAT_MODE=on run "$D/gpu_read" "$F"
+step "6. KVIKIO_COMPAT_MODE=off, no udev record"; KVIKIO_COMPAT_MODE=off run "$D/gpu_read" "$F"
+step "GPU tests, no udev record"; run "$D/gpu_routes" --ignored --test-threads 1
+step "GPU write tests, no udev record"; run "$D/gpu_writes" --ignored --test-threads 1
+bash "$here/udev-entry.sh" "$F"
+step "diagnose, udev record"; run "$D/gdsroute-diagnose" "$F"
+step "2. AUTO with udev record"; run "$D/gpu_read" "$F"
+step "4. KVIKIO_COMPAT_MODE=off + CUFILE_FORCE_COMPAT_MODE=true"; KVIKIO_COMPAT_MODE=off CUFILE_FORCE_COMPAT_MODE=true run "$D/gpu_read" "$F"
+step "5. 8 KiB device read, AUTO, udev record"; run "$D/gpu_read" "$F" 8192 4096
+step "GPU tests, udev record"; run "$D/gpu_routes" --ignored --test-threads 1
+step "GPU write tests, udev record"; run "$D/gpu_writes" --ignored --test-threads 1
+step "CUDA layer GPU tests"; run "$D/gpu_cuda_layer" --ignored --test-threads 1
+step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threads 1
+step "stray cufile.log in the working directory?"; ls -l cufile.log 2>&1
+# The exit suite (docs/exit.md; about 4 minutes): GDSROUTE_PROOF_EXIT=0 skips it.
+if [ "${GDSROUTE_PROOF_EXIT:-1}" != 0 ]; then
+    step "exit suite (tools/gpu/gpu-exit.sh)"; GDSROUTE_EXIT_FILE="$F" run bash "$here/gpu-exit.sh" "$D"
+fi
