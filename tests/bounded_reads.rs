@@ -9,7 +9,6 @@ mod common;
 
 use common::{POISON, random_bytes};
 use gdsroute::{File, Status, settings};
-use gdsroute::testing::{thread_pool};
 use std::sync::Mutex;
 
 /// Settings and the peak-memory mark are process-wide; these tests run one at a time. Taken
@@ -80,8 +79,8 @@ struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-        thread_pool::set_global_num_threads(4).unwrap();
+        settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+        settings::set_num_threads(4).unwrap();
     }
 }
 
@@ -90,7 +89,7 @@ fn read(file: &File, dst: *mut u8, size: usize, sync: bool) -> gdsroute::Result<
     if sync {
         unsafe { file.read_raw(dst, size, 0) }
     } else {
-        unsafe { file.pread_raw(dst, size, 0) }.and_then(|op| op.wait(thread_pool::global().ok()))
+        unsafe { file.pread_raw(dst, size, 0) }.and_then(|op| op.join())
     }
 }
 
@@ -182,9 +181,9 @@ fn one_byte_tasks_keep_memory_flat() {
     // Warm the file and every page of the buffer, the thread pool and the library's state first.
     assert_eq!(file.read_into(&mut buf[64..64 + LEN], 0).unwrap(), LEN);
     buf.fill(POISON);
-    settings::global().unwrap().set_task_size(1).unwrap();
+    settings::set_task_size(1).unwrap();
     for threads in [4usize, 1] {
-        thread_pool::set_global_num_threads(threads).unwrap();
+        settings::set_num_threads(threads).unwrap();
         let peak_reset = reset_peak();
         let (peak_before, rss_before) = memory();
         let before = file.stats();
@@ -264,17 +263,18 @@ fn bytes_a_file_gains_during_a_read_are_not_read() {
     // there. Deterministic: the one pool thread is busy until the file has grown.
     let _lock = lock();
     let _restore = Restore;
-    thread_pool::set_global_num_threads(1).unwrap();
-    settings::global().unwrap().set_task_size(1 << 20).unwrap();
+    settings::set_num_threads(1).unwrap();
+    settings::set_task_size(1 << 20).unwrap();
     let data = random_bytes(3 << 20, 154);
     let mut tmp = common::temp_file_in(None, &data[..1 << 20]);
     let file = common::open(tmp.path(), None);
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
-    thread_pool::global().unwrap().submit(move || {
+    gdsroute::testing::submit_to_pool(move || {
         busy_tx.send(()).unwrap();
         let _ = release_rx.recv_timeout(std::time::Duration::from_secs(120));
-    });
+    })
+    .unwrap();
     busy_rx.recv().unwrap();
     let mut buf = vec![POISON; 3 << 20];
     let op = unsafe { file.pread_raw(buf.as_mut_ptr(), buf.len(), 0) }.unwrap();

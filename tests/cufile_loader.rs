@@ -2,6 +2,8 @@
 //! tests/fake_cufile/fake_cufile.c, compiled here with the system C compiler in three variants
 //! (full, no statistics symbols, no cuFileRead). No GPU needed: the fake reads into host memory.
 
+mod common;
+
 use std::ffi::c_int;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -12,8 +14,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use gdsroute::testing::cufile::{
     CufileLibrary, LIBRARY_ENV_VAR, LoadError, IoFailure, StatsSupport, log_configuration,
 };
-use gdsroute::testing::cufile_file::CufileFile;
-use gdsroute::testing::gds::FallbackReason;
+use gdsroute::FallbackReason;
+use gdsroute::testing::cufile::CufileFile;
 use gdsroute::settings::{CufileFd, Descriptor};
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -364,7 +366,7 @@ fn direct_io_supported() -> bool {
 }
 
 impl Registration {
-    fn new(setting: CufileFd, write: bool) -> Result<Registration, gdsroute::testing::gds::Unusable> {
+    fn new(setting: CufileFd, write: bool) -> Result<Registration, gdsroute::Unusable> {
         let (lib, hooks) = load(Variant::Full);
         let (tmp, data) = data_file(8192);
         let handle_file = std::fs::OpenOptions::new().read(true).write(write).open(tmp.path()).unwrap();
@@ -656,12 +658,12 @@ fn each_gpu_reports_its_own_counters_and_they_reach_their_device() {
     // To devices by UUID: cuFile's GPU 0 is device 1 of this process and its GPU 2 device 0
     // (CUDA_VISIBLE_DEVICES reorders them); its GPU 1 is no device of the process.
     let uuids = [(fake_uuid(0), 1), (fake_uuid(2), 0)].into_iter().collect();
-    let by_device = gdsroute::testing::cufile_by_device(&d, &uuids);
+    let by_device = gdsroute::testing::cufile::cufile_by_device(&d, &uuids);
     assert_eq!(by_device.keys().copied().collect::<Vec<_>>(), [0, 1]);
     assert_eq!(by_device[&1], gpu(0));
     assert_eq!(by_device[&0], gpu(2));
-    assert!(gdsroute::testing::cufile_by_device(&d, &Default::default()).is_empty());
-    assert!(gdsroute::testing::cufile_by_device(&PerGpuSnapshot::default(), &uuids).is_empty());
+    assert!(gdsroute::testing::cufile::cufile_by_device(&d, &Default::default()).is_empty());
+    assert!(gdsroute::testing::cufile::cufile_by_device(&PerGpuSnapshot::default(), &uuids).is_empty());
     drop(h);
     stats.stop().unwrap();
 }
@@ -762,7 +764,7 @@ fn real_library_smoke_without_driver_open() {
 /// NO_UDEV and advised `KVIKIO_COMPAT_MODE=off`, which cannot work without CUDA).
 #[test]
 fn without_cuda_the_verdict_is_cuda_even_with_a_library() {
-    if gdsroute::testing::cuda::cuda().is_ok() {
+    if common::cuda_works() {
         return; // about machines without CUDA
     }
     let env = Env::new();

@@ -5,7 +5,7 @@
 #[test]
 fn cufile_log_goes_nowhere_unless_configured() {
     // Make sure the library is linked in (its constructor runs at load).
-    let _ = gdsroute::testing::startup::DEFAULT_CUFILE_LOG;
+    let _ = gdsroute::testing::cufile::DEFAULT_CUFILE_LOG;
     let configured_by_user = std::env::var_os("GDSROUTE_TEST_USER_CUFILE_LOG").is_some();
     let value = std::env::var("CUFILE_LOGFILE_PATH").ok();
     if configured_by_user {
@@ -18,7 +18,7 @@ fn cufile_log_goes_nowhere_unless_configured() {
     let before = std::env::var_os("CUFILE_LOGFILE_PATH");
     unsafe { std::env::remove_var("CUFILE_LOGFILE_PATH") };
     let other = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200)));
-    assert!(!gdsroute::testing::startup::quiet_cufile_log(), "must not setenv with other threads running");
+    assert!(!gdsroute::testing::cufile::quiet_cufile_log(), "must not setenv with other threads running");
     other.join().unwrap();
     if let Some(v) = before {
         unsafe { std::env::set_var("CUFILE_LOGFILE_PATH", v) };

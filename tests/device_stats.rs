@@ -3,10 +3,11 @@
 //! order, sum to the process totals, survive a reset as zeros, fill at most `capacity` entries of
 //! the caller's element size, and render as text and JSON; host reads add to no device.
 
-use gdsroute::ffi::stats::{gdsroute_stats_get, gdsroute_stats_get_devices, gdsroute_stats_render_devices, gdsroute_stats_reset};
+mod common;
+
+use common::capi::{gdsroute_stats_get, gdsroute_stats_get_devices, gdsroute_stats_render_devices, gdsroute_stats_reset};
 use gdsroute::testing::stats::{Direction, PosixReason, Route, StatsCell, TaskOutcome, record_task};
-use gdsroute::testing::status::Status;
-use gdsroute::{Counters, DeviceCounters};
+use gdsroute::{Counters, DeviceCounters, Status};
 use std::sync::Mutex;
 
 /// Every test here reads or resets the process-wide counters.

@@ -7,10 +7,8 @@
 
 mod common;
 
-use common::{POISON, random_bytes};
+use common::{POISON, has_direct_io, random_bytes};
 use gdsroute::{File, settings};
-use gdsroute::testing::{thread_pool};
-use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 
 const GUARD: usize = 4096 + 64;
@@ -25,22 +23,16 @@ struct DirectIoOn(#[allow(dead_code)] MutexGuard<'static, ()>);
 
 impl Drop for DirectIoOn {
     fn drop(&mut self) {
-        let s = settings::global().unwrap();
-        s.set_auto_direct_io_read(true);
-        s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-        let _ = thread_pool::set_global_num_threads(settings::default_num_threads());
+        settings::set_auto_direct_io_read(true);
+        settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+        let _ = settings::set_num_threads(settings::default_num_threads());
     }
 }
 
 fn direct_io_on() -> DirectIoOn {
     let guard = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    settings::global().unwrap().set_auto_direct_io_read(true);
+    settings::set_auto_direct_io_read(true);
     DirectIoOn(guard)
-}
-
-/// Whether the file system of `file` has direct I/O (the library then uses it).
-fn has_direct_io(file: &std::fs::File) -> bool {
-    gdsroute::testing::direct_io::open_direct(file.as_raw_fd()).is_ok()
 }
 
 /// A temporary file of `len` random bytes and its data, on a file system with direct I/O; `None`
@@ -89,12 +81,11 @@ fn every_size_offset_alignment_task_size_and_thread_count() {
     let tmp = common::temp_file_in(None, &data);
     let direct = has_direct_io(tmp.as_file());
     let file = common::open(tmp.path(), None);
-    let s = settings::global().unwrap();
     let len = data.len() as u64;
     let mut direct_total = 0;
     for &(task, threads) in &[(4096u64, 4usize), (65536, 1), (1 << 20, 8), (4 << 20, 3)] {
-        s.set_task_size(task).unwrap();
-        thread_pool::set_global_num_threads(threads).unwrap();
+        settings::set_task_size(task).unwrap();
+        settings::set_num_threads(threads).unwrap();
         let t = task as usize;
         for &size in &[0usize, 1, 4095, 4096, 4097, t + 1, 2 * t + 7, (3 << 20) + 5] {
             for &offset in &[0u64, 1, 4095, 4096, 777_777, len - 10, len, len + 4096] {
@@ -121,7 +112,7 @@ fn every_size_offset_alignment_task_size_and_thread_count() {
 fn aligned_reads_go_direct_whole_and_leave_the_page_cache_alone() {
     let _on = direct_io_on();
     let Some((tmp, data)) = file_with_direct_io(8 << 20, 32) else { return };
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_num_threads(4).unwrap();
     let file = common::open(tmp.path(), None);
     let evicted = common::evict(tmp.path(), 0);
     // Page-aligned offset, size and destination: every byte through O_DIRECT.
@@ -135,7 +126,7 @@ fn aligned_reads_go_direct_whole_and_leave_the_page_cache_alone() {
     // An unaligned offset: the first task ends on a page, so only the head is buffered.
     assert_eq!(check_read(&file, &data, 6 << 20, 100, 100, false), (6 << 20) - (PAGE as u64 - 100) - 100);
     // With the setting off again: the page cache as before.
-    settings::global().unwrap().set_auto_direct_io_read(false);
+    settings::set_auto_direct_io_read(false);
     assert_eq!(check_read(&file, &data, 6 << 20, 1 << 20, 0, false), 0);
 }
 
@@ -172,8 +163,8 @@ fn a_write_only_handle_still_cannot_read() {
 #[test]
 fn the_c_api_reads_and_sets_the_setting() {
     let _on = direct_io_on();
-    use gdsroute::ffi::settings::{gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read};
-    use gdsroute::testing::status::Status;
+    use common::capi::{gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read};
+    use gdsroute::Status;
     let mut on = false;
     // SAFETY: a valid out-pointer, then NULL (which must be refused).
     unsafe {
@@ -206,7 +197,7 @@ fn a_file_truncated_during_direct_reads_never_sees_writes_outside_the_range() {
     const CUT: usize = 41_060; // not on a page: every cut zeroes part of a cached page
     let _on = direct_io_on();
     let Some((tmp, data)) = file_with_direct_io(1 << 20, 36) else { return };
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_num_threads(4).unwrap();
     let file = common::open(tmp.path(), None);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cutter = {

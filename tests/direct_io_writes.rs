@@ -8,10 +8,8 @@
 
 mod common;
 
-use common::random_bytes;
-use gdsroute::testing::thread_pool;
+use common::{has_direct_io, random_bytes};
 use gdsroute::{File, Status, settings};
-use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard};
 
 const PAGE: usize = 4096;
@@ -26,21 +24,16 @@ struct DirectWritesOn(#[allow(dead_code)] MutexGuard<'static, ()>);
 
 impl Drop for DirectWritesOn {
     fn drop(&mut self) {
-        let s = settings::global().unwrap();
-        s.set_auto_direct_io_write(true);
-        s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-        let _ = thread_pool::set_global_num_threads(settings::default_num_threads());
+        settings::set_auto_direct_io_write(true);
+        settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+        let _ = settings::set_num_threads(settings::default_num_threads());
     }
 }
 
 fn direct_writes_on() -> DirectWritesOn {
     let guard = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    settings::global().unwrap().set_auto_direct_io_write(true);
+    settings::set_auto_direct_io_write(true);
     DirectWritesOn(guard)
-}
-
-fn has_direct_io(file: &std::fs::File) -> bool {
-    gdsroute::testing::direct_io::open_direct(file.as_raw_fd()).is_ok()
 }
 
 /// The bytes of whole pages inside `offset .. offset + len` when the range is split into tasks
@@ -87,12 +80,11 @@ fn every_size_offset_alignment_in(dir: Option<&str>) {
     let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r+", 0o644, None).unwrap();
     let mut model = pattern.clone();
     let source = random_bytes(6 << 20, 41);
-    let s = settings::global().unwrap();
     let mut step = 0usize;
     let mut direct_total = 0u64;
     for &(task, threads) in &[(4096u64, 4usize), (65536, 1), (1 << 20, 8)] {
-        s.set_task_size(task).unwrap();
-        thread_pool::set_global_num_threads(threads).unwrap();
+        settings::set_task_size(task).unwrap();
+        settings::set_num_threads(threads).unwrap();
         let t = task as usize;
         for &size in &[0usize, 1, 4095, 4096, 4097, t - 1, t + 1, 2 * t + 7, (3 << 20) + 5] {
             let len = model.len() as u64;
@@ -149,7 +141,7 @@ fn aligned_writes_go_direct_whole_and_leave_the_page_cache_alone() {
         eprintln!("skipped: no O_DIRECT on the temporary directory's file system");
         return;
     }
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_num_threads(4).unwrap();
     let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "w", 0o644, None).unwrap();
     let data = random_bytes(8 << 20, 42);
     assert_eq!(check_write(&file, &data, 0, 0, false), 8 << 20, "every byte of a page-aligned write goes direct");
@@ -161,7 +153,7 @@ fn aligned_writes_go_direct_whole_and_leave_the_page_cache_alone() {
     // An unaligned offset: only the head and the tail shorter than a page are buffered.
     assert_eq!(check_write(&file, &data[..(6 << 20) + 10], 100, 0, false), whole_pages(100, (6 << 20) + 10));
     // The setting off again: the page cache as before.
-    settings::global().unwrap().set_auto_direct_io_write(false);
+    settings::set_auto_direct_io_write(false);
     assert_eq!(check_write(&file, &data[..4 << 20], 0, 0, false), 0);
     let mut expect = data.clone();
     expect[1 << 20..7 << 20].copy_from_slice(&data[..6 << 20]);
@@ -173,7 +165,7 @@ fn aligned_writes_go_direct_whole_and_leave_the_page_cache_alone() {
 #[test]
 fn a_read_only_handle_still_refuses_and_a_write_only_one_still_cannot_read() {
     let _on = direct_writes_on();
-    settings::global().unwrap().set_auto_direct_io_read(true);
+    settings::set_auto_direct_io_read(true);
     let tmp = common::temp_file_in(None, &random_bytes(3 * PAGE, 43));
     let reader = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0o644, None).unwrap();
     let err = reader.write_from(&[7u8; 2 * PAGE], 0).unwrap_err();
@@ -183,14 +175,14 @@ fn a_read_only_handle_still_refuses_and_a_write_only_one_still_cannot_read() {
     let mut buf = vec![0u8; 2 * PAGE];
     let err = writer.read_into(&mut buf, 0).unwrap_err();
     assert!(err.to_string().contains("write-only"), "{err}");
-    settings::global().unwrap().set_auto_direct_io_read(false);
+    settings::set_auto_direct_io_read(false);
     assert_eq!(std::fs::read(tmp.path()).unwrap(), vec![7u8; 2 * PAGE], "\"w\" truncated, then the write");
 }
 
 #[test]
 fn the_c_api_reads_and_sets_the_setting() {
     let _on = direct_writes_on();
-    use gdsroute::ffi::settings::{gdsroute_settings_get_auto_direct_io_write, gdsroute_settings_set_auto_direct_io_write};
+    use common::capi::{gdsroute_settings_get_auto_direct_io_write, gdsroute_settings_set_auto_direct_io_write};
     let mut on = false;
     // SAFETY: a valid out-pointer, then NULL (which must be refused).
     unsafe {

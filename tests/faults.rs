@@ -11,7 +11,6 @@ mod common;
 
 use common::{POISON, random_bytes};
 use gdsroute::{File, Status, settings};
-use gdsroute::testing::{thread_pool};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -94,8 +93,8 @@ fn child_under_shim() {
     assert_eq!(counts, [0, 0, 0, 0]);
     let dir = PathBuf::from(std::env::var("GDSROUTE_FAULTS_DIR").unwrap());
     let data = random_bytes(10 * MIB + 4321, 7);
-    settings::global().unwrap().set_task_size(MIB as u64).unwrap();
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_task_size(MIB as u64).unwrap();
+    settings::set_num_threads(4).unwrap();
     match scenario.as_str() {
         "retry" => {
             let path = dir.join("data.bin");
@@ -238,8 +237,8 @@ fn truncated_during_a_read_gives_a_short_correct_count_or_an_error() {
     let data = random_bytes(32 * MIB, 5);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.bin");
-    settings::global().unwrap().set_task_size(64 << 10).unwrap();
-    thread_pool::set_global_num_threads(2).unwrap();
+    settings::set_task_size(64 << 10).unwrap();
+    settings::set_num_threads(2).unwrap();
     let (mut short, mut errors) = (0, 0);
     for (i, cut) in [0u64, 1, 4096, 3 * MIB as u64 + 5, 20 * MIB as u64].into_iter().enumerate() {
         std::fs::write(&path, &data).unwrap();
@@ -263,5 +262,5 @@ fn truncated_during_a_read_gives_a_short_correct_count_or_an_error() {
         assert_eq!(file.size().unwrap(), cut);
     }
     eprintln!("truncation during read: {short} short, {errors} errors out of 5");
-    settings::global().unwrap().set_task_size(4 << 20).unwrap();
+    settings::set_task_size(4 << 20).unwrap();
 }

@@ -9,11 +9,12 @@ mod common;
 use common::gpu::{check_device_read, file_with, ok, on_device0, open};
 use common::random_bytes;
 use cudarc::driver::sys;
-use gdsroute::ffi::stats::gdsroute_stats_get_devices;
+use common::capi::gdsroute_stats_get_devices;
 use gdsroute::settings::CompatMode;
-use gdsroute::testing::stats::{CufileStatsState, NumaPlacement};
-use gdsroute::testing::status::Status;
-use gdsroute::testing::{cuda, device_counters, numa, process_counters, reset_process_counters};
+use gdsroute::counters::{CufileStatsState, NumaPlacement};
+use gdsroute::Status;
+use gdsroute::counters::{device_counters, process_counters, reset_process_counters};
+use gdsroute::testing::device::{cuda, numa};
 use gdsroute::{DeviceCounters, File};
 use std::sync::Mutex;
 
@@ -133,8 +134,8 @@ fn bounce_buffers_are_placed_where_the_machine_says() {
             assert_eq!(d.bounce_numa_node, n as u64);
             assert!(d.bounce_numa_placement == NumaPlacement::Placed as u64 || d.bounce_numa_placement == NumaPlacement::Refused as u64, "{d:?}");
             if d.bounce_numa_placement == NumaPlacement::Placed as u64 {
-                let buffer = gdsroute::testing::device_io::current_bounce_buffer_bytes().unwrap();
-                let pinned = gdsroute::testing::device_io::bounce_pool(0, buffer).acquire().unwrap();
+                let buffer = gdsroute::testing::device::current_bounce_buffer_bytes().unwrap();
+                let pinned = gdsroute::testing::device::bounce_pool(0, buffer).acquire().unwrap();
                 // Preferred, not bound: a full node may give pages elsewhere; report, do not fail.
                 let at = numa::node_of_page(pinned.as_ptr() as usize).unwrap();
                 eprintln!("a bounce buffer's first page is on node {at} (asked for {n})");

@@ -9,9 +9,9 @@ mod common;
 
 use common::random_bytes;
 use cudarc::driver::sys;
-use gdsroute::testing::gds::FallbackReason;
+use gdsroute::FallbackReason;
 use gdsroute::settings::CompatMode;
-use gdsroute::testing::stats::CufileStatsState;
+use gdsroute::counters::CufileStatsState;
 use gdsroute::{Error, File};
 use std::process::Command;
 
@@ -57,8 +57,8 @@ fn read(file: &File, dest: &Dest, size: usize) -> gdsroute::Result<usize> {
 }
 
 fn run_scenario(name: &str) {
-    gdsroute::testing::cuda::cuda().expect("a GPU");
-    let _ctx = gdsroute::testing::cuda::ScopedContext::push(gdsroute::testing::cuda::primary_context(0).unwrap()).unwrap();
+    gdsroute::testing::device::cuda::cuda().expect("a GPU");
+    let _ctx = gdsroute::testing::device::cuda::ScopedContext::push(gdsroute::testing::device::cuda::primary_context(0).unwrap()).unwrap();
     std::fs::create_dir_all("/run/udev").ok(); // AUTO's environment check; the fake needs no udev
     let data = random_bytes(SIZE, 21);
     let tmp = common::temp_file_in(Some("/var/tmp"), &data);
@@ -108,11 +108,11 @@ fn run_scenario(name: &str) {
             assert_eq!(file.stats().cufile_tasks, 3);
         }
         "nvfs_counters" => {
-            gdsroute::testing::gds::reset_process_counters();
+            gdsroute::counters::reset_process_counters();
             let file = open(CompatMode::Auto);
             assert_eq!(read(&file, &dest, SIZE).unwrap(), SIZE);
             dest.check(&data, SIZE, SIZE);
-            let c = gdsroute::testing::gds::process_counters();
+            let c = gdsroute::counters::process_counters();
             assert_eq!(c.cufile_stats_state, CufileStatsState::Active as u64);
             assert_eq!((c.cufile_n_total_reads, c.cufile_n_nvfs_reads, c.cufile_n_posix_reads), (3, 3, 0));
             println!("fake cuFile, route nvfs: n={} nvfs={} posix={}", c.cufile_n_total_reads, c.cufile_n_nvfs_reads, c.cufile_n_posix_reads);
@@ -121,7 +121,7 @@ fn run_scenario(name: &str) {
             let file = open(CompatMode::Auto);
             assert_eq!(read(&file, &dest, SIZE).unwrap(), SIZE);
             dest.check(&data, SIZE, SIZE);
-            let c = gdsroute::testing::gds::process_counters();
+            let c = gdsroute::counters::process_counters();
             assert_eq!((c.cufile_tasks, c.cufile_stats_state), (3, CufileStatsState::ApiMissing as u64));
         }
         "zero_size_needs_no_cufile" => {
@@ -135,7 +135,7 @@ fn run_scenario(name: &str) {
             let auto = open(CompatMode::Auto);
             assert_eq!(read(&auto, &dest, SIZE).unwrap(), SIZE);
             assert_eq!(auto.stats().cufile_tasks, 3);
-            assert!(gdsroute::testing::gds::shutdown(), "the driver closes when no cuFile call runs");
+            assert!(gdsroute::shutdown(), "the driver closes when no cuFile call runs");
             let why = auto.cufile_verdict().unwrap().unwrap_err();
             assert_eq!(why.reason, FallbackReason::DriverOpenFailed, "{}", why.message);
             let fresh = Dest::new();

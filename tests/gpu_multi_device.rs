@@ -10,8 +10,9 @@ mod common;
 use common::random_bytes;
 use cudarc::driver::sys;
 use gdsroute::settings::{self, CompatMode};
-use gdsroute::testing::cuda::{self, ContextHandle, MemoryKind, ScopedContext};
-use gdsroute::testing::{device_counters, device_io, process_counters, reset_process_counters, thread_pool};
+use gdsroute::testing::device::cuda::{self, ContextHandle, MemoryKind, ScopedContext};
+use gdsroute::counters::{device_counters, process_counters, reset_process_counters};
+use gdsroute::testing::device as device_io;
 use gdsroute::{Counters, DeviceCounters, File};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -151,8 +152,8 @@ fn xorshift(state: &mut u64) -> u64 {
 fn concurrent_reads_and_writes_into_both_devices_through_one_pool() {
     let _lock = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let (c0, c1) = two_devices();
-    thread_pool::set_global_num_threads(8).unwrap();
-    settings::global().unwrap().set_task_size(1 << 20).unwrap();
+    settings::set_num_threads(8).unwrap();
+    settings::set_task_size(1 << 20).unwrap();
     let data = random_bytes((24 << 20) + 77, 71);
     let src = common::gpu::file_with(&data);
     const THREADS: usize = 4;
@@ -199,7 +200,7 @@ fn concurrent_reads_and_writes_into_both_devices_through_one_pool() {
         eprintln!("{mode:?}: reader {}\nwriter {}", reader.stats().to_json(), writer.stats().to_json());
     }
     let (devices, totals) = (device_counters(), process_counters());
-    eprintln!("{}", gdsroute::testing::stats::render_devices_text(&devices));
+    eprintln!("{}", gdsroute::counters::render_devices_text(&devices));
     let (d0, d1) = (device(&devices, 0), device(&devices, 1));
     assert!(d0.tasks > 0 && d1.tasks > 0 && d0.write_tasks > 0 && d1.write_tasks > 0, "both devices moved bytes");
     assert_eq!(totals.tasks_failed + totals.write_tasks_failed, 0);
@@ -221,7 +222,7 @@ fn concurrent_reads_and_writes_into_both_devices_through_one_pool() {
         assert!(Instant::now() < deadline, "devices pin {pinned}, the process {}", totals.pinned_bytes);
         std::thread::sleep(Duration::from_millis(10));
     }
-    settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }
 
 #[test]
@@ -229,7 +230,7 @@ fn concurrent_reads_and_writes_into_both_devices_through_one_pool() {
 fn device_1_memory_read_while_device_0_is_current() {
     let _lock = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let (c0, c1) = two_devices();
-    thread_pool::set_global_num_threads(8).unwrap();
+    settings::set_num_threads(8).unwrap();
     let data = random_bytes((9 << 20) + 333, 72);
     let tmp = common::gpu::file_with(&data);
     let before = device_counters();
@@ -315,7 +316,7 @@ fn device_1_memory_reached_through_peer_access_from_device_0() {
 fn managed_memory_touched_by_both_devices() {
     let _lock = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let (c0, c1) = two_devices();
-    thread_pool::set_global_num_threads(8).unwrap();
+    settings::set_num_threads(8).unwrap();
     let data = random_bytes((10 << 20) + 4099, 74);
     let tmp = common::gpu::file_with(&data);
     for mode in [CompatMode::On, CompatMode::Auto] {
@@ -373,7 +374,7 @@ fn opening_a_file_prepares_every_device_in_use() {
     let (c0, _c1) = two_devices(); // both primary contexts retained, so active
     // More workers than the other tests of this binary, so the open has work for both devices.
     let workers = 24;
-    thread_pool::set_global_num_threads(workers).unwrap();
+    settings::set_num_threads(workers).unwrap();
     let data = random_bytes(4 << 20, 75);
     let tmp = common::gpu::file_with(&data);
     let _current = ScopedContext::push(c0).unwrap();
@@ -390,5 +391,5 @@ fn opening_a_file_prepares_every_device_in_use() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(file.stats().calls, 0, "prepared before any read");
-    thread_pool::set_global_num_threads(8).unwrap();
+    settings::set_num_threads(8).unwrap();
 }

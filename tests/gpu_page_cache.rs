@@ -8,10 +8,9 @@ mod common;
 
 use common::gpu::{check_device_read, file_with, on_device0, open};
 use common::random_bytes;
-use gdsroute::testing::page_cache::{self, WINDOW};
+use gdsroute::testing::device::{PAGE_CACHE_WINDOW as WINDOW, PageCacheUsage, page_cache_usage};
 use gdsroute::settings::CompatMode;
 use gdsroute::{File, settings};
-use gdsroute::testing::{gds, thread_pool};
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -30,10 +29,10 @@ fn quiet_file_with(data: &[u8]) -> tempfile::NamedTempFile {
 
 /// Waits until the process has made `n` more registration attempts than `before` (registered or
 /// refused), then returns how many were registered.
-fn wait_for_registrations(before: page_cache::Usage, n: u64) -> u64 {
+fn wait_for_registrations(before: PageCacheUsage, n: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let now = page_cache::usage();
+        let now = page_cache_usage();
         let tried = (now.registrations + now.refusals) - (before.registrations + before.refusals);
         if tried >= n {
             return now.registrations - before.registrations;
@@ -52,18 +51,17 @@ fn whole_file_read(file: &File, data: &[u8]) {
 fn repeated_reads_are_copied_from_the_page_cache_byte_exact() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let _ctx = on_device0();
-    let s = settings::global().unwrap();
-    s.set_page_cache_pin_max(1 << 30);
-    thread_pool::set_global_num_threads(8).unwrap();
+    settings::set_page_cache_pin_max(1 << 30);
+    settings::set_num_threads(8).unwrap();
     // Three windows, the last one partial and not page-aligned.
     let data = random_bytes(2 * WINDOW as usize + (5 << 20) + 777, 31);
     let tmp = quiet_file_with(&data);
     let file = open(&tmp, CompatMode::On);
-    let before = page_cache::usage();
+    let before = page_cache_usage();
     whole_file_read(&file, &data); // first read: counted
     assert_eq!(file.stats().posix_mapped_bytes, 0);
     whole_file_read(&file, &data); // second read: the three windows are queued
-    assert_eq!(wait_for_registrations(before, 3), 3, "registrations refused: {:?}", page_cache::usage());
+    assert_eq!(wait_for_registrations(before, 3), 3, "registrations refused: {:?}", page_cache_usage());
     let mapped_before = file.stats().posix_mapped_bytes;
     whole_file_read(&file, &data);
     let c = file.stats();
@@ -71,8 +69,8 @@ fn repeated_reads_are_copied_from_the_page_cache_byte_exact() {
     // Odd sizes and offsets across window borders and past the end, unaligned destinations;
     // task sizes that straddle windows.
     for &(task, threads) in &[(4u64 << 20, 8usize), (3 << 20, 3), (65536 + 7, 16)] {
-        s.set_task_size(task).unwrap();
-        thread_pool::set_global_num_threads(threads).unwrap();
+        settings::set_task_size(task).unwrap();
+        settings::set_num_threads(threads).unwrap();
         for &size in &[1usize, 4095, 16384, 65537, (4 << 20) + 1, WINDOW as usize + 3, data.len()] {
             for &offset in &[0u64, 1, WINDOW - 2, 2 * WINDOW - 4097, data.len() as u64 - 5, data.len() as u64 + 1] {
                 check_device_read(&file, &data, size, offset, false);
@@ -80,10 +78,10 @@ fn repeated_reads_are_copied_from_the_page_cache_byte_exact() {
         }
     }
     check_device_read(&file, &data, WINDOW as usize + 5, WINDOW - 7, true); // managed memory
-    let c = gds::process_counters();
+    let c = gdsroute::counters::process_counters();
     assert!(c.page_cache_pinned_bytes >= 2 * WINDOW, "{}", c.to_json());
     eprintln!("{}", file.stats().to_json());
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }
 
 #[test]
@@ -91,13 +89,13 @@ fn repeated_reads_are_copied_from_the_page_cache_byte_exact() {
 fn writes_are_seen_and_size_changes_drop_the_windows() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let _ctx = on_device0();
-    settings::global().unwrap().set_page_cache_pin_max(1 << 30);
+    settings::set_page_cache_pin_max(1 << 30);
     // Two windows, the second with more than the 1 MiB a window needs to be registered.
     let mut data = random_bytes(WINDOW as usize + (2 << 20) + 12345, 32);
     let tmp = quiet_file_with(&data);
     let file = open(&tmp, CompatMode::On);
     let writer = std::fs::OpenOptions::new().write(true).open(tmp.path()).unwrap();
-    let before = page_cache::usage();
+    let before = page_cache_usage();
     whole_file_read(&file, &data);
     whole_file_read(&file, &data);
     assert_eq!(wait_for_registrations(before, 2), 2);
@@ -122,7 +120,7 @@ fn writes_are_seen_and_size_changes_drop_the_windows() {
     writer.write_all_at(&tail, short as u64).unwrap();
     data.extend_from_slice(&tail);
     std::thread::sleep(QUIET);
-    let before = page_cache::usage();
+    let before = page_cache_usage();
     whole_file_read(&file, &data);
     whole_file_read(&file, &data);
     wait_for_registrations(before, 2);
@@ -136,31 +134,30 @@ fn writes_are_seen_and_size_changes_drop_the_windows() {
 fn the_pin_limit_holds_and_closing_unpins() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let _ctx = on_device0();
-    let s = settings::global().unwrap();
     let data = random_bytes(3 * WINDOW as usize, 35);
     let tmp = quiet_file_with(&data);
 
     // Limit 0: nothing is registered, however often the file is read.
-    s.set_page_cache_pin_max(0);
+    settings::set_page_cache_pin_max(0);
     let file = open(&tmp, CompatMode::On);
-    let before = page_cache::usage();
+    let before = page_cache_usage();
     for _ in 0..3 {
         whole_file_read(&file, &data);
     }
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(page_cache::usage().registrations, before.registrations);
+    assert_eq!(page_cache_usage().registrations, before.registrations);
     assert_eq!(file.stats().posix_mapped_bytes, 0);
 
     // Room for one more window than is pinned now: exactly one of the three is registered.
-    let pinned = page_cache::usage().pinned_bytes;
-    s.set_page_cache_pin_max(pinned + WINDOW);
-    let before = page_cache::usage();
+    let pinned = page_cache_usage().pinned_bytes;
+    settings::set_page_cache_pin_max(pinned + WINDOW);
+    let before = page_cache_usage();
     for _ in 0..3 {
         whole_file_read(&file, &data);
     }
     assert_eq!(wait_for_registrations(before, 1), 1);
     std::thread::sleep(Duration::from_millis(200));
-    let now = page_cache::usage();
+    let now = page_cache_usage();
     assert_eq!(now.registrations, before.registrations + 1, "{now:?}");
     assert!(now.pinned_bytes <= pinned + WINDOW);
     let mapped = file.stats().posix_mapped_bytes;
@@ -170,8 +167,8 @@ fn the_pin_limit_holds_and_closing_unpins() {
     // Closing the handle releases its windows.
     file.close();
     drop(file);
-    assert_eq!(page_cache::usage().pinned_bytes, pinned);
-    s.set_page_cache_pin_max(1 << 30);
+    assert_eq!(page_cache_usage().pinned_bytes, pinned);
+    settings::set_page_cache_pin_max(1 << 30);
 }
 
 #[test]
@@ -181,19 +178,19 @@ fn opening_a_file_prepares_the_device_route_in_the_background() {
     let _ctx = on_device0();
     // More workers than any other test of this binary uses, so this open has work to do.
     let workers = 24;
-    thread_pool::set_global_num_threads(workers).unwrap();
+    settings::set_num_threads(workers).unwrap();
     let data = random_bytes((8 << 20) + 5, 36);
     let tmp = file_with(&data);
     let file = open(&tmp, CompatMode::On);
     // One bounce buffer per worker and one for this thread.
-    let buffer = gdsroute::testing::device_io::current_bounce_buffer_bytes().unwrap();
+    let buffer = gdsroute::testing::device::current_bounce_buffer_bytes().unwrap();
     let want = (workers as u64 + 1) * buffer;
     let deadline = Instant::now() + Duration::from_secs(5);
-    while gds::process_counters().pinned_bytes < want {
-        assert!(Instant::now() < deadline, "pinned {} < {want} 5 s after open", gds::process_counters().pinned_bytes);
+    while gdsroute::counters::process_counters().pinned_bytes < want {
+        assert!(Instant::now() < deadline, "pinned {} < {want} 5 s after open", gdsroute::counters::process_counters().pinned_bytes);
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(file.stats().calls, 0, "prepared before any read");
     check_device_read(&file, &data, data.len(), 0, false);
-    thread_pool::set_global_num_threads(8).unwrap();
+    settings::set_num_threads(8).unwrap();
 }

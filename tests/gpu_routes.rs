@@ -8,11 +8,10 @@ mod common;
 use common::gpu::{check_device_read, file_with, ok, on_device0, open};
 use common::random_bytes;
 use cudarc::driver::sys;
-use gdsroute::testing::gds::{self, FallbackReason};
+use gdsroute::FallbackReason;
 use gdsroute::settings::{CompatMode, CufileFd, Descriptor};
-use gdsroute::testing::stats::CufileStatsState;
+use gdsroute::counters::CufileStatsState;
 use gdsroute::{File, settings};
-use gdsroute::testing::{thread_pool};
 use std::sync::Mutex;
 
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
@@ -25,15 +24,14 @@ const BOUNCE_SETUPS: [(u64, usize, u64); 3] =
 /// Runs `body(task, bounce)` under each (task size, pool threads, bounce buffer size) of
 /// `setups`, then restores the default task and bounce buffer sizes.
 fn with_each_setup(setups: &[(u64, usize, u64)], mut body: impl FnMut(u64, u64)) {
-    let s = settings::global().unwrap();
     for &(task, threads, bounce) in setups {
-        s.set_task_size(task).unwrap();
-        s.set_bounce_buffer_size(bounce).unwrap();
-        thread_pool::set_global_num_threads(threads).unwrap();
+        settings::set_task_size(task).unwrap();
+        settings::set_bounce_buffer_size(bounce).unwrap();
+        settings::set_num_threads(threads).unwrap();
         body(task, bounce);
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-    s.set_bounce_buffer_size(settings::DEFAULT_BOUNCE_BUFFER_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_bounce_buffer_size(settings::DEFAULT_BOUNCE_BUFFER_SIZE).unwrap();
 }
 
 #[test]
@@ -76,9 +74,8 @@ fn device_reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
     let _ctx = on_device0();
     let data = random_bytes((9 << 20) + 777, 13);
     let tmp = file_with(&data);
-    let s = settings::global().unwrap();
-    let pin_max = s.page_cache_pin_max();
-    s.set_page_cache_pin_max(0);
+    let pin_max = settings::page_cache_pin_max().unwrap();
+    settings::set_page_cache_pin_max(0);
     let file = open(&tmp, CompatMode::On);
     with_each_setup(&BOUNCE_SETUPS, |task, bounce| {
         for &(size, offset) in &[(data.len(), 0u64), ((5 << 20) + 3, 4097), (20000, data.len() as u64 - 50)] {
@@ -86,7 +83,7 @@ fn device_reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
             common::check_read_of_evicted(tmp.path(), &file, offset, size, &what, || check_device_read(&file, &data, size, offset, false));
         }
     });
-    s.set_page_cache_pin_max(pin_max);
+    settings::set_page_cache_pin_max(pin_max);
 }
 
 #[test]
@@ -99,17 +96,16 @@ fn device_reads_with_direct_io_are_exact_counted_and_skip_the_page_cache() {
     let _ctx = on_device0();
     let data = random_bytes((9 << 20) + 777, 15);
     let tmp = file_with(&data);
-    let direct = gdsroute::testing::direct_io::open_direct(std::os::fd::AsRawFd::as_raw_fd(tmp.as_file())).is_ok();
-    let s = settings::global().unwrap();
+    let direct = common::has_direct_io(tmp.as_file());
     /// Turns direct I/O off again however the test ends.
     struct Off;
     impl Drop for Off {
         fn drop(&mut self) {
-            settings::global().unwrap().set_auto_direct_io_read(false);
+            settings::set_auto_direct_io_read(false);
         }
     }
     let _off = Off;
-    s.set_auto_direct_io_read(true);
+    settings::set_auto_direct_io_read(true);
     let file = open(&tmp, CompatMode::On);
     with_each_setup(&BOUNCE_SETUPS, |_, _| {
         for &size in &[1usize, 16384, 65537, (4 << 20) + 1, (9 << 20) + 3] {
@@ -204,8 +200,8 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let _ctx = on_device0();
     let threads = 8;
-    thread_pool::set_global_num_threads(threads).unwrap();
-    settings::global().unwrap().set_task_size(1 << 20).unwrap();
+    settings::set_num_threads(threads).unwrap();
+    settings::set_task_size(1 << 20).unwrap();
     let data = random_bytes(8 << 20, 17);
     let tmp = file_with(&data);
     let file = open(&tmp, CompatMode::On);
@@ -215,8 +211,8 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     // (other tests, or the preparation at open with the default thread count) are kept and reused.
     // Pinned first, up to that bound, so that the reads need no new buffer whatever their
     // concurrency, and the preparation at open (in the background) none either.
-    let buffer = gdsroute::testing::device_io::current_bounce_buffer_bytes().unwrap();
-    let pool = gdsroute::testing::device_io::bounce_pool(0, buffer);
+    let buffer = gdsroute::testing::device::current_bounce_buffer_bytes().unwrap();
+    let pool = gdsroute::testing::device::bounce_pool(0, buffer);
     while pool.fill_to(threads + 1).unwrap() {}
     // A buffer the preparation is still pinning counts as live before it counts as pinned.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -224,7 +220,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
         assert!(std::time::Instant::now() < deadline, "{:?}", pool.stats());
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    let held_before = gdsroute::testing::gds::process_counters().pinned_bytes;
+    let held_before = gdsroute::counters::process_counters().pinned_bytes;
     let bound = ((threads as u64 + 1) * buffer).max(held_before);
     let mut last = (0, 0);
     for i in 0..1000usize {
@@ -232,7 +228,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
         let size = if i % 2 == 0 { data.len() } else { 8192 };
         let n = unsafe { file.pread_raw(dev as usize as *mut u8, size, 0) }.unwrap().wait(None).unwrap();
         assert_eq!(n, size);
-        let c = gdsroute::testing::gds::process_counters();
+        let c = gdsroute::counters::process_counters();
         assert!(c.pinned_bytes <= bound, "read {i}: {} pinned, above {bound}", c.pinned_bytes);
         // Buffers are kept and reused, never freed and allocated again: no growth.
         assert_eq!(c.pinned_bytes, held_before, "read {i}");
@@ -244,7 +240,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, back.len()) });
     assert!(back == data);
     unsafe { sys::cuMemFree_v2(dev) };
-    settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }
 
 /// The descriptor registered with the real cuFile: under AUTO the handle's buffered one when the
@@ -258,23 +254,22 @@ fn cufile_descriptor_follows_the_setting() {
     let _ctx = on_device0();
     let data = random_bytes(64 << 20, 19);
     let tmp = file_with(&data);
-    let s = settings::global().unwrap();
-    let nvfs = gds::process().ok().and_then(|g| g.library.properties().ok()).map(|p| p.is_gds_available());
+    let nvfs = gdsroute::testing::device::cufile_process().ok().and_then(|g| g.library.properties().ok()).map(|p| p.is_gds_available());
     let auto = if nvfs == Some(true) { Descriptor::Direct } else { Descriptor::Buffered };
     for (setting, expected) in [(CufileFd::Auto, auto), (CufileFd::Direct, Descriptor::Direct)] {
-        s.set_cufile_fd(setting);
+        settings::set_cufile_fd(setting);
         let file = open(&tmp, CompatMode::Auto);
         if let Err(why) = file.cufile_verdict().unwrap() {
-            s.set_cufile_fd(CufileFd::Auto);
+            settings::set_cufile_fd(CufileFd::Auto);
             let no_udev = why.reason == FallbackReason::NoUdev
                 || (why.reason == FallbackReason::RegisterFailed && why.message.contains("5027"));
             assert!(no_udev, "cuFile cannot serve the file: {why:?}");
             eprintln!("note: no udev record, cuFile cannot register files ({}); run tools/gpu/udev-entry.sh first", why.message);
             return;
         }
-        let before = gds::process_counters();
+        let before = gdsroute::counters::process_counters();
         check_device_read(&file, &data, 64 << 20, 0, false);
-        let after = gds::process_counters();
+        let after = gdsroute::counters::process_counters();
         let c = file.stats();
         assert!(c.cufile_tasks > 0 && c.posix_tasks == 0, "{setting:?}: {}", c.to_json());
         let choice = file.cufile_descriptor().expect("the file is registered");
@@ -295,7 +290,7 @@ fn cufile_descriptor_follows_the_setting() {
             c.cufile_tasks
         );
     }
-    s.set_cufile_fd(CufileFd::Auto);
+    settings::set_cufile_fd(CufileFd::Auto);
 }
 
 /// Writes `data` from device (or managed) memory at an unaligned address inside a larger
@@ -343,16 +338,16 @@ fn device_writes_on_every_route(direct_writes: bool) {
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {
-            settings::global().unwrap().set_auto_direct_io_write(settings::DEFAULT_AUTO_DIRECT_IO_WRITE);
+            settings::set_auto_direct_io_write(settings::DEFAULT_AUTO_DIRECT_IO_WRITE);
         }
     }
     let _restore = Restore;
-    settings::global().unwrap().set_auto_direct_io_write(direct_writes);
+    settings::set_auto_direct_io_write(direct_writes);
     let source = random_bytes(12 << 20, 21);
     for mode in [CompatMode::On, CompatMode::Auto, CompatMode::Off] {
         let pattern: Vec<u8> = (0..(5 << 20) + 99).map(|i| (i % 253) as u8).collect();
         let tmp = file_with(&pattern);
-        let has_direct = gdsroute::testing::direct_io::open_direct(std::os::fd::AsRawFd::as_raw_fd(tmp.as_file())).is_ok();
+        let has_direct = common::has_direct_io(tmp.as_file());
         let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r+", 0, Some(mode)).unwrap();
         let cufile = file.cufile_verdict().unwrap().is_ok();
         if mode == CompatMode::Off && !cufile {
@@ -393,7 +388,7 @@ fn device_writes_on_every_route(direct_writes: bool) {
         assert!(c.posix_direct_write_bytes <= c.posix_write_bytes);
         eprintln!("{mode:?}, direct writes {direct_writes}: {}", c.to_json());
     }
-    let process = gds::process_counters();
+    let process = gdsroute::counters::process_counters();
     if process.cufile_stats_state == CufileStatsState::Active as u64 && process.cufile_write_tasks > 0 {
         assert!(process.cufile_n_total_writes > 0, "cuFile's own write counters: {}", process.to_json());
     }

@@ -26,9 +26,7 @@ use common::gpu::{file_with, ok, on_device0};
 use common::random_bytes;
 use cudarc::driver::sys;
 use gdsroute::settings::{self, CompatMode};
-use gdsroute::testing::gds;
-use gdsroute::testing::stats::CufileStatsState;
-use gdsroute::testing::thread_pool;
+use gdsroute::counters::CufileStatsState;
 use gdsroute::{Counters, Error, File, Status};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -236,16 +234,15 @@ fn cufile_writes(c: &Counters) -> [u64; 6] {
 fn write_matrix(mode: CompatMode) {
     let _ctx = on_device0();
     let forced = std::env::var("CUFILE_FORCE_COMPAT_MODE").ok();
-    let s = settings::global().unwrap();
-    let threshold = s.gds_threshold() as usize;
+    let threshold = settings::gds_threshold().unwrap() as usize;
     assert!(threshold > 4096, "the matrix is built around a GDS threshold above a page, not {threshold}");
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_num_threads(4).unwrap();
     let pool = random_bytes(4 * MIB, 41);
-    let before = gds::process_counters();
+    let before = gdsroute::counters::process_counters();
     let (mut writes, mut step) = (0u64, 0usize);
     let mut verdict = None;
     for task in [65536usize, MIB] {
-        s.set_task_size(task as u64).unwrap();
+        settings::set_task_size(task as u64).unwrap();
         let sizes = [1, 4095, threshold - 1, threshold, threshold + 1, task - 1, task, task + 1, 3 * task + 5];
         for source in Source::ALL {
             let pattern: Vec<u8> = (0..2 * MIB + 4097).map(|i| (i % 253) as u8 ^ 0x3C).collect();
@@ -308,10 +305,10 @@ fn write_matrix(mode: CompatMode) {
             );
         }
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
     // cuFile's per-GPU write counters against our cuFile write tasks (process-wide: this child
     // wrote nothing else).
-    let after = gds::process_counters();
+    let after = gdsroute::counters::process_counters();
     let ours = (after.cufile_write_tasks - before.cufile_write_tasks, after.cufile_write_bytes - before.cufile_write_bytes);
     let theirs: [u64; 6] = std::array::from_fn(|i| cufile_writes(&after)[i] - cufile_writes(&before)[i]);
     let forced_text = forced.as_deref().unwrap_or("unset");
@@ -337,7 +334,7 @@ fn write_matrix(mode: CompatMode) {
         assert!(theirs[0] >= ours.0, "cuFile counted {} writes for our {} cuFile write tasks", theirs[0], ours.0);
         assert_eq!(theirs[5], ours.1, "cuFile's write bytes against our cuFile write bytes");
         assert_eq!(theirs[4], 0, "cuFile counted write errors");
-        let nvfs = gds::process().ok().and_then(|g| g.library.properties().ok()).map(|p| p.is_gds_available());
+        let nvfs = gdsroute::testing::device::cufile_process().ok().and_then(|g| g.library.properties().ok()).map(|p| p.is_gds_available());
         if forced.as_deref() == Some("true") || nvfs == Some(false) {
             // cuFile's compatibility path served every write.
             assert_eq!((theirs[1], theirs[2]), (0, theirs[0]), "nvfs and posix writes (nvidia-fs {nvfs:?})");
@@ -387,10 +384,9 @@ fn write_faults(source: Source) {
     let _ctx = device.then(on_device0);
     let faults: Vec<usize> = std::env::var("FAULT_EIO_AT").map(|v| v.split(',').map(|f| f.parse().unwrap()).collect()).unwrap_or_default();
     let errno: i32 = std::env::var("FAULT_ERRNO").map_or(libc::EIO, |v| v.parse().unwrap());
-    let s = settings::global().unwrap();
-    thread_pool::set_global_num_threads(4).unwrap();
-    s.set_task_size(MIB as u64).unwrap();
-    let threshold = s.gds_threshold() as usize;
+    settings::set_num_threads(4).unwrap();
+    settings::set_task_size(MIB as u64).unwrap();
+    let threshold = settings::gds_threshold().unwrap() as usize;
     let dir = tempfile::Builder::new().prefix(TARGET).tempdir_in(common::gpu::test_dir()).unwrap();
     let path = dir.path().join("data.bin");
     let path_text = path.display().to_string();
@@ -431,9 +427,9 @@ fn write_faults(source: Source) {
     let setups: &[(u64, usize)] = if device { &[(settings::DEFAULT_BOUNCE_BUFFER_SIZE, 2 * MIB), (65536, 32768)] } else { &[(settings::DEFAULT_BOUNCE_BUFFER_SIZE, usize::MAX)] };
     for &(bounce, piece) in setups {
         let pieces = if piece == usize::MAX { "one piece a task".to_string() } else { format!("pieces of {piece}") };
-        s.set_bounce_buffer_size(bounce).unwrap();
+        settings::set_bounce_buffer_size(bounce).unwrap();
         if device {
-            assert_eq!(gdsroute::testing::device_io::current_bounce_buffer_bytes().unwrap() as usize, 2 * piece);
+            assert_eq!(gdsroute::testing::device::current_bounce_buffer_bytes().unwrap() as usize, 2 * piece);
         }
         let src = source_of(&data);
         for sync in [false, true] {
@@ -482,7 +478,7 @@ fn write_faults(source: Source) {
         check_file(&model, &format!("{source:?}: threads, {pieces}"));
         clean(&mut model, "threads");
     }
-    s.set_bounce_buffer_size(settings::DEFAULT_BOUNCE_BUFFER_SIZE).unwrap();
+    settings::set_bounce_buffer_size(settings::DEFAULT_BOUNCE_BUFFER_SIZE).unwrap();
     if faults.is_empty() {
         // The shim really interrupted and shortened writes: [EINTR, short, failures, calls].
         let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"fault_shim_counts".as_ptr()) };
@@ -513,9 +509,8 @@ fn write_faults(source: Source) {
 fn across_a_file_size_limit(source: Source) {
     let device = source.is_device();
     let _ctx = device.then(on_device0);
-    let s = settings::global().unwrap();
-    s.set_task_size(4 * MIB as u64).unwrap();
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_task_size(4 * MIB as u64).unwrap();
+    settings::set_num_threads(4).unwrap();
     let limit = 10 * MIB;
     let data = random_bytes(16 * MIB, 61);
     let src = SourceBuf::new(source, &data, 3);
@@ -592,7 +587,7 @@ fn across_a_file_size_limit(source: Source) {
         assert_eq!(write(file, &src, data.len(), 0, false).unwrap(), data.len(), "{mode:?} without the limit");
         assert!(pread_all(path) == data, "{mode:?} without the limit");
     }
-    let c = gds::process_counters();
+    let c = gdsroute::counters::process_counters();
     eprintln!("cuFile's counters: n_total_writes={} posix={} err={} (state {})", c.cufile_n_total_writes, c.cufile_n_posix_writes, c.cufile_n_writes_err, c.cufile_stats_state);
 }
 

@@ -5,8 +5,7 @@
 mod common;
 
 use common::{POISON, random_bytes};
-use gdsroute::{File, settings};
-use gdsroute::testing::{stats, thread_pool};
+use gdsroute::{File, counters, settings};
 use std::sync::Mutex;
 
 /// Settings are process-wide; tests that change them run one at a time. Taken even when
@@ -45,11 +44,10 @@ fn every_size_offset_task_size_and_thread_count() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let data = random_bytes((3 << 20) + 12345, 1);
     let (_tmp, file) = file_with(&data);
-    let s = settings::global().unwrap();
     for &task in &[4096u64, 65536, 1 << 20, 4 << 20] {
-        s.set_task_size(task).unwrap();
+        settings::set_task_size(task).unwrap();
         for &threads in &[1usize, 2, 4, 8] {
-            thread_pool::set_global_num_threads(threads).unwrap();
+            settings::set_num_threads(threads).unwrap();
             let t = task as usize;
             for &size in &[0usize, 1, 4095, 4096, 4097, t - 1, t, t + 1, 2 * t + 7, (3 << 20) + 5] {
                 for &offset in &[0u64, 1, 4095, 4096, 777_777, data.len() as u64 - 10, data.len() as u64, data.len() as u64 + 4096] {
@@ -63,13 +61,13 @@ fn every_size_offset_task_size_and_thread_count() {
             check_read(&file, &data, size, offset, true);
         }
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }
 
 #[test]
 fn sparse_gib_file_in_4_mib_tasks_is_256_tasks() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    settings::global().unwrap().set_task_size(4 << 20).unwrap();
+    settings::set_task_size(4 << 20).unwrap();
     let tmp = tempfile::NamedTempFile::new().unwrap();
     tmp.as_file().set_len(1 << 30).unwrap();
     // Mark a few places so the bytes checked are not all zeros.
@@ -79,7 +77,7 @@ fn sparse_gib_file_in_4_mib_tasks_is_256_tasks() {
         tmp.as_file().write_all_at(&marks, off).unwrap();
     }
     let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
-    let before = stats::global().snapshot();
+    let before = counters::process_counters();
     let mut buf = vec![POISON; 1 << 30];
     assert_eq!(file.read_into(&mut buf, 0).unwrap(), 1 << 30);
     for off in [0usize, (4 << 20) - 2048, 512 << 20, (1 << 30) - 4096] {
@@ -89,7 +87,7 @@ fn sparse_gib_file_in_4_mib_tasks_is_256_tasks() {
     let c = file.stats();
     assert_eq!((c.calls, c.tasks, c.posix_tasks, c.posix_tasks_host_memory), (1, 256, 256, 256));
     assert_eq!((c.bytes_read, c.task_bytes, c.posix_bytes, c.cufile_tasks), (1 << 30, 1 << 30, 1 << 30, 0));
-    let after = stats::global().snapshot();
+    let after = counters::process_counters();
     assert!(after.tasks - before.tasks >= 256);
 }
 
@@ -101,10 +99,9 @@ fn reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let data = random_bytes((9 << 20) + 777, 21);
     let (tmp, file) = file_with(&data);
-    let s = settings::global().unwrap();
     for &(task, threads) in &[(65536u64, 4usize), (1 << 20, 1), (4 << 20, 8)] {
-        s.set_task_size(task).unwrap();
-        thread_pool::set_global_num_threads(threads).unwrap();
+        settings::set_task_size(task).unwrap();
+        settings::set_num_threads(threads).unwrap();
         for &(size, offset) in &[(data.len(), 0u64), ((5 << 20) + 3, 4097), (100, data.len() as u64 - 50)] {
             let what = format!("task {task} size {size} offset {offset}");
             common::check_read_of_evicted(tmp.path(), &file, offset, size, &what, || check_read(&file, &data, size, offset, false));
@@ -124,29 +121,7 @@ fn reads_of_pages_not_in_the_page_cache_are_exact_and_counted() {
             .collect();
         assert!(warm_counts.iter().any(|&(counted, tasks)| counted <= (tasks / 10).max(1)), "warm: (not cached, tasks) per read {warm_counts:?} (task {task})");
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-}
-
-#[test]
-fn a_read_that_finds_only_a_prefix_cached_reads_the_rest_ahead() {
-    // The first 64 KiB cached, the rest evicted: the non-blocking read stops where the cache
-    // ends, the rest is advised and read. Unaligned ranges, guard bytes around them; the advised
-    // range may be longer than the read (a bounce task's first piece advises the whole task).
-    let data = random_bytes(8 << 20, 22);
-    let tmp = common::temp_file_in(None, &data);
-    let f = std::fs::File::open(tmp.path()).unwrap();
-    use std::os::fd::AsRawFd;
-    for &(offset, len, ahead) in &[(1000u64, (8 << 20) - 1017, (8 << 20) - 1017), (0, 1 << 20, 6 << 20), (5 << 20, 4097, 4097)] {
-        common::assert_misses_flagged(tmp.path(), 64 << 10, offset, len, &format!("offset {offset}"), || {
-            let mut buf = vec![POISON; len + 2 * GUARD];
-            let got = unsafe { gdsroute::testing::posix::read_full_at_ahead(f.as_raw_fd(), buf[GUARD..].as_mut_ptr(), len, offset, ahead) }.unwrap();
-            let at = offset as usize;
-            assert_eq!(got.bytes, len);
-            assert!(buf[GUARD..GUARD + len] == data[at..at + len], "bytes differ at offset {offset}");
-            assert!(buf[..GUARD].iter().chain(&buf[GUARD + len..]).all(|&b| b == POISON), "guard bytes overwritten");
-            got.not_cached
-        });
-    }
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }
 
 #[test]
@@ -166,30 +141,30 @@ fn closed_handle_and_reads_in_flight() {
 #[test]
 fn nested_reads_from_pool_tasks_do_not_deadlock() {
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    thread_pool::set_global_num_threads(1).unwrap();
-    settings::global().unwrap().set_task_size(65536).unwrap();
+    settings::set_num_threads(1).unwrap();
+    settings::set_task_size(65536).unwrap();
     let data = random_bytes(1 << 20, 4);
     let (_tmp, file) = file_with(&data);
     let file = std::sync::Arc::new(file);
     let (tx, rx) = std::sync::mpsc::channel();
-    let pool = thread_pool::global().unwrap();
     for _ in 0..4 {
         let file = std::sync::Arc::clone(&file);
         let tx = tx.clone();
         // A task that itself starts a 16-task read and waits for it, on a one-thread pool.
-        pool.submit(move || {
+        gdsroute::testing::submit_to_pool(move || {
             let mut buf = vec![0u8; 1 << 20];
             let n = file.read_into(&mut buf, 0).unwrap();
             tx.send((n, buf)).unwrap();
-        });
+        })
+        .unwrap();
     }
     for _ in 0..4 {
         let (n, buf) = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("nested read deadlocked");
         assert_eq!(n, data.len());
         assert!(buf == data);
     }
-    settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_num_threads(4).unwrap();
 }
 
 #[test]
@@ -217,7 +192,7 @@ fn snapshots_stay_consistent_under_concurrent_reads() {
         let file = std::sync::Arc::clone(&file);
         std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                for c in [stats::global().snapshot(), file.stats()] {
+                for c in [counters::process_counters(), file.stats()] {
                     assert_eq!(c.tasks, c.posix_tasks + c.cufile_tasks);
                     assert_eq!(c.task_bytes, c.posix_bytes + c.cufile_bytes);
                     assert_eq!(
@@ -272,10 +247,9 @@ fn a_handle_closed_after_its_read_returned_closes_its_descriptors_at_once() {
     // `gdsroute_op_wait` returned, so a close right after it left the descriptor open for that
     // moment (seen as a file still open, or an fd count that had not dropped yet).
     let _lock = SETTINGS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    let s = settings::global().unwrap();
-    s.set_task_size(65536).unwrap();
-    thread_pool::set_global_num_threads(4).unwrap();
-    s.set_auto_direct_io_read(true); // a second descriptor, closed with the first
+    settings::set_task_size(65536).unwrap();
+    settings::set_num_threads(4).unwrap();
+    settings::set_auto_direct_io_read(true); // a second descriptor, closed with the first
     let data = random_bytes(1 << 20, 61);
     let tmp = common::temp_file_in(None, &data);
     let own = descriptors_on(tmp.path()); // the temporary file's own
@@ -286,7 +260,7 @@ fn a_handle_closed_after_its_read_returned_closes_its_descriptors_at_once() {
         file.close();
         assert_eq!(descriptors_on(tmp.path()), own, "round {round}: a descriptor outlived the close");
     }
-    s.set_auto_direct_io_read(false);
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
-    thread_pool::set_global_num_threads(settings::default_num_threads()).unwrap();
+    settings::set_auto_direct_io_read(false);
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_num_threads(settings::default_num_threads()).unwrap();
 }

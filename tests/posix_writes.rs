@@ -8,7 +8,6 @@
 mod common;
 
 use common::random_bytes;
-use gdsroute::testing::{page_cache, thread_pool};
 use gdsroute::{File, Status, settings};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -58,12 +57,11 @@ fn every_size_offset_task_size_and_thread_count() {
     let file = File::open(tmp.path().as_os_str().as_encoded_bytes(), "r+", 0o644, None).unwrap();
     let mut model = pattern.clone();
     let source = random_bytes(8 * MIB, 3);
-    let s = settings::global().unwrap();
     let mut step = 0usize;
     for &task in &[4096u64, 65536, MIB as u64] {
-        s.set_task_size(task).unwrap();
+        settings::set_task_size(task).unwrap();
         for &threads in &[1usize, 4] {
-            thread_pool::set_global_num_threads(threads).unwrap();
+            settings::set_num_threads(threads).unwrap();
             let t = task as usize;
             for &size in &[0usize, 1, 4095, 4096, 4097, t - 1, t + 1, 3 * MIB + 5] {
                 let len = model.len() as u64;
@@ -81,7 +79,7 @@ fn every_size_offset_task_size_and_thread_count() {
             }
         }
     }
-    s.set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
     // Several MiB in one call, read back through the library too.
     let data = random_bytes(7 * MIB + 333, 9);
     assert_eq!(file.write_from(&data, 12345).unwrap(), data.len());
@@ -170,27 +168,6 @@ fn a_zero_byte_write_returns_0_and_runs_no_task() {
     assert_eq!(err.status(), Status::Overflow);
 }
 
-#[test]
-fn a_write_drops_the_registered_windows_of_every_handle_of_the_file() {
-    // Host reads use no windows; device reads do. The page cache's own API shows the effect: two
-    // caches of one file (as two handles have) each track windows after reads, and a write
-    // through one drops both.
-    let tmp = common::temp_file_in(None, &random_bytes(2 * MIB, 5));
-    let a = std::fs::File::open(tmp.path()).unwrap();
-    let b = std::fs::File::open(tmp.path()).unwrap();
-    let other = common::temp_file_in(None, &random_bytes(MIB, 6));
-    let c = std::fs::File::open(other.path()).unwrap();
-    let (cache_a, cache_b, cache_c) =
-        (page_cache::PageCache::for_descriptor(a.as_raw_fd()), page_cache::PageCache::for_descriptor(b.as_raw_fd()), page_cache::PageCache::for_descriptor(c.as_raw_fd()));
-    for (cache, fd) in [(&cache_a, a.as_raw_fd()), (&cache_b, b.as_raw_fd()), (&cache_c, c.as_raw_fd())] {
-        drop(cache.plan(fd, 0, 4096, 0, 0));
-        assert_eq!(cache.window_count(), 1);
-    }
-    cache_a.file_written();
-    assert_eq!((cache_a.window_count(), cache_b.window_count()), (0, 0), "both handles of the written file");
-    assert_eq!(cache_c.window_count(), 1, "another file keeps its windows");
-}
-
 /// Runs `child` (an ignored test of this file) in a new process with `CHILD_ENV` = `scenario`.
 fn run_child(scenario: &str, env: &[(&str, String)]) -> Option<String> {
     let mut all: Vec<(&str, std::ffi::OsString)> = vec![(CHILD_ENV, scenario.into())];
@@ -235,8 +212,8 @@ fn still_works(dir: &Path) {
 fn child() {
     let Ok(scenario) = std::env::var(CHILD_ENV) else { return };
     let dir = tempfile::tempdir().unwrap();
-    settings::global().unwrap().set_task_size(MIB as u64).unwrap();
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_task_size(MIB as u64).unwrap();
+    settings::set_num_threads(4).unwrap();
     let data = random_bytes(10 * MIB + 4321, 7);
     match scenario.as_str() {
         "efbig" => {
@@ -347,8 +324,8 @@ fn enospc_on_a_small_tmpfs() {
 #[test]
 fn writers_and_readers_of_distinct_ranges_of_a_shared_file() {
     let _lock = lock();
-    thread_pool::set_global_num_threads(4).unwrap();
-    settings::global().unwrap().set_task_size(256 << 10).unwrap();
+    settings::set_num_threads(4).unwrap();
+    settings::set_task_size(256 << 10).unwrap();
     let tmp = tempfile::NamedTempFile::new().unwrap();
     let path = tmp.path().as_os_str().as_encoded_bytes().to_vec();
     let shared = std::sync::Arc::new(File::open(&path, "r+", 0, None).unwrap());
@@ -386,5 +363,5 @@ fn writers_and_readers_of_distinct_ranges_of_a_shared_file() {
     }
     let c = shared.stats();
     assert_eq!((c.write_calls, c.write_calls_failed, c.bytes_written), (THREADS as u64 * 12, 0, (THREADS * REGION * 12) as u64));
-    settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
 }

@@ -4,9 +4,9 @@
 
 mod common;
 
-use gdsroute::File;
-use gdsroute::testing::gds::FallbackReason;
+use common::capi::{gdsroute_file_cufile_verdict, gdsroute_file_free, gdsroute_file_open_with_compat_mode, gdsroute_shutdown};
 use gdsroute::settings::CompatMode;
+use gdsroute::{FallbackReason, File};
 use std::io::Write;
 
 fn sample() -> tempfile::NamedTempFile {
@@ -20,7 +20,7 @@ fn open(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {
 }
 
 fn have_gpu() -> bool {
-    gdsroute::testing::cuda::cuda().is_ok()
+    common::cuda_works()
 }
 
 #[test]
@@ -51,15 +51,15 @@ fn verdict_through_the_c_api_names_cuda_first() {
     let path = std::ffi::CString::new(tmp.path().as_os_str().as_encoded_bytes()).unwrap();
     for mode in [CompatMode::Auto, CompatMode::Off] {
         let mut file = std::ptr::null_mut();
-        let st = unsafe { gdsroute::ffi::file::gdsroute_file_open_with_compat_mode(path.as_ptr(), c"r".as_ptr(), 0, mode as u32, &mut file) };
+        let st = unsafe { gdsroute_file_open_with_compat_mode(path.as_ptr(), c"r".as_ptr(), 0, mode as u32, &mut file) };
         assert_eq!(st, gdsroute::Status::Ok);
         let (mut reason, mut len, mut buf) = (99u32, 0usize, [0 as std::ffi::c_char; 512]);
-        let st = unsafe { gdsroute::ffi::file::gdsroute_file_cufile_verdict(file, &mut reason, buf.as_mut_ptr(), buf.len(), &mut len) };
+        let st = unsafe { gdsroute_file_cufile_verdict(file, &mut reason, buf.as_mut_ptr(), buf.len(), &mut len) };
         assert_eq!(st, gdsroute::Status::Ok);
         assert_eq!(reason, FallbackReason::CudaUnavailable as u32, "{mode:?}");
         let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
         assert!(!text.contains("COMPAT_MODE"), "{mode:?}: {text}");
-        unsafe { gdsroute::ffi::file::gdsroute_file_free(file) };
+        unsafe { gdsroute_file_free(file) };
     }
 }
 
@@ -105,9 +105,8 @@ fn shutdown_child() {
     }
     // No driver to close; cuFile is never opened afterwards (a shutdown racing a first open must
     // not leave the driver open: the gate closes first).
-    assert!(!gdsroute::testing::gds::shutdown());
-    assert!(gdsroute::testing::gds::is_shut_down());
-    assert_eq!(gdsroute::ffi::diagnose::gdsroute_shutdown(), gdsroute::Status::Ok);
+    assert!(!gdsroute::shutdown());
+    assert_eq!(gdsroute_shutdown(), gdsroute::Status::Ok);
     // Host reads keep working, zero-byte ones included; OFF says why cuFile cannot serve.
     let tmp = sample();
     let file = open(&tmp, CompatMode::Off);

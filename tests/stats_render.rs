@@ -2,9 +2,10 @@
 //! (built against an older header) renders only the fields it holds, in both formats; the full
 //! struct's text leads with the summary and leaves zeros out, its JSON keeps every field.
 
-use gdsroute::Counters;
-use gdsroute::ffi::stats::{gdsroute_stats_get, gdsroute_stats_render};
-use gdsroute::testing::status::Status;
+mod common;
+
+use common::capi::{gdsroute_stats_get, gdsroute_stats_render};
+use gdsroute::{Counters, Status};
 
 fn render(stats: *const Counters, format: u32) -> String {
     let mut len = 0usize;

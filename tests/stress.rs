@@ -12,8 +12,7 @@
 //! pool and the task size meanwhile. Checksums of every range are verified at the end, and the
 //! process counters add up. The two tests take one lock: the counters are process-wide.
 
-use gdsroute::{File, settings};
-use gdsroute::testing::{stats, thread_pool};
+use gdsroute::{File, counters, settings};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,7 +46,7 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 /// Waits (generously, for ThreadSanitizer on a loaded machine) until the OS thread count is back
 /// at `before` after the pool is set to 4 threads; retired workers leave after their last task.
 fn assert_threads_back(before: usize) -> usize {
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_num_threads(4).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while os_threads() > before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
@@ -65,8 +64,8 @@ fn spawn_resizer(stop: &Arc<AtomicBool>, counts: &'static [usize], tasks: &'stat
     std::thread::spawn(move || {
         let mut i = 0usize;
         while !stop.load(Ordering::Relaxed) {
-            thread_pool::set_global_num_threads(counts[i % counts.len()]).unwrap();
-            settings::global().unwrap().set_task_size(tasks[i % tasks.len()]).unwrap();
+            settings::set_num_threads(counts[i % counts.len()]).unwrap();
+            settings::set_task_size(tasks[i % tasks.len()]).unwrap();
             i += 1;
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -98,11 +97,11 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
         Arc::new(paths.iter().map(|p| File::open(p.as_os_str().as_encoded_bytes(), "r", 0, None).unwrap()).collect());
     let paths = Arc::new(paths);
 
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_num_threads(4).unwrap();
     let mut warm = [0u8; 4];
     handles[1].read_into(&mut warm, 0).unwrap();
     let threads_before = os_threads();
-    stats::global().reset();
+    counters::reset_process_counters();
 
     let issued = Arc::new(AtomicU64::new(0));
     let requested = Arc::new(AtomicU64::new(0));
@@ -135,7 +134,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
                         0..=2 => handles[fi].read_into(&mut raw[GUARD..GUARD + size], offset),
                         3..=4 => {
                             let op = unsafe { handles[fi].pread_raw(raw[GUARD..].as_mut_ptr(), size, offset) }.unwrap();
-                            op.wait(thread_pool::global().ok())
+                            op.join()
                         }
                         5..=6 => unsafe { handles[fi].read_raw(raw[GUARD..].as_mut_ptr(), size, offset) },
                         _ => {
@@ -173,7 +172,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
     let resizes = resizer.join().unwrap();
     let elapsed = started.elapsed();
 
-    let c = stats::global().snapshot();
+    let c = counters::process_counters();
     let issued = issued.load(Ordering::Relaxed);
     assert_eq!(issued, (NTHREADS * ITERATIONS) as u64);
     let rejected = rejected_after_close.load(Ordering::Relaxed);
@@ -191,7 +190,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
     assert_eq!(per_handle + closed_in_flight.load(Ordering::Relaxed) + rejected, c.calls + 1, "+1: the warm-up read");
 
     let threads_after = assert_threads_back(threads_before);
-    settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
     eprintln!(
         "stress: {issued} reads ({} closed in flight), {} MiB, {resizes} resizes, {elapsed:?}; OS threads {threads_before} -> {threads_after}",
         closed_in_flight.load(Ordering::Relaxed),
@@ -230,7 +229,7 @@ fn read_by(file: &File, how: u64, len: usize, offset: u64) -> Vec<u8> {
     let mut back = vec![0u8; len];
     let n = match how % 3 {
         0 => file.read_into(&mut back, offset),
-        1 => unsafe { file.pread_raw(back.as_mut_ptr(), len, offset) }.and_then(|op| op.wait(thread_pool::global().ok())),
+        1 => unsafe { file.pread_raw(back.as_mut_ptr(), len, offset) }.and_then(|op| op.join()),
         _ => unsafe { file.read_raw(back.as_mut_ptr(), len, offset) },
     };
     assert_eq!(n.unwrap_or_else(|e| panic!("read of {len} at {offset}: {e}")), len);
@@ -259,10 +258,10 @@ fn writers_and_readers_of_shared_files_with_resizes_in_flight() {
     let readable: Arc<Vec<[File; 2]>> = Arc::new(paths.iter().map(|p| [open(p, "r"), open(p, "r")]).collect());
     let statics = Arc::new(statics);
 
-    thread_pool::set_global_num_threads(4).unwrap();
+    settings::set_num_threads(4).unwrap();
     readable[0][0].read_into(&mut [0u8; 4], 0).unwrap();
     let threads_before = os_threads();
-    stats::global().reset();
+    counters::reset_process_counters();
     let (writes, bytes_written, reads, bytes_read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
@@ -291,7 +290,7 @@ fn writers_and_readers_of_shared_files_with_resizes_in_flight() {
                         let (len, offset) = (hi - lo, at + lo as u64);
                         let n = match (round + k) % 3 {
                             0 => file.write_from(&data[lo..hi], offset),
-                            1 => unsafe { file.pwrite_raw(data[lo..].as_ptr(), len, offset) }.and_then(|op| op.wait(thread_pool::global().ok())),
+                            1 => unsafe { file.pwrite_raw(data[lo..].as_ptr(), len, offset) }.and_then(|op| op.join()),
                             _ => unsafe { file.write_raw(data[lo..].as_ptr(), len, offset) },
                         };
                         assert_eq!(n.unwrap_or_else(|e| panic!("writer {t} round {round}: {e}")), len);
@@ -346,7 +345,7 @@ fn writers_and_readers_of_shared_files_with_resizes_in_flight() {
             assert_eq!(checksum(&back[at..at + REGION]), checksum(&last[fi * WRITERS_PER_FILE + w]), "file {fi}: writer {w}'s range");
         }
     }
-    let c = stats::global().snapshot();
+    let c = counters::process_counters();
     let (writes, bytes_written, reads, bytes_read) = (writes.load(Ordering::Relaxed), bytes_written.load(Ordering::Relaxed), reads.load(Ordering::Relaxed), bytes_read.load(Ordering::Relaxed));
     assert_eq!((c.write_calls, c.write_calls_failed, c.bytes_written), (writes, 0, bytes_written));
     assert_eq!((c.write_tasks, c.write_tasks_failed, c.cufile_write_tasks), (c.posix_write_tasks, 0, 0));
@@ -356,7 +355,7 @@ fn writers_and_readers_of_shared_files_with_resizes_in_flight() {
     let per_handle: (u64, u64) = writable.iter().chain(readable.iter()).flatten().map(|h| h.stats()).fold((0, 0), |(w, r), s| (w + s.write_calls, r + s.calls));
     assert_eq!(per_handle, (writes, reads + 1), "+1: the warm-up read");
     let threads_after = assert_threads_back(threads_before);
-    settings::global().unwrap().set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
+    settings::set_task_size(settings::DEFAULT_TASK_SIZE).unwrap();
     eprintln!(
         "writers and readers: {writes} writes ({} MiB, {} tasks), {reads} reads ({} MiB), {resizes} resizes, {elapsed:?}; OS threads {threads_before} -> {threads_after}",
         bytes_written >> 20,

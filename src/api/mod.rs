@@ -1,5 +1,9 @@
-//! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads) and the
-//! process-wide counters (`process`).
+//! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads), the
+//! operations it starts (`operation`), the settings (`settings`) and the process-wide counters
+//! (`process`, read through `counters`).
 
+pub mod counters;
 pub mod file;
+mod operation;
 pub mod process;
+pub mod settings;

@@ -162,3 +162,5 @@ impl PageCache {
     }
 }
 
+#[cfg(test)]
+mod file_written_tests;

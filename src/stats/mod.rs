@@ -19,4 +19,3 @@ pub use crate::direction::Direction;
 pub use counters::{PosixReason, Route, TaskOutcome};
 pub use counting::{PendingCall, StatsCell, global, record_call, record_rejected_call, record_task};
 pub use device::{DeviceCounters, render_devices_json, render_devices_text};
-pub use render::human_bytes;

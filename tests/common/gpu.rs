@@ -3,7 +3,7 @@
 
 use cudarc::driver::sys;
 use gdsroute::File;
-use gdsroute::testing::cuda::{self, ScopedContext};
+use gdsroute::testing::device::cuda::{self, ScopedContext};
 use gdsroute::settings::CompatMode;
 
 pub const GUARD: usize = 4096 + 3;

@@ -13,3 +13,6 @@ mod task;
 pub use pread::{Delivered, read_full_at, read_full_at_ahead};
 pub use pwrite::{WriteFailure, write_full_at, write_range};
 pub use task::{TaskFailure, task};
+
+#[cfg(test)]
+mod tests;

@@ -2,23 +2,36 @@
 //! (open, pread/pwrite + wait, sync), the settings a measurement sets and reads back, the counters
 //! and the route they show.
 
-use std::ffi::{CString, c_void};
+use std::ffi::{CString, c_char, c_void};
 
-use gdsroute::ffi::file::{
-    gdsroute_file_free, gdsroute_file_open, gdsroute_file_open_with_compat_mode,
-    gdsroute_file_pread, gdsroute_file_pwrite, gdsroute_file_size, gdsroute_file_sync,
-};
-use gdsroute::ffi::operation::{gdsroute_op_free, gdsroute_op_wait};
-use gdsroute::ffi::settings::{
-    gdsroute_settings_get_compat_mode, gdsroute_settings_get_num_threads,
-    gdsroute_settings_get_page_cache_pin_max, gdsroute_settings_get_task_size,
-    gdsroute_settings_set_num_threads, gdsroute_settings_set_task_size,
-};
-use gdsroute::ffi::stats::gdsroute_stats_get;
-use gdsroute::ffi::status::{gdsroute_last_error_message, gdsroute_status_str};
 use gdsroute::{Counters, File, Operation, Status};
 
 use crate::args::Args;
+
+// The C API as include/gdsroute.h declares it (`safe` where the C function takes no pointer) (the library's exports, linked from the crate);
+// `File`, `Operation` and `Counters` are the Rust types of the same layout.
+// `File` and `Operation` cross only as pointers, opaque as in C, never dereferenced here.
+#[allow(improper_ctypes)]
+unsafe extern "C" {
+    fn gdsroute_file_open(path: *const c_char, flags: *const c_char, mode: u32, file: *mut *mut File) -> Status;
+    fn gdsroute_file_open_with_compat_mode(path: *const c_char, flags: *const c_char, mode: u32, compat_mode: u32, file: *mut *mut File) -> Status;
+    fn gdsroute_file_pread(file: *const File, buf: *mut c_void, size: usize, file_offset: u64, op: *mut *mut Operation) -> Status;
+    fn gdsroute_file_pwrite(file: *const File, buf: *const c_void, size: usize, file_offset: u64, op: *mut *mut Operation) -> Status;
+    fn gdsroute_file_size(file: *const File, size: *mut u64) -> Status;
+    fn gdsroute_file_sync(file: *const File) -> Status;
+    fn gdsroute_file_free(file: *mut File);
+    fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut usize) -> Status;
+    fn gdsroute_op_free(op: *mut Operation);
+    fn gdsroute_settings_get_compat_mode(mode: *mut u32) -> Status;
+    fn gdsroute_settings_get_num_threads(threads: *mut usize) -> Status;
+    safe fn gdsroute_settings_set_num_threads(threads: usize) -> Status;
+    fn gdsroute_settings_get_task_size(bytes: *mut usize) -> Status;
+    safe fn gdsroute_settings_set_task_size(bytes: usize) -> Status;
+    fn gdsroute_settings_get_page_cache_pin_max(bytes: *mut u64) -> Status;
+    fn gdsroute_stats_get(stats: *mut Counters) -> Status;
+    safe fn gdsroute_status_str(code: u32) -> *const c_char;
+    fn gdsroute_last_error_message(buf: *mut c_char, buf_len: usize) -> usize;
+}
 
 fn last_error() -> String {
     let mut buf = vec![0u8; 1024];

@@ -24,3 +24,8 @@ pub use event::{Event, thread_events};
 pub use pinned::PinnedAllocation;
 pub use pointer::{MemoryKind, allocation_range, classify, context_for};
 pub use registered::{FileMapping, RegisteredMapping};
+
+#[cfg(test)]
+mod gpu_tests;
+#[cfg(test)]
+mod tests;

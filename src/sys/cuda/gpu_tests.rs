@@ -1,12 +1,13 @@
-//! GPU tests of the CUDA layer (run on the device machine with `cargo test --test gpu_cuda_layer
-//! -- --ignored`): pointer classification of every allocation kind, allocation ranges, the pinned
+//! GPU tests of the CUDA layer (run on the device machine from the library's unit-test binary:
+//! `cargo test --lib -- --ignored sys::cuda::gpu_tests::gpu_`): pointer classification of every allocation kind, allocation ranges, the pinned
 //! pool's reuse and bound, a 64 MiB host-to-device round trip, contexts on fresh threads, fork.
 
 use std::ffi::c_void;
 use std::time::Duration;
 
 use cudarc::driver::sys;
-use gdsroute::testing::cuda::{self, MemoryKind, PinnedPool, ScopedContext};
+use crate::backend::device::PinnedPool;
+use crate::sys::cuda::{self, MemoryKind, ScopedContext};
 
 /// Primary context of device 0 made current on the calling thread.
 fn on_device0() -> ScopedContext {
@@ -64,7 +65,7 @@ fn device_to_host(src: sys::CUdeviceptr, len: usize) -> Vec<u8> {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn driver_is_available() {
+fn gpu_driver_is_available() {
     let line = cuda::describe();
     println!("{line}");
     assert!(line.starts_with("available: "), "{line}");
@@ -73,7 +74,7 @@ fn driver_is_available() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn classify_device_memory() {
+fn gpu_classify_device_memory() {
     let _ctx = on_device0();
     let d = DeviceAlloc::new(1 << 20);
     let kind = cuda::classify(d.ptr()).unwrap();
@@ -89,7 +90,7 @@ fn classify_device_memory() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn classify_pinned_host_memory() {
+fn gpu_classify_pinned_host_memory() {
     let _ctx = on_device0();
     let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: a context is current; valid out-pointer.
@@ -109,7 +110,7 @@ fn classify_pinned_host_memory() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn classify_pageable_host_memory() {
+fn gpu_classify_pageable_host_memory() {
     let _ctx = on_device0();
     // SAFETY: plain malloc, freed below.
     let m = unsafe { libc::malloc(1 << 20) };
@@ -128,7 +129,7 @@ fn classify_pageable_host_memory() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn classify_managed_memory() {
+fn gpu_classify_managed_memory() {
     let _ctx = on_device0();
     let mut p = 0;
     // SAFETY: a context is current; valid out-pointer.
@@ -150,7 +151,7 @@ fn classify_managed_memory() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn allocation_range_of_an_interior_pointer() {
+fn gpu_allocation_range_of_an_interior_pointer() {
     let _ctx = on_device0();
     let len = 3 << 20;
     let d = DeviceAlloc::new(len);
@@ -163,7 +164,7 @@ fn allocation_range_of_an_interior_pointer() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn pinned_pool_reuses_and_is_bounded() {
+fn gpu_pinned_pool_reuses_and_is_bounded() {
     let _ctx = on_device0();
     let mib = 1usize << 20;
     let pool = PinnedPool::new(mib, 2);
@@ -214,7 +215,7 @@ fn pinned_pool_reuses_and_is_bounded() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn pinned_pool_fills_in_parallel_up_to_its_bounds() {
+fn gpu_pinned_pool_fills_in_parallel_up_to_its_bounds() {
     let _ctx = on_device0();
     let mib = 1usize << 20;
     let pool = PinnedPool::new(mib, 5);
@@ -247,7 +248,7 @@ fn pinned_pool_fills_in_parallel_up_to_its_bounds() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn copy_64_mib_host_to_device_and_back() {
+fn gpu_copy_64_mib_host_to_device_and_back() {
     let _ctx = on_device0();
     let len = 64 << 20;
     let data = random_bytes(len, 0x9E37_79B9_7F4A_7C15);
@@ -278,7 +279,7 @@ fn copy_64_mib_host_to_device_and_back() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn scoped_context_on_a_fresh_thread() {
+fn gpu_scoped_context_on_a_fresh_thread() {
     let d = {
         let _ctx = on_device0();
         DeviceAlloc::new(1 << 20)
@@ -317,7 +318,7 @@ fn scoped_context_on_a_fresh_thread() {
 
 #[test]
 #[ignore = "needs a GPU"]
-fn forked_child_is_refused() {
+fn gpu_forked_child_is_refused() {
     cuda::cuda().unwrap();
     // SAFETY: the child only calls async-signal-safe-enough code that neither locks nor
     // allocates (an initialised OnceCell read, getpid, a pointer classification that stops at

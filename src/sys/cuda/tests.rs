@@ -1,6 +1,6 @@
 //! The CUDA layer on a machine without a GPU or libcuda: everything answers, nothing panics.
 
-use gdsroute::testing::cuda;
+use crate::sys::cuda;
 
 #[test]
 fn public_api_is_callable_without_a_gpu() {
@@ -17,6 +17,6 @@ fn public_api_is_callable_without_a_gpu() {
         assert!(cuda::primary_context(0).is_err());
         assert!(cuda::current_context().is_err());
         assert!(cuda::thread_stream().is_err());
-        assert!(cuda::PinnedPool::new(4096, 1).acquire().is_err());
+        assert!(crate::backend::device::PinnedPool::new(4096, 1).acquire().is_err());
     }
 }
