@@ -339,7 +339,7 @@ pub struct Counters {
 
 /// Output formats of `gdsroute_stats_render`.
 #[repr(u32)]
-pub enum StatsFormat {
+pub(crate) enum StatsFormat {
     /// For people: a summary line in words (reads, bytes, tasks, the route and why, whether
     /// cuFile was considered), then one `name value` line per counter that is not 0, a line
     /// counting those that are 0, and cuFile's `n= nvfs= posix=` line when its counters are live.

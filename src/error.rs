@@ -126,7 +126,7 @@ impl Clone for Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Text of a caught panic payload.
-pub fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

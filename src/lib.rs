@@ -24,26 +24,19 @@
 //! append-only), `error`, `direction` (`Read`/`Write`) and `trace`. A layer imports only layers
 //! below it, and the files of one folder do not import each other in a loop.
 
+#![deny(unreachable_pub)]
+
 mod abi;
 mod api;
-// Until the `pub(crate)` sweep after the merge: items only the old public surface or the tests
-// used (`backend::posix::{WriteFailure, write_full_at}`, `ffi::stats::NumaPlacement`,
-// `PageCache::window_count`, `Settings::from_env`); the sweep removes them or makes them
-// `#[cfg(test)]`, and these allows with them.
-#[allow(unused_imports)]
-#[cfg_attr(not(test), allow(dead_code))]
 mod backend;
 pub mod diagnose;
 mod direction;
 mod error;
-#[allow(unused_imports)] // see `backend`
 mod ffi;
 mod io;
-#[cfg_attr(not(test), allow(dead_code))] // see `backend`
 mod page_cache;
 // The settings' table and environment reading. Its public part is `api::settings`, which also
 // re-exports all of it crate-wide, so that the crate names both `crate::settings`.
-#[cfg_attr(not(test), allow(dead_code))] // see `backend`
 #[path = "settings/mod.rs"]
 mod settings_table;
 mod stats;
@@ -86,7 +79,7 @@ pub mod testing {
     pub mod cufile {
         pub use crate::api::process::cufile_by_device;
         pub use crate::backend::cufile::file::CufileFile;
-        pub use crate::sys::cufile::*;
+        pub use crate::sys::cufile::{CufileLibrary, IoFailure, LIBRARY_ENV_VAR, LoadError, PerGpuSnapshot, PerGpuTotals, StatsSupport, log_configuration};
         pub use crate::sys::startup::{DEFAULT_CUFILE_LOG, quiet_cufile_log};
     }
 
@@ -98,6 +91,17 @@ pub mod testing {
         pub use crate::backend::cufile::gds::process as cufile_process;
         pub use crate::backend::device::{bounce_pool, current_bounce_buffer_bytes, device_pinned};
         pub use crate::page_cache::{Usage as PageCacheUsage, WINDOW as PAGE_CACHE_WINDOW, usage as page_cache_usage};
-        pub use crate::sys::{cuda, numa};
+        /// The CUDA layer's calls the suites make their contexts and check pointers with.
+        pub mod cuda {
+            pub use crate::sys::cuda::{
+                ContextHandle, MemoryKind, ScopedContext, classify, cuda, current_context, device_numa_node, device_pci_bus_id, device_uuid,
+                primary_context,
+            };
+        }
+
+        /// Where a bounce buffer's pages are (tests/gpu_devices.rs: placed on the GPU's node).
+        pub mod numa {
+            pub use crate::sys::numa::{NodeLookup, node_of_page};
+        }
     }
 }

@@ -3,6 +3,8 @@
 //! temporary files holding them, page-cache eviction and `RWF_NOWAIT` checks, the fault shim and
 //! child test processes. Only std, libc and tempfile, so that both can include this one file.
 #![allow(dead_code)] // each test binary uses a subset
+// `pub`: tests/common/mod.rs includes this file, and there these are the helpers it hands on.
+#![allow(unreachable_pub)]
 
 use std::io::Write;
 

@@ -35,13 +35,13 @@ mod timeline {
         static THREAD: Cell<u64> = Cell::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed));
     }
 
-    pub fn record(name: &'static str, value: u64) {
+    pub(super) fn record(name: &'static str, value: u64) {
         let at = START.elapsed().as_micros();
         let thread = THREAD.with(Cell::get);
         EVENTS.lock().unwrap_or_else(|p| p.into_inner()).push((at, thread, name, value));
     }
 
-    pub fn dump() -> String {
+    pub(super) fn dump() -> String {
         let events = EVENTS.lock().unwrap_or_else(|p| p.into_inner());
         events.iter().map(|(at, t, name, v)| format!("TRACE {at} t{t} {name} {v}\n")).collect()
     }

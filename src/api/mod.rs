@@ -3,7 +3,7 @@
 //! (`process`, read through `counters`).
 
 pub mod counters;
-pub mod file;
+pub(crate) mod file;
 mod operation;
-pub mod process;
+pub(crate) mod process;
 pub mod settings;

@@ -5,16 +5,16 @@
 //! and per-file registration). A backend serves one task; which backend serves it is
 //! `io::dispatch`'s match on `io::route`'s decision.
 
-pub mod cufile;
-pub mod device;
-pub mod posix;
+pub(crate) mod cufile;
+pub(crate) mod device;
+pub(crate) mod posix;
 
 use std::os::fd::RawFd;
 
 /// The file as a device task sees it: its descriptor, the `O_DIRECT` one where the task takes
 /// direct I/O (`auto_direct_io_read` / `_write`), and its path for messages.
 #[derive(Clone, Copy)]
-pub struct TaskFile<'a> {
+pub(crate) struct TaskFile<'a> {
     pub fd: RawFd,
     pub direct: Option<RawFd>,
     pub path: &'a str,

@@ -5,6 +5,9 @@
 #![allow(non_camel_case_types)]
 // The pointer rules of every function are the C API conventions stated once in the header and README.
 #![allow(clippy::missing_safety_doc)]
+// cbindgen writes only `pub extern "C"` functions into the header, and `#[unsafe(no_mangle)]`
+// exports them from the libraries whatever the module's visibility: they stay `pub`.
+#![allow(unreachable_pub)]
 
 /// Binds each named C function to the symbol version `GDSROUTE_0.1` of src/gdsroute.map, or to
 /// the node named first (`symbol_version!(GDSROUTE_0.2: f, g)`) for a later release's functions.
@@ -19,13 +22,13 @@ macro_rules! symbol_version {
     };
 }
 
-pub mod diagnose;
-pub mod file;
-pub mod operation;
-pub mod settings;
-pub mod stats;
-pub mod status;
-pub mod version;
+pub(crate) mod diagnose;
+pub(crate) mod file;
+pub(crate) mod operation;
+pub(crate) mod settings;
+pub(crate) mod stats;
+pub(crate) mod status;
+pub(crate) mod version;
 
 use crate::error::{Error, Result};
 use crate::abi::Status;

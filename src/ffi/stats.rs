@@ -6,7 +6,7 @@ use crate::api::process;
 use crate::stats::{self, Counters, DeviceCounters};
 use crate::abi::Status;
 use std::ffi::c_char;
-pub use crate::abi::{NumaPlacement, StatsFormat};
+pub(crate) use crate::abi::StatsFormat;
 
 
 /// Copies `counters` into a caller's struct of `struct_size` bytes (min of the two sizes) and

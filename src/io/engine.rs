@@ -34,7 +34,7 @@ use std::sync::Arc;
 /// # Safety
 /// `request.buf` must be valid for `request.size` bytes for the duration of the call: writable
 /// for a read; a write only reads it.
-pub unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
+pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
     let (counted, snapshot) = begin(stats, &request)?;
     let file = open_file()?;
     let Some(planned) = plan_call(&file, request, snapshot, compat_mode, 0)? else {
@@ -64,7 +64,7 @@ pub unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: im
 /// # Safety
 /// `request.buf` must be valid for `request.size` bytes until the returned operation has
 /// finished: writable for a read; a write only reads it.
-pub unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start) -> Result<Operation> {
+pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start) -> Result<Operation> {
     crate::trace::event("pread", request.size as u64);
     let (counted, snapshot) = begin(stats, &request)?;
     let pool = thread_pool::global()?;

@@ -6,14 +6,14 @@
 //! back the handle on tasks in flight (`operation`); `dispatch` sends each task to its backend and
 //! counts it. `warm_up` is the preparation at open that readies every worker for device transfers.
 
-pub mod dispatch;
-pub mod engine;
-pub mod open_file;
-pub mod operation;
-pub mod request;
-pub mod route;
-pub mod schedule;
-pub mod task_source;
-pub mod task_split;
-pub mod thread_pool;
-pub mod warm_up;
+pub(crate) mod dispatch;
+pub(crate) mod engine;
+pub(crate) mod open_file;
+pub(crate) mod operation;
+pub(crate) mod request;
+pub(crate) mod route;
+pub(crate) mod schedule;
+pub(crate) mod task_source;
+pub(crate) mod task_split;
+pub(crate) mod thread_pool;
+pub(crate) mod warm_up;

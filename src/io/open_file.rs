@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// KvikIO's open flags. Stricter than KvikIO, which looks at two characters only: the whole
 /// string must be one of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpenFlags {
+pub(crate) enum OpenFlags {
     /// "r": read only.
     Read,
     /// "r+": read and write.
@@ -29,7 +29,7 @@ pub enum OpenFlags {
 
 impl OpenFlags {
     /// Parses "r", "r+", "w" or "w+".
-    pub fn parse(text: &str) -> Result<OpenFlags> {
+    pub(crate) fn parse(text: &str) -> Result<OpenFlags> {
         match text {
             "r" => Ok(OpenFlags::Read),
             "r+" => Ok(OpenFlags::ReadWrite),
@@ -39,7 +39,7 @@ impl OpenFlags {
         }
     }
 
-    pub fn os_flags(self) -> libc::c_int {
+    pub(crate) fn os_flags(self) -> libc::c_int {
         let access = match self {
             OpenFlags::Read => libc::O_RDONLY,
             OpenFlags::ReadWrite => libc::O_RDWR,
@@ -49,7 +49,7 @@ impl OpenFlags {
         access | libc::O_CLOEXEC
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OpenFlags::Read => "r",
             OpenFlags::ReadWrite => "r+",
@@ -60,7 +60,7 @@ impl OpenFlags {
 }
 
 /// The open state shared by the handle and its reads and writes in flight.
-pub struct OpenFile {
+pub(crate) struct OpenFile {
     /// Shared with the cuFile registration when that registered this descriptor.
     pub fd: Arc<OwnedFd>,
     pub path: String,
@@ -79,7 +79,7 @@ pub struct OpenFile {
 }
 
 impl OpenFile {
-    pub fn io_error(&self, op: &'static str, offset: u64, source: std::io::Error) -> Error {
+    pub(crate) fn io_error(&self, op: &'static str, offset: u64, source: std::io::Error) -> Error {
         // Keep errno intact for gdsroute_last_error_errno; say why EBADF happens in the op text.
         let op = if source.raw_os_error() == Some(libc::EBADF) && self.flags == OpenFlags::Write {
             "read of a file opened write-only (\"w\")"
@@ -96,7 +96,7 @@ impl OpenFile {
     /// return them). A file whose size says nothing about its reads (a pipe, a character device, a
     /// directory) and a write-only handle (whose reads must fail as before, though "w" truncated
     /// the file) are not clipped. A zero-byte request makes no system call.
-    pub fn readable(&self, size: usize, offset: u64) -> Result<(usize, bool)> {
+    pub(crate) fn readable(&self, size: usize, offset: u64) -> Result<(usize, bool)> {
         if size == 0 {
             return Ok((0, true));
         }
@@ -115,7 +115,7 @@ impl OpenFile {
     /// ([`OpenFile::readable`]); a write covers the whole request (writes extend the file), and
     /// fails on a handle opened "r" (`IO_ERROR`, errno `EBADF`, the message naming the path).
     /// Returns the bytes and whether their extent is bounded by the file's size.
-    pub fn extent(&self, direction: Direction, size: usize, offset: u64) -> Result<(usize, bool)> {
+    pub(crate) fn extent(&self, direction: Direction, size: usize, offset: u64) -> Result<(usize, bool)> {
         match direction {
             Direction::Read => self.readable(size, offset),
             Direction::Write => {
@@ -133,20 +133,20 @@ impl OpenFile {
     /// opened on first use with the handle's access mode (so a read on a "w" handle, or a write
     /// on an "r" one, fails with `EBADF` as through the handle's own descriptor); `None` when not
     /// wanted or where the file system has no direct I/O.
-    pub fn direct_fd(&self, wanted: bool) -> Option<RawFd> {
+    pub(crate) fn direct_fd(&self, wanted: bool) -> Option<RawFd> {
         wanted.then(|| self.direct_descriptor().ok()).flatten()
     }
 
     /// How many pool workers a parallel write of this file through the page cache gets: one
     /// (beside the thread that waits) where the file system takes the inode's lock around each
     /// buffered write, since more threads would only queue on it; else all.
-    pub fn buffered_write_workers(&self) -> usize {
+    pub(crate) fn buffered_write_workers(&self) -> usize {
         let serialized = *self.serialized_buffered_writes.get_or_init(|| crate::sys::fs::serializes_buffered_writes(self.fd.as_raw_fd()));
         if serialized { 1 } else { usize::MAX }
     }
 
     /// `direct_fd`, or why there is none.
-    pub fn direct_descriptor(&self) -> std::result::Result<RawFd, String> {
+    pub(crate) fn direct_descriptor(&self) -> std::result::Result<RawFd, String> {
         let opened = self.direct.get_or_init(|| crate::backend::posix::direct_io::open_direct(self.fd.as_raw_fd()).map_err(|e| format!("O_DIRECT open failed: {e}")));
         opened.as_ref().map(|fd| fd.as_raw_fd()).map_err(Clone::clone)
     }
@@ -162,7 +162,7 @@ impl OpenFile {
 
     /// The per-file verdict; once cuFile was shut down, "unusable" whatever was decided before,
     /// so AUTO falls back and OFF reports it.
-    pub fn cufile(&self, compat_mode: CompatMode) -> std::result::Result<&CufileFile, Unusable> {
+    pub(crate) fn cufile(&self, compat_mode: CompatMode) -> std::result::Result<&CufileFile, Unusable> {
         if gds::is_shut_down() {
             return Err(Unusable::new(
                 FallbackReason::DriverOpenFailed,

@@ -9,7 +9,7 @@ use crate::sys::cuda::{self, MemoryKind};
 /// One call: its direction, the caller's memory (`buf`, host or device, `size` bytes) and the
 /// file offset.
 #[derive(Clone, Copy)]
-pub struct Request {
+pub(crate) struct Request {
     pub direction: Direction,
     pub buf: *mut u8,
     pub size: usize,
@@ -19,7 +19,7 @@ pub struct Request {
 /// A caller's buffer pointer moved into a task. The caller guarantees (C API contract, or the
 /// borrow in `File::read_into`) that it stays valid until the operation finishes.
 #[derive(Clone, Copy)]
-pub struct SendPtr(*mut u8);
+pub(crate) struct SendPtr(*mut u8);
 // SAFETY: the pointer is only dereferenced by tasks of one operation, on disjoint ranges.
 unsafe impl Send for SendPtr {}
 // SAFETY: shared between the threads running tasks of one operation, which only compute the
@@ -28,14 +28,14 @@ unsafe impl Sync for SendPtr {}
 
 impl SendPtr {
     /// The address `offset` bytes in (a method, so closures capture the whole Send wrapper).
-    pub fn at(self, offset: usize) -> *mut u8 {
+    pub(crate) fn at(self, offset: usize) -> *mut u8 {
         self.0.wrapping_add(offset)
     }
 }
 
 /// The memory side of a call: where a read's bytes go, or where a write's come from.
 #[derive(Clone, Copy)]
-pub enum Target {
+pub(crate) enum Target {
     /// Host memory, read into or written from directly by the POSIX backend.
     Host(SendPtr),
     /// Device or managed memory.
@@ -51,7 +51,7 @@ pub enum Target {
     },
 }
 
-pub fn target_of(dst: *mut u8) -> Result<Target> {
+pub(crate) fn target_of(dst: *mut u8) -> Result<Target> {
     let kind = cuda::classify(dst.cast())?;
     if !kind.is_device() {
         return Ok(Target::Host(SendPtr(dst)));
@@ -62,7 +62,7 @@ pub fn target_of(dst: *mut u8) -> Result<Target> {
 }
 
 /// A request's size and offset fit `ssize_t` and `off_t`.
-pub fn check_range(size: usize, offset: u64) -> Result<()> {
+pub(crate) fn check_range(size: usize, offset: u64) -> Result<()> {
     if size > isize::MAX as usize {
         return Err(Error::Overflow(format!("size {size} exceeds ssize_t")));
     }

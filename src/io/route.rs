@@ -14,7 +14,7 @@ use crate::sys::cuda::MemoryKind;
 
 /// The decision for one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The route every task of the call takes.
     pub route: Route,
     /// Who runs its tasks: the calling thread (one task) or the pool.
@@ -23,7 +23,7 @@ pub struct Plan {
 
 /// Decides the route of a call of `size` bytes into memory of `kind`. `cufile_verdict` is asked
 /// only when cuFile is a candidate (it may open the cuFile driver and register the file).
-pub fn plan(
+pub(crate) fn plan(
     kind: &MemoryKind,
     size: usize,
     gds_threshold: u64,

@@ -5,7 +5,7 @@
 
 /// Who runs the tasks of a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Runner {
+pub(crate) enum Runner {
     /// The calling thread, every task in file order, before the call returns.
     CallingThread,
     /// Jobs on the shared pool (one per pool thread at most, fewer for buffered writes of a file
@@ -16,7 +16,7 @@ pub enum Runner {
 
 /// When the tasks of a call may start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
+pub(crate) enum Start {
     /// At once: every call today.
     Now,
     // A stream-ordered call (KvikIO's `read_async` / `write_async`) comes next as a second

@@ -25,7 +25,7 @@ const PAGE_SIZE: usize = 4096;
 /// order; task 0 has `first` bytes (the whole request when it is one task), the others `task`
 /// bytes, the last one the remainder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Split {
+pub(crate) struct Split {
     size: usize,
     file_offset: u64,
     first: usize,
@@ -35,22 +35,22 @@ pub struct Split {
 
 impl Split {
     /// The whole request as one task (none when it is empty).
-    pub fn one(size: usize, file_offset: u64) -> Split {
+    pub(crate) fn one(size: usize, file_offset: u64) -> Split {
         Split { size, file_offset, first: size, task: size.max(1), count: usize::from(size > 0) }
     }
 
     /// Number of tasks.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
     /// Bytes of the whole request.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.size
     }
 
     /// Task `index` (< `count()`).
-    pub fn chunk(&self, index: usize) -> Chunk {
+    pub(crate) fn chunk(&self, index: usize) -> Chunk {
         debug_assert!(index < self.count, "task {index} of {}", self.count);
         if index == 0 {
             return Chunk { buf_offset: 0, file_offset: self.file_offset, len: self.first.min(self.size) };
@@ -62,21 +62,21 @@ impl Split {
 
     /// Every task, in file order (computed one by one): for the tests, which list them.
     #[cfg(test)]
-    pub fn chunks(self) -> impl Iterator<Item = Chunk> {
+    pub(crate) fn chunks(self) -> impl Iterator<Item = Chunk> {
         (0..self.count).map(move |i| self.chunk(i))
     }
 }
 
 /// Splits `size` bytes at `file_offset` into tasks. `task_size` must be positive. A zero-byte
 /// request has no tasks.
-pub fn split(size: usize, file_offset: u64, task_size: u64) -> Split {
+pub(crate) fn split(size: usize, file_offset: u64, task_size: u64) -> Split {
     split_with_first(size, file_offset, task_size, None)
 }
 
 /// `split`, with a first task shortened by the file offset's distance past a page boundary when
 /// that is less than a task (KvikIO's `first_task_size`), so that the other tasks start on pages
 /// (for `direct_io`; with a task size that is a multiple of the page).
-pub fn split_for_direct_io(size: usize, file_offset: u64, task_size: u64) -> Split {
+pub(crate) fn split_for_direct_io(size: usize, file_offset: u64, task_size: u64) -> Split {
     let past_page = (file_offset % crate::backend::posix::direct_io::ALIGN as u64) as usize;
     let task = usize::try_from(task_size).unwrap_or(usize::MAX);
     let first = (past_page > 0 && past_page < task).then(|| task - past_page);

@@ -32,7 +32,7 @@ static PREPARED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
 /// Starts the background preparation for the calling thread's current context and for the
 /// active primary contexts of the other devices, unless it was done for that context and at
 /// least this many workers. Never fails: whatever is not prepared is prepared by the first read.
-pub fn prepare_in_background() {
+pub(crate) fn prepare_in_background() {
     if !cuda::in_use_by_the_application() {
         return;
     }

@@ -39,7 +39,7 @@ pub(super) fn count_registration(ok: bool) {
 /// Default limit: an eighth of the memory this process may use (physical memory, or the cgroup's
 /// limit when lower: pinned page cache is charged to the container and cannot be reclaimed), at
 /// most 16 GiB.
-pub fn default_pin_max() -> u64 {
+pub(crate) fn default_pin_max() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
     let physical = (pages.max(0) as u64).saturating_mul(page_size());

@@ -85,7 +85,7 @@ impl PageCache {
     /// An empty cache for the file open on `fd`, known by its (device, inode) to the other
     /// caches of the same file, whose windows a write through this one drops (`file_written`).
     /// A descriptor that cannot be `fstat`ed gives a cache of its own (`new`).
-    pub fn for_descriptor(fd: RawFd) -> Arc<PageCache> {
+    pub(crate) fn for_descriptor(fd: RawFd) -> Arc<PageCache> {
         let Ok(st) = crate::sys::fs::stat(fd) else { return PageCache::of_file(None) };
         let file = (st.st_dev, st.st_ino);
         let cache = PageCache::of_file(Some(file));
@@ -103,7 +103,7 @@ impl PageCache {
     /// copies bytes registered before the write (the identity check of `plan` sees most writes
     /// too, but not one that keeps the size within the time stamps' tick). Registrations still
     /// queued are discarded when they finish (the generation moved on).
-    pub fn file_written(&self) {
+    pub(crate) fn file_written(&self) {
         let caches: Vec<Arc<PageCache>> = match self.file {
             Some(file) => open_files().get(&file).map(|c| c.iter().filter_map(std::sync::Weak::upgrade).collect()).unwrap_or_default(),
             None => Vec::new(),

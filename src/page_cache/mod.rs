@@ -33,9 +33,13 @@ mod identity;
 mod plan;
 mod registrar;
 
-pub use budget::{Usage, default_pin_max, usage};
-pub use plan::{Segment, WINDOW};
-pub use registrar::DeviceReadInFlight;
+#[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
+pub use budget::{Usage, usage};
+pub(crate) use budget::default_pin_max;
+#[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
+pub use plan::WINDOW;
+pub(crate) use plan::Segment;
+pub(crate) use registrar::DeviceReadInFlight;
 
 use crate::sys::cuda::{self, RegisteredMapping};
 use budget::Reservation;
@@ -45,7 +49,7 @@ use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A registered window. Field order: the mapping is released before the budget share.
-pub struct Mapping {
+pub(crate) struct Mapping {
     registered: ManuallyDrop<RegisteredMapping>,
     file_offset: u64,
     _reservation: Reservation,
@@ -69,7 +73,7 @@ impl Drop for Mapping {
 
 impl Mapping {
     /// The host address of file byte `file_offset`, which lies inside this window.
-    pub fn address_of(&self, file_offset: u64) -> *const u8 {
+    pub(crate) fn address_of(&self, file_offset: u64) -> *const u8 {
         debug_assert!(file_offset >= self.file_offset && file_offset - self.file_offset < self.registered.len() as u64);
         self.registered.as_ptr().wrapping_add((file_offset - self.file_offset) as usize)
     }
@@ -96,7 +100,7 @@ struct State {
 }
 
 /// The registered windows of one open file.
-pub struct PageCache {
+pub(crate) struct PageCache {
     state: Mutex<State>,
     /// The file's (device, inode) when made by `for_descriptor`: every cache of the same file in
     /// the process drops its windows when any handle of it writes (`file_written`).
@@ -105,7 +109,8 @@ pub struct PageCache {
 
 impl PageCache {
     /// An empty cache for a file (nothing is registered until windows are read twice over).
-    pub fn new() -> Arc<PageCache> {
+    #[cfg(test)]
+    pub(crate) fn new() -> Arc<PageCache> {
         PageCache::of_file(None)
     }
 
@@ -114,9 +119,9 @@ impl PageCache {
         Arc::new(PageCache { state: Mutex::new(State::default()), file })
     }
 
-    /// Windows this cache tracks now (read, pending, registered or refused), for tests.
-    #[doc(hidden)]
-    pub fn window_count(&self) -> usize {
+    /// Windows this cache tracks now (read, pending, registered or refused).
+    #[cfg(test)]
+    pub(crate) fn window_count(&self) -> usize {
         self.lock().windows.len()
     }
 

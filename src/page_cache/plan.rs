@@ -25,7 +25,7 @@ const READS_BEFORE_REGISTERING: u64 = 2;
 const MIN_REGISTERED_BYTES: u64 = 1 << 20;
 
 /// One piece of a task: copied from a registered window, or read through the bounce route.
-pub enum Segment {
+pub(crate) enum Segment {
     /// `len` bytes at `file_offset`, copied from `mapping`.
     Registered { mapping: Arc<Mapping>, file_offset: u64, len: usize },
     /// `len` bytes at `file_offset` through `pread` and a bounce buffer.
@@ -34,14 +34,14 @@ pub enum Segment {
 
 impl Segment {
     /// Bytes this segment covers.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Segment::Registered { len, .. } | Segment::Bounce { len, .. } => *len,
         }
     }
 
     /// True for a segment of no bytes (never produced by `plan`).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
@@ -59,7 +59,7 @@ impl PageCache {
     /// Cuts the task `[offset, offset + len)` into segments, adds its bytes to the windows it
     /// reads, and queues windows that became hot for registration for device `ordinal`, within
     /// `limit` pinned bytes (> 0).
-    pub fn plan(self: &Arc<Self>, fd: RawFd, offset: u64, len: usize, ordinal: i32, limit: u64) -> Vec<Segment> {
+    pub(crate) fn plan(self: &Arc<Self>, fd: RawFd, offset: u64, len: usize, ordinal: i32, limit: u64) -> Vec<Segment> {
         let Ok(now) = identity_of(fd) else {
             return vec![Segment::Bounce { file_offset: offset, len }].into_iter().filter(|s| !s.is_empty()).collect();
         };

@@ -51,11 +51,11 @@ pub(super) fn exiting() -> bool {
 }
 
 /// Marks a device read task as running until dropped.
-pub struct DeviceReadInFlight(());
+pub(crate) struct DeviceReadInFlight(());
 
 impl DeviceReadInFlight {
     /// Counts the calling task in until the guard drops.
-    pub fn enter() -> DeviceReadInFlight {
+    pub(crate) fn enter() -> DeviceReadInFlight {
         DEVICE_READS_IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
         DeviceReadInFlight(())
     }

@@ -1,7 +1,7 @@
 //! KvikIO's compatibility mode: whether reads into device memory may call cuFile (OFF), must not
 //! (ON), or try it and fall back to our POSIX backend (AUTO). The numbers match KvikIO's enum.
 
-pub use crate::abi::CompatMode;
+pub(crate) use crate::abi::CompatMode;
 
 impl CompatMode {
     /// Parses KvikIO's spellings, case-insensitively: on/true/yes/1, off/false/no/0, auto.

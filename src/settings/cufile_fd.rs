@@ -5,7 +5,7 @@
 //! threads and 40-43 GB/s at 16 on the handle's buffered descriptor, which cuFile registers fine
 //! in compat mode (2026-11-30; docs/routing.md, "The decision").
 
-pub use crate::abi::CufileFd;
+pub(crate) use crate::abi::CufileFd;
 use std::fmt;
 
 impl CufileFd {

@@ -11,13 +11,13 @@ use crate::error::{Error, Result};
 use std::ops::RangeInclusive;
 
 /// Where the environment comes from; tests substitute a map for the process environment.
-pub trait EnvSource {
+pub(crate) trait EnvSource {
     /// The raw value of `name`, if set. Non-UTF-8 values are reported as set but unreadable.
     fn get(&self, name: &str) -> Option<std::result::Result<String, String>>;
 }
 
 /// The real process environment.
-pub struct ProcessEnv;
+pub(crate) struct ProcessEnv;
 
 impl EnvSource for ProcessEnv {
     fn get(&self, name: &str) -> Option<std::result::Result<String, String>> {
@@ -26,7 +26,7 @@ impl EnvSource for ProcessEnv {
 }
 
 /// The one form of every message about an environment value: `NAME="raw": problem`.
-pub fn value_error(name: &str, raw: &str, problem: impl std::fmt::Display) -> Error {
+pub(crate) fn value_error(name: &str, raw: &str, problem: impl std::fmt::Display) -> Error {
     Error::InvalidSetting(format!("{name}={raw:?}: {problem}"))
 }
 
@@ -39,13 +39,13 @@ fn read_value(env: &dyn EnvSource, name: &str) -> Result<Option<String>> {
 }
 
 /// The part of a value that counts, for every setting: the value without surrounding whitespace.
-pub fn significant(raw: &str) -> &str {
+pub(crate) fn significant(raw: &str) -> &str {
     raw.trim()
 }
 
 /// Why a text is not an unsigned decimal integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotUnsigned {
+pub(crate) enum NotUnsigned {
     /// Not plain decimal digits (units, sign, fraction, empty, ...).
     NotDigits,
     /// Digits, but more than fit in 64 bits.
@@ -54,7 +54,7 @@ pub enum NotUnsigned {
 
 /// Parses an unsigned decimal integer strictly: digits, optionally after a '+' (the value's
 /// significant text: whitespace is the reader's to remove).
-pub fn parse_unsigned(text: &str) -> std::result::Result<u64, NotUnsigned> {
+pub(crate) fn parse_unsigned(text: &str) -> std::result::Result<u64, NotUnsigned> {
     let digits = text.strip_prefix('+').unwrap_or(text);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(NotUnsigned::NotDigits);
@@ -63,7 +63,7 @@ pub fn parse_unsigned(text: &str) -> std::result::Result<u64, NotUnsigned> {
 }
 
 /// How a setting's value is spelled, each kind giving a raw `u64` (`table::Value`).
-pub enum Parse {
+pub(crate) enum Parse {
     /// A decimal integer in the range (its start is 0 or 1).
     Unsigned(RangeInclusive<u64>),
     /// 1/true/on/yes or 0/false/off/no, any case.
@@ -98,7 +98,7 @@ impl Parse {
 }
 
 /// Reads one variable as `parse` spells it: `None` when unset.
-pub fn read(env: &dyn EnvSource, name: &str, parse: &Parse) -> Result<Option<u64>> {
+pub(crate) fn read(env: &dyn EnvSource, name: &str, parse: &Parse) -> Result<Option<u64>> {
     let Some(raw) = read_value(env, name)? else { return Ok(None) };
     parse.parse(significant(&raw)).map(Some).map_err(|problem| value_error(name, &raw, problem))
 }
@@ -107,7 +107,7 @@ pub fn read(env: &dyn EnvSource, name: &str, parse: &Parse) -> Result<Option<u64
 /// KvikIO, several names may be set if they mean the same: the values are compared after parsing,
 /// so "4", "04" and " 4" agree; different values are an error naming both. A bad value under
 /// any name is that name's error.
-pub fn read_with_aliases<T: PartialEq>(
+pub(crate) fn read_with_aliases<T: PartialEq>(
     env: &dyn EnvSource,
     name: &str,
     aliases: &[&str],
@@ -139,10 +139,10 @@ pub(crate) mod tests {
     use std::collections::HashMap;
 
     /// A fake environment for tests.
-    pub struct MapEnv(pub HashMap<String, String>);
+    pub(crate) struct MapEnv(pub HashMap<String, String>);
 
     impl MapEnv {
-        pub fn of(pairs: &[(&str, &str)]) -> MapEnv {
+        pub(crate) fn of(pairs: &[(&str, &str)]) -> MapEnv {
             MapEnv(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
         }
     }

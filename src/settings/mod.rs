@@ -9,12 +9,16 @@
 
 mod compat_mode;
 mod cufile_fd;
-pub mod env;
+pub(crate) mod env;
 mod table;
 
-pub use compat_mode::CompatMode;
-pub use cufile_fd::{CufileFd, Descriptor, FdChoice};
-pub use table::{Setting, Snapshot, TABLE};
+pub(crate) use compat_mode::CompatMode;
+#[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
+pub use cufile_fd::{Descriptor, FdChoice};
+pub(crate) use cufile_fd::CufileFd;
+#[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
+pub use table::{Setting, TABLE};
+pub(crate) use table::Snapshot;
 
 use crate::direction::Direction;
 use crate::error::{Error, Result};
@@ -46,7 +50,7 @@ pub fn default_num_threads() -> usize {
 
 /// Where a setting's current value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// The built-in default.
     Default,
     /// An environment variable.
@@ -60,7 +64,7 @@ impl Source {
     const ALL: [Source; 3] = [Source::Default, Source::Environment, Source::Api];
 
     /// Lower-case name for messages and JSON.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Source::Default => "default",
             Source::Environment => "environment",
@@ -72,7 +76,7 @@ impl Source {
 impl Snapshot {
     /// Whether POSIX tasks of `direction` take their aligned middle through `O_DIRECT`
     /// (`KVIKIO_AUTO_DIRECT_IO_READ`, `KVIKIO_AUTO_DIRECT_IO_WRITE`).
-    pub fn direct_io(&self, direction: Direction) -> bool {
+    pub(crate) fn direct_io(&self, direction: Direction) -> bool {
         match direction {
             Direction::Read => self.auto_direct_io_read,
             Direction::Write => self.auto_direct_io_write,
@@ -84,7 +88,7 @@ impl Snapshot {
 const _: () = assert!(COUNT <= 16);
 
 /// The live settings: one value and one source per entry of `TABLE`, in its order.
-pub struct Settings {
+pub(crate) struct Settings {
     /// Each setting's value as `table::Value` keeps it.
     values: [AtomicU64; COUNT],
     /// Where each value came from (`Source::ALL` index).
@@ -117,7 +121,8 @@ fn thread_count(what: &str, value: u64) -> Result<u64> {
 impl Settings {
     /// Builds settings from an environment, validating every variable; the first bad one (in
     /// `TABLE` order) is the error.
-    pub fn from_env(env: &dyn EnvSource) -> Result<Settings> {
+    #[cfg(test)]
+    pub(crate) fn from_env(env: &dyn EnvSource) -> Result<Settings> {
         let settings = Settings::from_env_keeping_errors(env);
         settings.check()?;
         Ok(settings)
@@ -125,7 +130,7 @@ impl Settings {
 
     /// Builds settings from an environment; a bad variable leaves its setting at the default and
     /// its error kept, returned by `check` until a setter replaces the value.
-    pub fn from_env_keeping_errors(env: &dyn EnvSource) -> Settings {
+    pub(crate) fn from_env_keeping_errors(env: &dyn EnvSource) -> Settings {
         let mut env_errors: [Option<String>; COUNT] = Default::default();
         let read: [Option<u64>; COUNT] = std::array::from_fn(|i| {
             let setting = &TABLE[i];
@@ -148,7 +153,7 @@ impl Settings {
 
     /// The error of the first setting whose environment variable was bad and that no setter has
     /// replaced since; `Ok` when there is none.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         let unrepaired = self.unrepaired.load(Ordering::Relaxed);
         match (0..COUNT).find(|i| unrepaired & (1 << i) != 0) {
             None => Ok(()),
@@ -169,17 +174,17 @@ impl Settings {
     }
 
     /// `setting`'s current value as reports show it.
-    pub fn shown(&self, setting: &Setting) -> String {
+    pub(crate) fn shown(&self, setting: &Setting) -> String {
         setting.show(self.raw(setting.key))
     }
 
     /// Where `setting`'s current value came from.
-    pub fn source(&self, setting: &Setting) -> Source {
+    pub(crate) fn source(&self, setting: &Setting) -> Source {
         Source::ALL[self.sources[setting.key as usize].load(Ordering::Relaxed) as usize]
     }
 
     /// Where the compat mode came from.
-    pub fn compat_mode_source(&self) -> Source {
+    pub(crate) fn compat_mode_source(&self) -> Source {
         self.source(&TABLE[Key::CompatMode as usize])
     }
 }
@@ -188,14 +193,14 @@ static GLOBAL: OnceCell<Settings> = OnceCell::new();
 
 /// The process-wide settings as setters change them, reading the environment on first use, bad
 /// variables or not.
-pub fn live() -> &'static Settings {
+pub(crate) fn live() -> &'static Settings {
     GLOBAL.get_or_init(|| Settings::from_env_keeping_errors(&env::ProcessEnv))
 }
 
 /// The process-wide settings, reading the environment on first use. While a variable is bad and
 /// no setter has replaced its setting, this (and so every call that needs settings) fails with
 /// that variable's message.
-pub fn global() -> Result<&'static Settings> {
+pub(crate) fn global() -> Result<&'static Settings> {
     let settings = live();
     settings.check()?;
     Ok(settings)

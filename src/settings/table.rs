@@ -125,32 +125,32 @@ macro_rules! settings_table {
         /// Every setting's value, copied once at the start of a call so that a concurrent setter
         /// cannot change them halfway.
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub struct Snapshot { $(#[doc = $doc] pub $get: $ty,)* }
+        pub(crate) struct Snapshot { $(#[doc = $doc] pub $get: $ty,)* }
 
         impl Settings {
             $(
                 #[doc = $doc]
-                pub fn $get(&self) -> $ty {
+                pub(crate) fn $get(&self) -> $ty {
                     <$ty as Value>::from_raw(self.raw(Key::$key))
                 }
                 settings_table!(@set $key $set $ty, $set_doc $(, $check)?);
             )*
 
             /// The values a call should use now.
-            pub fn snapshot(&self) -> Snapshot {
+            pub(crate) fn snapshot(&self) -> Snapshot {
                 Snapshot { $($get: self.$get()),* }
             }
         }
     };
     (@set $key:ident $set:ident $ty:ty, $set_doc:literal) => {
         #[doc = $set_doc]
-        pub fn $set(&self, value: $ty) {
+        pub(crate) fn $set(&self, value: $ty) {
             self.replace(Key::$key, <$ty as Value>::to_raw(value));
         }
     };
     (@set $key:ident $set:ident $ty:ty, $set_doc:literal, $check:expr) => {
         #[doc = $set_doc]
-        pub fn $set(&self, value: $ty) -> Result<()> {
+        pub(crate) fn $set(&self, value: $ty) -> Result<()> {
             let check: fn(u64) -> Result<u64> = $check;
             self.replace(Key::$key, check(<$ty as Value>::to_raw(value))?);
             Ok(())

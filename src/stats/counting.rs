@@ -140,7 +140,7 @@ impl StatsCell {
 static GLOBAL: once_cell::sync::Lazy<StatsCell> = once_cell::sync::Lazy::new(StatsCell::default);
 
 /// The process-wide counters.
-pub fn global() -> &'static StatsCell {
+pub(crate) fn global() -> &'static StatsCell {
     &GLOBAL
 }
 
@@ -170,7 +170,7 @@ pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, devic
 }
 
 /// Records one finished logical call in the process-wide counters and in the handle's.
-pub fn record_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
+pub(crate) fn record_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
     for cell in [global(), handle] {
         cell.lock().totals.add_call_of(direction, requested, delivered, failed);
     }
@@ -178,7 +178,7 @@ pub fn record_call(handle: &StatsCell, direction: Direction, requested: u64, del
 
 /// Records a call that returned an error before moving bytes: one call, failed, no bytes, in
 /// the process-wide counters and in the handle's (`None`: a NULL handle, process-wide only).
-pub fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {
+pub(crate) fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {
     global().lock().totals.add_call_of(direction, 0, 0, true);
     if let Some(handle) = handle {
         handle.lock().totals.add_call_of(direction, 0, 0, true);
@@ -188,26 +188,26 @@ pub fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {
 /// A call in progress: unless its result was recorded (`finish`) or handed to an operation
 /// that records it (`handed_over`), it is counted as rejected when dropped, so that every early
 /// error return (and a panic) counts once, as the completed calls do.
-pub struct PendingCall<'a> {
+pub(crate) struct PendingCall<'a> {
     handle: Option<&'a StatsCell>,
     direction: Direction,
 }
 
 impl<'a> PendingCall<'a> {
     /// A call on `handle` starts.
-    pub fn new(handle: &'a StatsCell, direction: Direction) -> Self {
+    pub(crate) fn new(handle: &'a StatsCell, direction: Direction) -> Self {
         PendingCall { handle: Some(handle), direction }
     }
 
     /// Records the call's result.
-    pub fn finish(mut self, requested: u64, delivered: u64, failed: bool) {
+    pub(crate) fn finish(mut self, requested: u64, delivered: u64, failed: bool) {
         if let Some(handle) = self.handle.take() {
             record_call(handle, self.direction, requested, delivered, failed);
         }
     }
 
     /// An operation records the call when it settles.
-    pub fn handed_over(mut self) {
+    pub(crate) fn handed_over(mut self) {
         self.handle = None;
     }
 }

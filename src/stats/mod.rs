@@ -14,8 +14,11 @@ mod counting;
 mod device;
 mod render;
 
+#[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use crate::abi::{Counters, CufileStatsState, NumaPlacement};
 pub use crate::direction::Direction;
 pub use counters::{PosixReason, Route, TaskOutcome};
-pub use counting::{PendingCall, StatsCell, global, record_call, record_rejected_call, record_task};
+#[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
+pub use counting::{StatsCell, record_task};
+pub(crate) use counting::{PendingCall, global, record_call, record_rejected_call};
 pub use device::{DeviceCounters, render_devices_json, render_devices_text};

@@ -14,7 +14,7 @@ pub(super) fn plural(n: u64, what: &str) -> String {
 }
 
 /// Bytes in binary units: "512 bytes", "4 KiB", "1.5 MiB", "128 MiB".
-pub fn human_bytes(n: u64) -> String {
+pub(super) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if n < 1024 {
         return plural(n, "byte");

@@ -17,7 +17,7 @@ pub(crate) const MAX_SYSCALL_BYTES: usize = 0x7fff_f000;
 /// # Safety
 /// `buf` must be valid for `len` bytes for the duration of the call: writable for a read; a write
 /// only reads it.
-pub unsafe fn transfer_once(direction: Direction, fd: RawFd, buf: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
+pub(crate) unsafe fn transfer_once(direction: Direction, fd: RawFd, buf: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
     let want = len.min(MAX_SYSCALL_BYTES);
     loop {
         // SAFETY: forwarded from the caller (want <= len).
@@ -40,7 +40,7 @@ pub unsafe fn transfer_once(direction: Direction, fd: RawFd, buf: *mut u8, len: 
 /// Where `transfer_full` stopped before the end of its range: the bytes moved before the call
 /// that failed (which started at the range's offset plus `moved`) and its error.
 #[derive(Debug)]
-pub struct Stopped {
+pub(crate) struct Stopped {
     pub moved: usize,
     pub error: io::Error,
 }
@@ -52,7 +52,7 @@ pub struct Stopped {
 ///
 /// # Safety
 /// As `transfer_once`.
-pub unsafe fn transfer_full(direction: Direction, fd: RawFd, buf: *mut u8, len: usize, offset: u64) -> Result<usize, Stopped> {
+pub(crate) unsafe fn transfer_full(direction: Direction, fd: RawFd, buf: *mut u8, len: usize, offset: u64) -> Result<usize, Stopped> {
     let mut done = 0usize;
     while done < len {
         // SAFETY: buf + done .. buf + len lies inside the caller's range (done < len); callers
@@ -72,7 +72,7 @@ pub unsafe fn transfer_full(direction: Direction, fd: RawFd, buf: *mut u8, len: 
 }
 
 /// `fstat` of an open file.
-pub fn stat(fd: RawFd) -> io::Result<libc::stat> {
+pub(crate) fn stat(fd: RawFd) -> io::Result<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: fstat writes a full `struct stat` on success; we read it only then.
     let rc = unsafe { libc::fstat(fd, st.as_mut_ptr()) };
@@ -84,7 +84,7 @@ pub fn stat(fd: RawFd) -> io::Result<libc::stat> {
 }
 
 /// The size of an open file, from `fstat`.
-pub fn file_size(fd: RawFd) -> io::Result<u64> {
+pub(crate) fn file_size(fd: RawFd) -> io::Result<u64> {
     Ok(stat(fd)?.st_size as u64)
 }
 
@@ -93,7 +93,7 @@ pub fn file_size(fd: RawFd) -> io::Result<u64> {
 /// character devices, directories, sockets), whose `st_size` says nothing about what a read
 /// returns. A regular file of size 0 counts as unknown too: procfs and sysfs files report 0 and
 /// still have bytes to read (they are read until a short read, as before).
-pub fn readable_end_of(fd: RawFd, st: &libc::stat) -> io::Result<Option<u64>> {
+pub(crate) fn readable_end_of(fd: RawFd, st: &libc::stat) -> io::Result<Option<u64>> {
     match st.st_mode & libc::S_IFMT {
         libc::S_IFREG if st.st_size == 0 => Ok(None),
         libc::S_IFREG => Ok(Some(st.st_size as u64)),
@@ -103,12 +103,12 @@ pub fn readable_end_of(fd: RawFd, st: &libc::stat) -> io::Result<Option<u64>> {
 }
 
 /// `readable_end_of` after one `fstat`.
-pub fn readable_end(fd: RawFd) -> io::Result<Option<u64>> {
+pub(crate) fn readable_end(fd: RawFd) -> io::Result<Option<u64>> {
     readable_end_of(fd, &stat(fd)?)
 }
 
 /// The size in bytes of the block device open as `fd` (its `st_size` is 0).
-pub fn block_device_size(fd: RawFd) -> io::Result<u64> {
+pub(crate) fn block_device_size(fd: RawFd) -> io::Result<u64> {
     let mut bytes: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
     if unsafe { libc::ioctl(fd, BLKGETSIZE64, &mut bytes) } != 0 {
@@ -127,7 +127,7 @@ const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 /// on that lock. False where it cannot tell or the file system may write ranges in parallel
 /// (Lustre's range locks, network file systems), and for anything but a regular file (a block
 /// device node on devtmpfs reports tmpfs, yet its writes take no inode lock).
-pub fn serializes_buffered_writes(fd: RawFd) -> bool {
+pub(crate) fn serializes_buffered_writes(fd: RawFd) -> bool {
     if !stat(fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG) {
         return false;
     }
@@ -146,7 +146,7 @@ pub fn serializes_buffered_writes(fd: RawFd) -> bool {
 }
 
 /// `fsync(2)` (`data_only`: `fdatasync(2)`), retried on `EINTR`.
-pub fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
+pub(crate) fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
     loop {
         // SAFETY: plain system calls on a descriptor; a bad one is an error, not UB.
         let r = unsafe { if data_only { libc::fdatasync(fd) } else { libc::fsync(fd) } };

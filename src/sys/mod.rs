@@ -3,8 +3,8 @@
 //! node, a memory range's preferred node) and what the process is at load time (`startup`: fork
 //! detection, cuFile's log directory). Nothing here decides a route.
 
-pub mod cuda;
-pub mod cufile;
-pub mod fs;
-pub mod numa;
-pub mod startup;
+pub(crate) mod cuda;
+pub(crate) mod cufile;
+pub(crate) mod fs;
+pub(crate) mod numa;
+pub(crate) mod startup;

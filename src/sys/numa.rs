@@ -19,7 +19,7 @@ pub enum NodeLookup {
 /// The sysfs name of the PCI function a bus id names: `domain:bus:device.function` in lower-case
 /// hex with 4, 2 and 2 digits (`0000:3b:00.0`), from the forms CUDA and nvidia-smi print
 /// (`0000:3B:00.0`, `00000000:3B:00.0`). `None` for anything else.
-pub fn pci_sysfs_name(bus_id: &str) -> Option<String> {
+pub(crate) fn pci_sysfs_name(bus_id: &str) -> Option<String> {
     let hex = |s: &str, max: usize| (!s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_hexdigit())).then(|| u32::from_str_radix(s, 16).ok()).flatten();
     let (domain, rest) = bus_id.trim().split_once(':')?;
     let (bus, rest) = rest.split_once(':')?;
@@ -30,7 +30,7 @@ pub fn pci_sysfs_name(bus_id: &str) -> Option<String> {
 
 /// The NUMA node of the PCI device `bus_id` as `sysfs` (normally `/sys`) reports it in
 /// `bus/pci/devices/<name>/numa_node`.
-pub fn node_of_pci_device(sysfs: &Path, bus_id: &str) -> NodeLookup {
+pub(crate) fn node_of_pci_device(sysfs: &Path, bus_id: &str) -> NodeLookup {
     let Some(name) = pci_sysfs_name(bus_id) else {
         return NodeLookup::Unknown(format!("PCI bus id {bus_id:?} is not of the form domain:bus:device.function"));
     };
@@ -64,7 +64,7 @@ fn mask_of(node: u32) -> (Vec<u64>, u64) {
 /// # Safety
 /// `ptr .. ptr + len` is a page-aligned mapping of the caller's, not shared with code that relies
 /// on its memory policy.
-pub unsafe fn prefer_node(ptr: *mut u8, len: usize, node: u32) -> io::Result<()> {
+pub(crate) unsafe fn prefer_node(ptr: *mut u8, len: usize, node: u32) -> io::Result<()> {
     let (mask, maxnode) = mask_of(node);
     // SAFETY: mbind reads `mask` (maxnode - 1 bits, all inside it) and changes only the policy of
     // the caller's range.

@@ -15,7 +15,7 @@ static LOAD_PID: AtomicU32 = AtomicU32::new(0);
 
 /// True in a child created by `fork()` after the library was loaded (or, where the load hook did
 /// not run, after this was first asked). CUDA state inherited from a parent is unusable there.
-pub fn forked_since_load() -> bool {
+pub(crate) fn forked_since_load() -> bool {
     let now = std::process::id();
     match LOAD_PID.compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => false,

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
-pub use crate::abi::FallbackReason;
+pub(crate) use crate::abi::FallbackReason;
 
 
 /// A verdict with its human-readable reason.
@@ -82,7 +82,7 @@ fn in_order<T>(
 
 /// cuFile for a handle of `compat_mode` (OFF or AUTO): the process-level verdict, checks in the
 /// README's order (`in_order`).
-pub fn process_for(compat_mode: crate::settings::CompatMode) -> Result<&'static Gds, Unusable> {
+pub(crate) fn process_for(compat_mode: crate::settings::CompatMode) -> Result<&'static Gds, Unusable> {
     in_order(
         compat_mode == crate::settings::CompatMode::Auto,
         cuda_check,
@@ -129,7 +129,7 @@ pub(crate) struct CallGate {
 }
 
 /// Permission to call cuFile, held for the duration of one call.
-pub struct CufileCall(#[allow(dead_code)] RwLockReadGuard<'static, bool>);
+pub(crate) struct CufileCall(#[allow(dead_code)] RwLockReadGuard<'static, bool>);
 
 impl CallGate {
     const fn new() -> CallGate {
@@ -215,14 +215,14 @@ pub fn shutdown() -> bool {
 
 /// True once cuFile was shut down (or its shutdown began), or in a process other than the one
 /// that opened it.
-pub fn is_shut_down() -> bool {
+pub(crate) fn is_shut_down() -> bool {
     let forked = matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id());
     forked || GATE.is_closed()
 }
 
 impl CufileCall {
     /// `None` once cuFile's shutdown began or in a forked child.
-    pub fn enter() -> Option<CufileCall> {
+    pub(crate) fn enter() -> Option<CufileCall> {
         if matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id()) {
             return None;
         }
@@ -246,7 +246,7 @@ fn shut_down() -> Unusable {
 /// WSL's. OFF skips them and lets cuFile itself fail. Checked after CUDA and libcufile
 /// (`process_for`), so "set KVIKIO_COMPAT_MODE=off to try anyway" is only advised where OFF can
 /// try.
-pub fn auto_environment_check() -> Result<(), Unusable> {
+pub(crate) fn auto_environment_check() -> Result<(), Unusable> {
     if !Path::new("/run/udev").is_dir() {
         return Err(Unusable::new(
             FallbackReason::NoUdev,
@@ -300,7 +300,7 @@ impl Gds {
 
 /// cuFile's process state if its driver was opened; `None` before the first cuFile read or
 /// when it was found unusable.
-pub fn opened() -> Option<&'static Gds> {
+pub(crate) fn opened() -> Option<&'static Gds> {
     match PROCESS.get() {
         Some(Ok(gds)) => Some(gds),
         _ => None,

@@ -7,6 +7,6 @@
 //! (`cuFileBatchIOSetUp` / `cuFileBatchIOSubmit`, many ranges of one or more files in one
 //! submission) in `batch.rs`.
 
-pub mod file;
-pub mod gds;
-pub mod synchronous;
+pub(crate) mod file;
+pub(crate) mod gds;
+pub(crate) mod synchronous;

@@ -21,7 +21,7 @@ use std::ffi::c_void;
 /// `base + base_offset .. + len` is device memory of `kind`, inside the allocation at `base`
 /// (a write only reads it).
 #[allow(clippy::too_many_arguments)] // one flat call mirroring cuFileRead's own arguments
-pub unsafe fn task(
+pub(crate) unsafe fn task(
     direction: Direction,
     library: &CufileLibrary,
     handle: &CufileHandle<'_>,

@@ -26,7 +26,7 @@ fn cuda_error(e: cuda::CudaFailure) -> Error {
 pub(crate) const PIPELINE_PIECE: u64 = 2 << 20;
 
 /// Size of the pinned buffers: two pieces, or the configured bounce buffer size if smaller.
-pub fn bounce_buffer_bytes(configured: u64) -> u64 {
+pub(crate) fn bounce_buffer_bytes(configured: u64) -> u64 {
     configured.min(2 * PIPELINE_PIECE)
 }
 

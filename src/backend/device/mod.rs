@@ -10,6 +10,7 @@ mod pools;
 mod task;
 
 pub use bounce::*;
-pub use pinned_pool::{PinnedBuffer, PinnedGroup, PinnedPool, PinnedStats};
+#[cfg(test)] // the pool's tests beside the CUDA layer's (src/sys/cuda/tests.rs, gpu_tests.rs)
+pub(crate) use pinned_pool::PinnedPool;
 pub use pools::*;
-pub use task::task;
+pub(crate) use task::task;

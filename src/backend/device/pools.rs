@@ -59,14 +59,14 @@ pub fn bounce_pool(ordinal: i32, buffer_size: u64) -> &'static PinnedPool {
 /// `bounce_pool` of the device that memory of `kind` belongs to.
 ///
 /// Errors: `Internal` for host memory (no transfer of host memory takes a bounce buffer).
-pub fn bounce_pool_for(kind: &MemoryKind, buffer_size: u64) -> Result<&'static PinnedPool> {
+pub(crate) fn bounce_pool_for(kind: &MemoryKind, buffer_size: u64) -> Result<&'static PinnedPool> {
     let ordinal = kind.device_ordinal().ok_or_else(|| Error::Internal(format!("a bounce buffer was asked for host memory ({kind:?})")))?;
     Ok(bounce_pool(ordinal, buffer_size))
 }
 
 /// Pinned memory the library holds now and at most so far, every device's pool together (0, 0
 /// before any device transfer).
-pub fn pinned_usage() -> (u64, u64) {
+pub(crate) fn pinned_usage() -> (u64, u64) {
     GROUP.usage()
 }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// `dev .. dev + len` is device memory of `kind` that the caller may overwrite (a read) or that it
 /// does not change during the call (a write, which only reads it).
 #[allow(clippy::too_many_arguments)] // the file, its windows, the memory, the range and the settings
-pub unsafe fn task(
+pub(crate) unsafe fn task(
     direction: Direction,
     file: TaskFile<'_>,
     page_cache: &Arc<PageCache>,

@@ -4,15 +4,15 @@
 //! (`direct_io`). Host-memory tasks and the device route's bounce buffers both read and write
 //! through here; the system-call loop itself is `sys::fs::transfer_full`.
 
-pub mod direct_io;
+pub(crate) mod direct_io;
 mod pread;
 mod pwrite;
 mod readahead;
 mod task;
 
-pub use pread::{Delivered, read_full_at, read_full_at_ahead};
-pub use pwrite::{WriteFailure, write_full_at, write_range};
-pub use task::{TaskFailure, task};
+pub(crate) use pread::{Delivered, read_full_at, read_full_at_ahead};
+pub(crate) use pwrite::write_range;
+pub(crate) use task::task;
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use std::os::fd::RawFd;
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
-pub unsafe fn read_full_at(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
+pub(crate) unsafe fn read_full_at(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
     // SAFETY: forwarded from the caller.
     unsafe { transfer_full(Direction::Read, fd, dst, len, offset) }.map_err(|stopped| stopped.error)
 }
@@ -49,7 +49,7 @@ pub struct Delivered {
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
-pub unsafe fn read_full_at_ahead(fd: RawFd, dst: *mut u8, len: usize, offset: u64, ahead_len: usize) -> io::Result<Delivered> {
+pub(crate) unsafe fn read_full_at_ahead(fd: RawFd, dst: *mut u8, len: usize, offset: u64, ahead_len: usize) -> io::Result<Delivered> {
     let asked = len.min(MAX_SYSCALL_BYTES);
     // SAFETY: dst is valid for asked <= len bytes.
     let cached = unsafe { read_cached(fd, dst, asked, offset) };

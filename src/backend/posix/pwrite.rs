@@ -15,7 +15,7 @@ use crate::sys::fs::transfer_full;
 /// A write that stopped before the end of its range: the error and the file offset at which
 /// the failing `pwrite` started (every byte before it, from the range's start, reached the file).
 #[derive(Debug)]
-pub struct WriteFailure {
+pub(crate) struct WriteFailure {
     pub offset: u64,
     pub written: usize,
     pub error: io::Error,
@@ -26,7 +26,7 @@ pub struct WriteFailure {
 ///
 /// # Safety
 /// `src` must be valid for reads of `len` bytes for the duration of the call.
-pub unsafe fn write_full_at(fd: RawFd, src: *const u8, len: usize, offset: u64) -> Result<usize, WriteFailure> {
+pub(crate) unsafe fn write_full_at(fd: RawFd, src: *const u8, len: usize, offset: u64) -> Result<usize, WriteFailure> {
     // SAFETY: forwarded from the caller; a write only reads the buffer.
     unsafe { transfer_full(Direction::Write, fd, src.cast_mut(), len, offset) }
         .map_err(|stopped| WriteFailure { offset: offset + stopped.moved as u64, written: stopped.moved, error: stopped.error })
@@ -39,7 +39,7 @@ pub unsafe fn write_full_at(fd: RawFd, src: *const u8, len: usize, offset: u64) 
 ///
 /// # Safety
 /// `src` must be valid for reads of `len` bytes for the duration of the call.
-pub unsafe fn write_range(fd: RawFd, direct: Option<RawFd>, src: *const u8, len: usize, offset: u64) -> Result<DirectTransfer, WriteFailure> {
+pub(crate) unsafe fn write_range(fd: RawFd, direct: Option<RawFd>, src: *const u8, len: usize, offset: u64) -> Result<DirectTransfer, WriteFailure> {
     match direct {
         // SAFETY: forwarded from the caller.
         Some(direct) => unsafe { write_full_at_direct(fd, direct, src, len, offset) },

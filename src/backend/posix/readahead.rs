@@ -21,7 +21,7 @@ static PIECES: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
 /// readahead and get no advice): the kernel reads nothing there, but every piece costs a system
 /// call, and a task of a request far past the end would otherwise make billions of them. Advice
 /// only: failures are ignored. Returns the number of advice calls made.
-pub fn advise_willneed(fd: RawFd, offset: u64, len: usize) -> usize {
+pub(super) fn advise_willneed(fd: RawFd, offset: u64, len: usize) -> usize {
     let Ok(st) = crate::sys::fs::stat(fd) else { return 0 };
     let Ok(Some(size)) = crate::sys::fs::readable_end_of(fd, &st) else { return 0 };
     let end = offset.saturating_add(len as u64).min(size);

@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 /// A host-memory task that failed: the call (`"pread"` or `"pwrite"`), the file offset its error
 /// names (a read: the task's offset; a write: where the failing `pwrite` started) and the error.
 #[derive(Debug)]
-pub struct TaskFailure {
+pub(crate) struct TaskFailure {
     pub op: &'static str,
     pub offset: u64,
     pub error: io::Error,
@@ -29,7 +29,7 @@ pub struct TaskFailure {
 /// # Safety
 /// `buf` is valid for `len` bytes for the duration of the call: writable for a read; a write only
 /// reads it.
-pub unsafe fn task(direction: Direction, fd: RawFd, direct: Option<RawFd>, buf: *mut u8, len: usize, offset: u64) -> Result<Delivered, TaskFailure> {
+pub(crate) unsafe fn task(direction: Direction, fd: RawFd, direct: Option<RawFd>, buf: *mut u8, len: usize, offset: u64) -> Result<Delivered, TaskFailure> {
     let read_failure = |error| TaskFailure { op: "pread", offset, error };
     match (direction, direct) {
         // SAFETY (all arms): forwarded from the caller.

@@ -20,7 +20,7 @@ fn current() -> MutexGuard<'static, Option<GlobalPool>> {
 }
 
 /// The process-wide pool, sized from the settings on first use (and again in a forked child).
-pub fn global() -> Result<&'static ThreadPool> {
+pub(crate) fn global() -> Result<&'static ThreadPool> {
     let pid = std::process::id();
     let mut slot = current();
     match &*slot {
@@ -34,7 +34,7 @@ pub fn global() -> Result<&'static ThreadPool> {
 }
 
 /// Applies a new thread count to the settings and, if it is running, to the shared pool.
-pub fn set_global_num_threads(threads: usize) -> Result<()> {
+pub(crate) fn set_global_num_threads(threads: usize) -> Result<()> {
     // Under the pool lock, so that concurrent setters leave setting and pool in agreement.
     let slot = current();
     crate::settings::live().set_num_threads(threads)?;

@@ -8,7 +8,7 @@
 mod broadcast;
 mod global;
 
-pub use global::{global, set_global_num_threads};
+pub(crate) use global::{global, set_global_num_threads};
 
 use crate::error::{Error, Result};
 use broadcast::Broadcast;

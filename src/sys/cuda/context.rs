@@ -83,7 +83,7 @@ pub fn primary_context(ordinal: i32) -> Result<ContextHandle, CudaFailure> {
 ///
 /// Errors: `Unavailable`/`Forked`; the CUresult of `cuDeviceGet`, `cuDevicePrimaryCtxGetState` or
 /// `cuDevicePrimaryCtxRetain`.
-pub fn active_primary_context(ordinal: i32) -> Result<Option<ContextHandle>, CudaFailure> {
+pub(crate) fn active_primary_context(ordinal: i32) -> Result<Option<ContextHandle>, CudaFailure> {
     cuda()?;
     if let Some(ctx) = PRIMARY.lock().unwrap_or_else(|p| p.into_inner()).get(&ordinal) {
         return Ok(Some(*ctx));
@@ -143,7 +143,7 @@ impl ScopedContext {
 /// registrations are then usable from every context). `None` when one was already current.
 ///
 /// Errors: `Unavailable`/`Forked`; those of `primary_context(0)` and `push`.
-pub fn any_context() -> Result<Option<ScopedContext>, CudaFailure> {
+pub(crate) fn any_context() -> Result<Option<ScopedContext>, CudaFailure> {
     cuda()?;
     match current_context()? {
         Some(_) => Ok(None),

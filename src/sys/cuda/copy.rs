@@ -13,22 +13,14 @@ use super::error::{CudaFailure, check};
 
 /// A CUDA stream (`CUstream`), held as an address so that it can cross threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Stream(usize);
+pub(crate) struct Stream(usize);
 
 impl Stream {
     /// The legacy default stream of the current context (`CUstream` NULL).
-    pub const DEFAULT: Stream = Stream(0);
-
-    /// Wraps a caller-owned `CUstream`.
-    ///
-    /// # Safety
-    /// `stream` must be NULL or a stream that stays alive while the `Stream` is used.
-    pub unsafe fn from_raw(stream: CUstream) -> Self {
-        Stream(stream as usize)
-    }
+    pub(crate) const DEFAULT: Stream = Stream(0);
 
     /// The raw `CUstream`.
-    pub fn as_raw(self) -> CUstream {
+    pub(crate) fn as_raw(self) -> CUstream {
         self.0 as CUstream
     }
 }
@@ -44,7 +36,7 @@ thread_local! {
 ///
 /// Errors: `Unavailable`/`Forked`; `NoContext` when no context is current (push one with
 /// `ScopedContext`); the CUresult of `cuStreamCreate`.
-pub fn thread_stream() -> Result<Stream, CudaFailure> {
+pub(crate) fn thread_stream() -> Result<Stream, CudaFailure> {
     cuda()?;
     let ctx = current_context()?.ok_or(CudaFailure::NoContext("thread_stream"))?;
     let key = ctx.as_raw() as usize;
@@ -71,7 +63,7 @@ pub fn thread_stream() -> Result<Stream, CudaFailure> {
 /// `src` must be readable for `len` bytes and stay unchanged until the stream is synchronised
 /// (pinned memory for a truly asynchronous copy); `dst..dst+len` must be device memory the
 /// caller may overwrite; `stream` must belong to the context current on this thread.
-pub unsafe fn copy_host_to_device(
+pub(crate) unsafe fn copy_host_to_device(
     dst: u64,
     src: *const u8,
     len: usize,
@@ -97,7 +89,7 @@ pub unsafe fn copy_host_to_device(
 /// `dst` must be writable for `len` bytes and not otherwise used until the copy finished (pinned
 /// memory for a truly asynchronous copy); `src..src+len` must be device memory; `stream` must
 /// belong to the context current on this thread.
-pub unsafe fn copy_device_to_host(dst: *mut u8, src: u64, len: usize, stream: Stream) -> Result<(), CudaFailure> {
+pub(crate) unsafe fn copy_device_to_host(dst: *mut u8, src: u64, len: usize, stream: Stream) -> Result<(), CudaFailure> {
     cuda()?;
     if len == 0 {
         return Ok(());
@@ -112,10 +104,9 @@ pub unsafe fn copy_device_to_host(dst: *mut u8, src: u64, len: usize, stream: St
 /// failures of earlier asynchronous copies).
 ///
 /// Blocking: yes.
-pub fn synchronize(stream: Stream) -> Result<(), CudaFailure> {
+pub(crate) fn synchronize(stream: Stream) -> Result<(), CudaFailure> {
     cuda()?;
-    // SAFETY: cuda() succeeded; a Stream is NULL, one this module created, or one the caller of
-    // `Stream::from_raw` promised alive.
+    // SAFETY: cuda() succeeded; a Stream is NULL or one this module created.
     check("cuStreamSynchronize", unsafe {
         sys::cuStreamSynchronize(stream.as_raw())
     })
@@ -128,7 +119,8 @@ pub fn synchronize(stream: Stream) -> Result<(), CudaFailure> {
 /// # Safety
 /// `dst..dst+src.len()` must be device memory, reachable from the current context, that the
 /// caller may overwrite.
-pub unsafe fn copy_host_to_device_sync(dst: u64, src: &[u8]) -> Result<(), CudaFailure> {
+#[cfg(test)] // the GPU tests' way to fill device memory
+pub(crate) unsafe fn copy_host_to_device_sync(dst: u64, src: &[u8]) -> Result<(), CudaFailure> {
     let stream = thread_stream()?;
     // SAFETY: `src` is borrowed until after the synchronisation below; the caller guarantees
     // `dst`; the stream belongs to the current context.

@@ -24,7 +24,7 @@ fn device(ordinal: i32) -> Result<sys::CUdevice, CudaFailure> {
 /// Devices visible to this process (`cuDeviceGetCount` at initialisation).
 ///
 /// Errors: `Unavailable`/`Forked`.
-pub fn device_count() -> Result<i32, CudaFailure> {
+pub(crate) fn device_count() -> Result<i32, CudaFailure> {
     Ok(cuda()?.device_count())
 }
 
@@ -73,7 +73,7 @@ pub fn device_numa_node(ordinal: i32) -> NodeLookup {
 /// The device of the context current on the calling thread; `None` without one.
 ///
 /// Errors: `Unavailable`/`Forked`; a CUresult of `cuCtxGetDevice` other than "no context".
-pub fn current_device() -> Result<Option<i32>, CudaFailure> {
+pub(crate) fn current_device() -> Result<Option<i32>, CudaFailure> {
     cuda()?;
     let mut device: sys::CUdevice = 0;
     // SAFETY: cuda() succeeded; valid out-pointer.

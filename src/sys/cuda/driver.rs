@@ -102,7 +102,7 @@ pub fn cuda() -> Result<&'static CudaDriver, CudaFailure> {
 /// (`CUDA_ERROR_NOT_INITIALIZED` otherwise, without initialising anything). Only then is our
 /// driver layer initialised (`cuda()`), so host-only programs never load or initialise CUDA
 /// through this.
-pub fn in_use_by_the_application() -> bool {
+pub(crate) fn in_use_by_the_application() -> bool {
     if matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id()) {
         return true;
     }
@@ -133,7 +133,7 @@ pub fn in_use_by_the_application() -> bool {
 
 /// One line for diagnostics: "available: driver 13000, 1 device(s)" or the reason CUDA is not.
 /// Initialises CUDA if nothing has yet.
-pub fn describe() -> String {
+pub(crate) fn describe() -> String {
     match cuda() {
         Ok(d) => format!(
             "available: driver {}, {} device(s)",

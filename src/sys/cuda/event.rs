@@ -14,7 +14,7 @@ use super::error::{CudaFailure, check};
 
 /// A CUDA event (`CUevent`), held as an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Event(usize);
+pub(crate) struct Event(usize);
 
 impl Event {
     fn raw(self) -> CUevent {
@@ -22,14 +22,14 @@ impl Event {
     }
 
     /// Records the event on `stream` (it completes when the work queued before it does).
-    pub fn record(self, stream: Stream) -> Result<(), CudaFailure> {
+    pub(crate) fn record(self, stream: Stream) -> Result<(), CudaFailure> {
         // SAFETY: the event was created by `thread_events` in the context current on this
         // thread; the stream belongs to it.
         check("cuEventRecord", unsafe { sys::cuEventRecord(self.raw(), stream.as_raw()) })
     }
 
     /// Waits until the work recorded before the event has finished.
-    pub fn synchronize(self) -> Result<(), CudaFailure> {
+    pub(crate) fn synchronize(self) -> Result<(), CudaFailure> {
         // SAFETY: a live event created by `thread_events`.
         check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(self.raw()) })
     }
@@ -44,7 +44,7 @@ thread_local! {
 /// use.
 ///
 /// Errors: `Unavailable`/`Forked`; `NoContext`; the CUresult of `cuEventCreate`.
-pub fn thread_events() -> Result<[Event; 2], CudaFailure> {
+pub(crate) fn thread_events() -> Result<[Event; 2], CudaFailure> {
     cuda()?;
     let ctx = current_context()?.ok_or(CudaFailure::NoContext("thread_events"))?;
     let key = ctx.as_raw() as usize;

@@ -15,15 +15,25 @@ mod pinned;
 mod pointer;
 mod registered;
 
-pub use context::{ContextHandle, ScopedContext, active_primary_context, any_context, current_context, primary_context};
-pub use copy::{Stream, copy_device_to_host, copy_host_to_device, copy_host_to_device_sync, synchronize, thread_stream};
-pub use device::{current_device, device_count, device_numa_node, device_pci_bus_id, device_uuid};
-pub use driver::{CudaDriver, cuda, describe, in_use_by_the_application};
-pub use error::CudaFailure;
-pub use event::{Event, thread_events};
-pub use pinned::PinnedAllocation;
-pub use pointer::{MemoryKind, allocation_range, classify, context_for};
-pub use registered::{FileMapping, RegisteredMapping};
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use context::{ContextHandle, ScopedContext, current_context, primary_context};
+pub(crate) use context::active_primary_context;
+pub(crate) use copy::{Stream, copy_device_to_host, copy_host_to_device, synchronize, thread_stream};
+#[cfg(test)]
+pub(crate) use copy::copy_host_to_device_sync;
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use device::{device_numa_node, device_pci_bus_id, device_uuid};
+pub(crate) use device::{current_device, device_count};
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use driver::cuda;
+pub(crate) use driver::{describe, in_use_by_the_application};
+pub(crate) use error::CudaFailure;
+pub(crate) use event::thread_events;
+pub(crate) use pinned::PinnedAllocation;
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use pointer::{MemoryKind, classify};
+pub(crate) use pointer::allocation_range;
+pub(crate) use registered::{FileMapping, RegisteredMapping};
 
 #[cfg(test)]
 mod gpu_tests;

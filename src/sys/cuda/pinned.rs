@@ -14,7 +14,7 @@ use crate::sys::numa;
 /// One pinned allocation. It is not freed on drop: its owner calls `release`, which needs a
 /// CUDA context (a drop in a forked child or after a driver failure must leak instead).
 #[derive(Debug)]
-pub struct PinnedAllocation {
+pub(crate) struct PinnedAllocation {
     ptr: NonNull<u8>,
     size: usize,
 }
@@ -30,34 +30,34 @@ impl PinnedAllocation {
     /// the kernel refused (the buffer is then pinned wherever its pages fell).
     ///
     /// Errors: `Unavailable`/`Forked`; `mmap` failures; the CUresult of `cuMemHostRegister`.
-    pub fn allocate(size: usize, node: Option<u32>) -> Result<(PinnedAllocation, Option<i32>), CudaFailure> {
+    pub(crate) fn allocate(size: usize, node: Option<u32>) -> Result<(PinnedAllocation, Option<i32>), CudaFailure> {
         let (ptr, refused) = allocate(size, node)?;
         Ok((PinnedAllocation { ptr, size }, refused))
     }
 
     /// The size asked for at allocation, in bytes.
-    pub fn size(&self) -> usize {
+    pub(crate) fn size(&self) -> usize {
         self.size
     }
 
     /// Bytes actually pinned for it: its size rounded up to whole pages or huge pages.
-    pub fn pinned_bytes(&self) -> u64 {
+    pub(crate) fn pinned_bytes(&self) -> u64 {
         pinned_len(self.size)
     }
 
     /// The start of the pinned memory.
-    pub fn as_ptr(&self) -> *mut u8 {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
     /// The buffer's `size` bytes.
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: `size` initialised bytes (zeroed by `map_placed`), owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.size) }
     }
 
     /// The buffer's `size` bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: `size` initialised bytes, owned exclusively by self, borrowed mutably.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.size) }
     }
@@ -66,7 +66,7 @@ impl PinnedAllocation {
     /// call is safe: the buffer is leaked, and that is `Ok` (nothing of it is pinned in a child,
     /// which does not inherit the mapping). An error: the driver did not unregister it, so it is
     /// leaked, not unmapped (`release`), and still pinned.
-    pub fn release(self) -> Result<(), CudaFailure> {
+    pub(crate) fn release(self) -> Result<(), CudaFailure> {
         let Ok(scope) = any_context() else { return Ok(()) };
         // SAFETY: cuda() succeeded (any_context checked it) and a context is current; the
         // pointer came from `allocate` and is released exactly once, as `self` is moved in here.

@@ -120,7 +120,7 @@ pub fn classify(ptr: *const c_void) -> Result<MemoryKind, CudaFailure> {
 ///
 /// Thread safety: any thread; pushes the owning context (or, for pinned host memory, the
 /// primary context of device 0 when none is current) for the duration of the call.
-pub fn allocation_range(ptr: *const c_void) -> Result<(u64, usize), CudaFailure> {
+pub(crate) fn allocation_range(ptr: *const c_void) -> Result<(u64, usize), CudaFailure> {
     cuda()?;
     let kind = classify(ptr)?;
     let ctx = match context_for(&kind)? {
@@ -144,7 +144,7 @@ pub fn allocation_range(ptr: *const c_void) -> Result<(u64, usize), CudaFailure>
 /// `None` for host memory (no context needed).
 ///
 /// Errors: those of `primary_context`.
-pub fn context_for(kind: &MemoryKind) -> Result<Option<ContextHandle>, CudaFailure> {
+pub(crate) fn context_for(kind: &MemoryKind) -> Result<Option<ContextHandle>, CudaFailure> {
     match *kind {
         MemoryKind::Host | MemoryKind::PinnedHost => Ok(None),
         MemoryKind::Device {

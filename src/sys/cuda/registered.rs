@@ -24,7 +24,7 @@ use super::error::{CudaFailure, check};
 ///
 /// Thread safety: `Send` and `Sync`; nothing writes through it.
 #[derive(Debug)]
-pub struct FileMapping {
+pub(crate) struct FileMapping {
     addr: NonNull<u8>,
     len: usize,
 }
@@ -39,7 +39,7 @@ impl FileMapping {
     ///
     /// Errors: the errno of `mmap` (`EINVAL` for a zero length, `EOVERFLOW` for an offset beyond
     /// `off_t`).
-    pub fn new(fd: std::os::fd::RawFd, offset: u64, len: usize) -> std::io::Result<Self> {
+    pub(crate) fn new(fd: std::os::fd::RawFd, offset: u64, len: usize) -> std::io::Result<Self> {
         let file_offset = libc::off_t::try_from(offset).map_err(|_| std::io::Error::from_raw_os_error(libc::EOVERFLOW))?;
         if len == 0 {
             return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
@@ -63,15 +63,6 @@ impl FileMapping {
         FileMapping { addr: NonNull::new(raw.cast()).unwrap(), len }
     }
 
-    /// Bytes mapped.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: empty mappings are refused by `new`.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
 }
 
 impl Drop for FileMapping {
@@ -87,7 +78,7 @@ impl Drop for FileMapping {
 /// Thread safety: `Send` and `Sync`; it is only read (by the copy engine) while alive, and
 /// unregistered and unmapped on drop.
 #[derive(Debug)]
-pub struct RegisteredMapping {
+pub(crate) struct RegisteredMapping {
     mapping: ManuallyDrop<FileMapping>,
     /// The context current at registration; unregistration pushes it, so that dropping a
     /// mapping never creates a context on some other device.
@@ -102,7 +93,7 @@ impl RegisteredMapping {
     ///
     /// Errors: `Unavailable`/`Forked`; `NoContext`; the CUresult of `cuMemHostRegister` (e.g.
     /// `CUDA_ERROR_NOT_SUPPORTED` where read-only registration of file pages is refused).
-    pub fn register(mapping: FileMapping) -> Result<Self, CudaFailure> {
+    pub(crate) fn register(mapping: FileMapping) -> Result<Self, CudaFailure> {
         let ctx = current_context()?.ok_or(CudaFailure::NoContext("RegisteredMapping::register"))?;
         let flags = sys::CU_MEMHOSTREGISTER_READ_ONLY | sys::CU_MEMHOSTREGISTER_PORTABLE;
         // SAFETY: cuda() succeeded (current_context); a context is current; the range is one
@@ -144,18 +135,13 @@ impl RegisteredMapping {
     }
 
     /// The host address of the first mapped byte.
-    pub fn as_ptr(&self) -> *const u8 {
+    pub(crate) fn as_ptr(&self) -> *const u8 {
         self.mapping.addr.as_ptr()
     }
 
     /// Bytes mapped.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.mapping.len
-    }
-
-    /// Always false: empty mappings are refused by `FileMapping::new`.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 

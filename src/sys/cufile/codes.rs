@@ -5,21 +5,14 @@
 use std::fmt;
 
 /// `CU_FILE_SUCCESS`.
-pub const CU_FILE_SUCCESS: i32 = 0;
-/// First cuFile operation error (`CUFILEOP_BASE_ERR` + 1); codes run from here to 5050.
-pub const CU_FILE_DRIVER_NOT_INITIALIZED: i32 = 5001;
+pub(crate) const CU_FILE_SUCCESS: i32 = 0;
 /// `CU_FILE_CUDA_DRIVER_ERROR`: `cu_err` then holds a `CUresult`.
-pub const CU_FILE_CUDA_DRIVER_ERROR: i32 = 5011;
+pub(crate) const CU_FILE_CUDA_DRIVER_ERROR: i32 = 5011;
 /// `CU_FILE_INVALID_VALUE`: bad argument, or a statistics level too low for the query.
-pub const CU_FILE_INVALID_VALUE: i32 = 5022;
-/// `CU_FILE_DRIVER_ALREADY_OPEN`: parameter setters after the driver opened.
-pub const CU_FILE_DRIVER_ALREADY_OPEN: i32 = 5026;
-/// `CU_FILE_HANDLE_NOT_REGISTERED`: also what registration returns when the volume cannot be
-/// classified (no udev database in a container or VM).
-pub const CU_FILE_HANDLE_NOT_REGISTERED: i32 = 5027;
+pub(crate) const CU_FILE_INVALID_VALUE: i32 = 5022;
 /// Not a cuFile code: this crate's marker for "the loaded libcufile does not export the symbol
 /// that the call needs". The failure's `context` names the symbol.
-pub const SYMBOL_MISSING: i32 = -1;
+pub(crate) const SYMBOL_MISSING: i32 = -1;
 
 /// Lowest cuFile operation error code; the table below runs to 5050 (cuFile 1.15–1.20).
 const FIRST_OP_ERROR: i32 = 5001;
@@ -28,7 +21,7 @@ const FIRST_OP_ERROR: i32 = 5001;
 ///
 /// Returns "unknown cuFile error" for any other value, including the two numbers the enum skips
 /// (5021, 5032). The texts are ours, written from the meanings in NVIDIA's `cufile.h`.
-pub fn code_message(code: i32) -> &'static str {
+pub(crate) fn code_message(code: i32) -> &'static str {
     const TABLE: [&str; 50] = [
         /* 5001 */
         "driver not initialised (nvidia-fs not loaded and compat mode disallowed?)",

@@ -14,12 +14,12 @@ pub const LIBRARY_ENV_VAR: &str = "GDSROUTE_CUFILE_LIBRARY";
 
 /// Names tried after the explicit paths: the SONAME the wheels and packages ship, then the
 /// development symlink (which the wheels lack).
-pub const DEFAULT_CANDIDATES: [&str; 2] = ["libcufile.so.0", "libcufile.so"];
+pub(crate) const DEFAULT_CANDIDATES: [&str; 2] = ["libcufile.so.0", "libcufile.so"];
 
 /// `CUfileError_t` exactly as the C API returns it by value: `{int err; int cu_err;}`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RawCufileError {
+pub(crate) struct RawCufileError {
     /// cuFile status (0 or a `CUfileOpError` value); kept as `i32` on purpose.
     pub err: i32,
     /// The `CUresult` when `err` is 5011.

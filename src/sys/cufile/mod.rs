@@ -8,17 +8,16 @@ mod driver;
 mod library;
 mod stats;
 
-pub use codes::{
-    CU_FILE_CUDA_DRIVER_ERROR, CU_FILE_DRIVER_ALREADY_OPEN, CU_FILE_DRIVER_NOT_INITIALIZED,
-    CU_FILE_HANDLE_NOT_REGISTERED, CU_FILE_INVALID_VALUE, CU_FILE_SUCCESS, CufileFailure,
-    IoFailure, SYMBOL_MISSING, code_message,
-};
-pub use driver::{CufileHandle, DriverProperties, log_configuration};
-pub use library::{
-    CufileLibrary, DEFAULT_CANDIDATES, LIBRARY_ENV_VAR, LoadAttempt, LoadError, RawCufileError,
-};
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use codes::IoFailure;
+pub(crate) use codes::code_message;
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use driver::log_configuration;
+pub(crate) use driver::{CufileHandle, DriverProperties};
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use library::{CufileLibrary, LIBRARY_ENV_VAR, LoadError};
 pub(crate) use stats::for_each_cufile_counter;
-pub use stats::{
-    CufileStats, GpuCounters, MAX_GPUS, PerGpuSnapshot, PerGpuTotals, STATS_MIN_VERSION, StatsSupport, l3_offsets, parse_l3,
-    parse_l3_per_gpu,
-};
+#[cfg(test)]
+pub(crate) use stats::{GpuCounters, l3_offsets};
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use stats::{PerGpuSnapshot, PerGpuTotals, StatsSupport};

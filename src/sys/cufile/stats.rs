@@ -10,11 +10,11 @@ use super::driver::{read_u32, read_u64};
 use super::library::{CufileLibrary, FnVoid, RawCufileError};
 
 /// First cuFile version with the statistics API.
-pub const STATS_MIN_VERSION: i32 = 1150;
+pub(crate) const STATS_MIN_VERSION: i32 = 1150;
 /// First version with the larger L1/L2/L3 structs.
 const BIG_LAYOUT_VERSION: i32 = 1190;
 /// Per-GPU entries in `CUfileStatsLevel3_t`.
-pub const MAX_GPUS: usize = 16;
+pub(crate) const MAX_GPUS: usize = 16;
 const PER_GPU_SIZE: usize = 248;
 /// Bytes handed to `cuFileGetStatsL3`: more than the 5112 the largest known layout writes.
 const L3_BUFFER: usize = 8192;
@@ -149,7 +149,7 @@ impl PerGpuSnapshot {
 }
 
 /// Offsets of `num_gpus` and `per_gpu_stats` in `CUfileStatsLevel3_t` for a library version.
-pub fn l3_offsets(version: i32) -> (usize, usize) {
+pub(crate) fn l3_offsets(version: i32) -> (usize, usize) {
     if version >= BIG_LAYOUT_VERSION {
         (1136, 1144)
     } else {
@@ -159,7 +159,7 @@ pub fn l3_offsets(version: i32) -> (usize, usize) {
 
 /// The per-GPU entries of an L3 buffer written by a library of `version`, in cuFile's order.
 /// `num_gpus` is clamped to 16.
-pub fn parse_l3_per_gpu(buf: &[u8], version: i32) -> PerGpuSnapshot {
+pub(crate) fn parse_l3_per_gpu(buf: &[u8], version: i32) -> PerGpuSnapshot {
     let (num_at, gpus_at) = l3_offsets(version);
     let n = (read_u32(buf, num_at) as usize).min(MAX_GPUS);
     let entries = (0..n).map(|g| {
@@ -173,7 +173,8 @@ pub fn parse_l3_per_gpu(buf: &[u8], version: i32) -> PerGpuSnapshot {
 }
 
 /// The per-GPU counters of an L3 buffer summed over GPUs (`parse_l3_per_gpu(..).total()`).
-pub fn parse_l3(buf: &[u8], version: i32) -> PerGpuTotals {
+#[cfg(test)] // the engine parses per GPU (`parse_l3_per_gpu`); the tests check the totals
+pub(crate) fn parse_l3(buf: &[u8], version: i32) -> PerGpuTotals {
     parse_l3_per_gpu(buf, version).total()
 }
 

@@ -16,8 +16,8 @@
 mod read;
 mod write;
 
-pub use read::read_full_at_direct;
-pub use write::write_full_at_direct;
+pub(crate) use read::read_full_at_direct;
+pub(crate) use write::write_full_at_direct;
 
 use std::cell::RefCell;
 use std::ffi::CString;
@@ -52,7 +52,7 @@ pub struct DirectTransfer {
 /// Errors: `EINVAL` for other file types and where the file system has no direct I/O (older
 /// tmpfs, some FUSE and network file systems); the `fstat`, `fcntl` or `open` failure, e.g.
 /// `ENOENT` without `/proc`.
-pub fn open_direct(fd: RawFd) -> io::Result<OwnedFd> {
+pub(crate) fn open_direct(fd: RawFd) -> io::Result<OwnedFd> {
     let kind = crate::sys::fs::stat(fd)?.st_mode & libc::S_IFMT;
     if kind != libc::S_IFREG && kind != libc::S_IFBLK {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -134,23 +134,23 @@ mod testing {
 
     /// Memory with poisoned guard bytes on both sides, whose start lies `misalign` bytes past a
     /// page boundary.
-    pub struct Guarded {
+    pub(super) struct Guarded {
         pub storage: Vec<u8>,
         pub start: usize,
         pub len: usize,
     }
 
-    pub const GUARD: usize = 64;
-    pub const POISON: u8 = 0xA5;
+    pub(super) const GUARD: usize = 64;
+    pub(super) const POISON: u8 = 0xA5;
 
     impl Guarded {
-        pub fn new(len: usize, misalign: usize) -> Self {
+        pub(super) fn new(len: usize, misalign: usize) -> Self {
             let storage = vec![POISON; len + 2 * ALIGN + GUARD];
             let base = storage.as_ptr() as usize;
             let start = (base + GUARD).next_multiple_of(ALIGN) + misalign - base;
             Guarded { storage, start, len }
         }
-        pub fn ptr(&mut self) -> *mut u8 {
+        pub(super) fn ptr(&mut self) -> *mut u8 {
             self.storage[self.start..].as_mut_ptr()
         }
     }

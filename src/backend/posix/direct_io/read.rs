@@ -20,7 +20,7 @@ use crate::sys::fs::transfer_once;
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
-pub unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<DirectTransfer> {
+pub(crate) unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<DirectTransfer> {
     let mut read = DirectTransfer::default();
     if len == 0 {
         return Ok(read);

@@ -22,7 +22,7 @@ use crate::sys::fs::transfer_once;
 ///
 /// # Safety
 /// `src` must be valid for reads of `len` bytes for the duration of the call.
-pub unsafe fn write_full_at_direct(buffered: RawFd, direct: RawFd, src: *const u8, len: usize, offset: u64) -> Result<DirectTransfer, WriteFailure> {
+pub(crate) unsafe fn write_full_at_direct(buffered: RawFd, direct: RawFd, src: *const u8, len: usize, offset: u64) -> Result<DirectTransfer, WriteFailure> {
     let mut done = DirectTransfer::default();
     let mut direct_usable = true;
     while done.bytes < len {
