@@ -789,8 +789,6 @@ typedef struct {
   uint64_t posix_direct_write_bytes;
 } gdsroute_device_stats;
 
-
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus

@@ -3,7 +3,7 @@
 //!
 //! The Rust API is what a program that reads and writes files uses, the same as the C ABI
 //! offers: the handle (`File`, with its verdicts `Unusable`/`FallbackReason`), the operation a
-//! parallel read or write hands back (`Operation`, waited for with `join`), errors (`Error`,
+//! parallel read or write hands back (`Operation`, waited for with `wait`), errors (`Error`,
 //! `Result`, and `Status`, the code each error maps to), the settings (`settings`: a getter and
 //! a setter per setting, the defaults), the counters (`counters`: `Counters`, `DeviceCounters`,
 //! process-wide and per device, reset, rendered), the diagnosis (`diagnose`, the report behind

@@ -89,7 +89,7 @@ fn read(file: &File, dst: *mut u8, size: usize, sync: bool) -> gdsroute::Result<
     if sync {
         unsafe { file.read_raw(dst, size, 0) }
     } else {
-        unsafe { file.pread_raw(dst, size, 0) }.and_then(|op| op.join())
+        unsafe { file.pread_raw(dst, size, 0) }.and_then(|op| op.wait())
     }
 }
 
@@ -139,7 +139,7 @@ fn requests_at_or_past_the_end_run_no_task() {
             let n = if sync {
                 unsafe { file.read_raw(buf.as_mut_ptr(), size, offset) }
             } else {
-                unsafe { file.pread_raw(buf.as_mut_ptr(), size, offset) }.and_then(|op| op.wait(None))
+                unsafe { file.pread_raw(buf.as_mut_ptr(), size, offset) }.and_then(|op| op.wait())
             };
             let after = file.stats();
             assert_eq!(n.unwrap(), 0, "offset {offset} sync {sync}");
@@ -284,7 +284,7 @@ fn bytes_a_file_gains_during_a_read_are_not_read() {
     tmp.flush().unwrap();
     assert_eq!(file.size().unwrap(), 3 << 20);
     release_tx.send(()).unwrap();
-    assert_eq!(op.wait(None).unwrap(), 1 << 20);
+    assert_eq!(op.wait().unwrap(), 1 << 20);
     drop(op);
     assert!(buf[..1 << 20] == data[..1 << 20]);
     assert!(buf[1 << 20..].iter().all(|&b| b == POISON), "bytes past the size at the call were read");

@@ -61,7 +61,7 @@ fn check_read(file: &File, data: &[u8], size: usize, offset: u64, misalign: usiz
         if sync {
             file.read_raw(dst, size, offset).unwrap()
         } else {
-            file.pread_raw(dst, size, offset).unwrap().wait(None).unwrap()
+            file.pread_raw(dst, size, offset).unwrap().wait().unwrap()
         }
     };
     let from = (offset as usize).min(data.len());
@@ -217,7 +217,7 @@ fn a_file_truncated_during_direct_reads_never_sees_writes_outside_the_range() {
     for _ in 0..300 {
         buf.fill(POISON);
         // SAFETY: size writable bytes at start; the read is waited for before the next use.
-        let n = unsafe { file.pread_raw(buf[start..].as_mut_ptr(), size, 0).unwrap().wait(None).unwrap() };
+        let n = unsafe { file.pread_raw(buf[start..].as_mut_ptr(), size, 0).unwrap().wait().unwrap() };
         common::assert_bytes_across_cut(&buf[start..start + n], &data, CUT, "direct read");
         assert!(buf[..start].iter().chain(&buf[start + size..]).all(|&b| b == POISON), "written outside the range");
     }

@@ -60,7 +60,7 @@ fn check_write(file: &File, data: &[u8], offset: u64, misalign: usize, sync: boo
         if sync {
             file.write_raw(src, data.len(), offset)
         } else {
-            file.pwrite_raw(src, data.len(), offset).and_then(|op| op.wait(None))
+            file.pwrite_raw(src, data.len(), offset).and_then(|op| op.wait())
         }
     };
     let what = format!("size {} offset {offset} misalign {misalign} sync {sync}", data.len());

@@ -37,7 +37,7 @@ fn read_and_check(file: &File, data: &[u8], size: usize, offset: u64, how: u32) 
     let mut buf = vec![POISON; size + 2 * GUARD];
     let n = match how % 3 {
         0 => file.read_into(&mut buf[GUARD..GUARD + size], offset),
-        1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, offset) }.and_then(|op| op.wait(None)),
+        1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, offset) }.and_then(|op| op.wait()),
         _ => unsafe { file.read_raw(buf[GUARD..].as_mut_ptr(), size, offset) },
     }
     .unwrap_or_else(|e| panic!("size {size} offset {offset}: {e}"));
@@ -129,7 +129,7 @@ fn child_under_shim() {
                 let mut buf = vec![POISON; size + 2 * GUARD];
                 let result = match how {
                     0 => file.read_into(&mut buf[GUARD..GUARD + size], 0),
-                    1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, 0) }.and_then(|op| op.wait(None)),
+                    1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, 0) }.and_then(|op| op.wait()),
                     _ => unsafe { file.read_raw(buf[GUARD..].as_mut_ptr(), size, 0) },
                 };
                 let err = result.expect_err("EIO must fail the read");
@@ -247,7 +247,7 @@ fn truncated_during_a_read_gives_a_short_correct_count_or_an_error() {
         let op = unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), data.len(), 0) }.unwrap();
         std::thread::sleep(Duration::from_micros(200 * i as u64));
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut).unwrap();
-        match op.wait(None) {
+        match op.wait() {
             Ok(n) => {
                 common::assert_bytes_across_cut(&buf[GUARD..GUARD + n], &data, cut as usize, "pread");
                 short += usize::from(n < data.len());

@@ -25,7 +25,7 @@ fn device_write(file: &File, data: &[u8], offset: u64) {
     let mut dev: sys::CUdeviceptr = 0;
     ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, data.len()) });
     ok("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(dev, data.as_ptr().cast(), data.len()) });
-    let n = unsafe { file.pwrite_raw(dev as usize as *const u8, data.len(), offset) }.and_then(|op| op.wait(None));
+    let n = unsafe { file.pwrite_raw(dev as usize as *const u8, data.len(), offset) }.and_then(|op| op.wait());
     unsafe { sys::cuMemFree_v2(dev) };
     assert_eq!(n.unwrap(), data.len());
 }
@@ -163,7 +163,7 @@ fn host_memory_belongs_to_no_device() {
     assert_eq!(file.read_into(&mut pageable, 0).unwrap(), data.len());
     let mut pinned: *mut std::ffi::c_void = std::ptr::null_mut();
     ok("cuMemAllocHost", unsafe { sys::cuMemAllocHost_v2(&mut pinned, data.len()) });
-    let n = unsafe { file.pread_raw(pinned.cast(), data.len(), 0) }.unwrap().wait(None).unwrap();
+    let n = unsafe { file.pread_raw(pinned.cast(), data.len(), 0) }.unwrap().wait().unwrap();
     assert_eq!(n, data.len());
     assert!(unsafe { std::slice::from_raw_parts(pinned.cast::<u8>(), n) } == data.as_slice());
     ok("cuMemFreeHost", unsafe { sys::cuMemFreeHost(pinned) });

@@ -53,7 +53,7 @@ impl Dest {
 }
 
 fn read(file: &File, dest: &Dest, size: usize) -> gdsroute::Result<usize> {
-    unsafe { file.pread_raw(dest.ptr(), size, 0) }?.wait(None)
+    unsafe { file.pread_raw(dest.ptr(), size, 0) }?.wait()
 }
 
 fn run_scenario(name: &str) {

@@ -96,7 +96,7 @@ fn checked_read(file: &File, data: &[u8], ctx: ContextHandle, size: usize, offse
     let n = if sync {
         unsafe { file.read_raw(dst.ptr(), size, offset) }.unwrap()
     } else {
-        unsafe { file.pread_raw(dst.ptr(), size, offset) }.unwrap().wait(None).unwrap()
+        unsafe { file.pread_raw(dst.ptr(), size, offset) }.unwrap().wait().unwrap()
     };
     let start = (offset as usize).min(data.len());
     let expect = (data.len() - start).min(size);
@@ -111,7 +111,7 @@ fn checked_write(file: &File, data: &[u8], ctx: ContextHandle, offset: u64, mana
     let n = if sync {
         unsafe { file.write_raw(src.ptr(), data.len(), offset) }
     } else {
-        unsafe { file.pwrite_raw(src.ptr(), data.len(), offset) }.and_then(|op| op.wait(None))
+        unsafe { file.pwrite_raw(src.ptr(), data.len(), offset) }.and_then(|op| op.wait())
     };
     assert_eq!(n.unwrap_or_else(|e| panic!("write of {} bytes at {offset}: {e}", data.len())), data.len());
     src.check(data, "the source of a write");
@@ -248,7 +248,7 @@ fn device_1_memory_read_while_device_0_is_current() {
         let managed = Guarded::new(c1, data.len(), true);
         let kind = cuda::classify(managed.ptr().cast()).unwrap();
         eprintln!("managed memory allocated in device 1's context: {kind:?}");
-        let n = unsafe { file.pread_raw(managed.ptr(), data.len(), 0) }.unwrap().wait(None).unwrap();
+        let n = unsafe { file.pread_raw(managed.ptr(), data.len(), 0) }.unwrap().wait().unwrap();
         assert_eq!(n, data.len());
         managed.check(&data, "managed memory of device 1");
         checked_write(&file, &data[..(2 << 20) + 9], c1, 0, false, false);
@@ -284,7 +284,7 @@ fn device_1_memory_reached_through_peer_access_from_device_0() {
         let file = open_rw(&tmp, mode);
         let on1 = Guarded::new(c1, data.len(), false);
         // Device 0's context current, the destination on device 1.
-        let n = unsafe { file.pread_raw(on1.ptr(), data.len(), 0) }.unwrap().wait(None).unwrap();
+        let n = unsafe { file.pread_raw(on1.ptr(), data.len(), 0) }.unwrap().wait().unwrap();
         assert_eq!(n, data.len());
         // Device 0 takes the bytes from device 1 (over the peer mapping where there is one) and
         // they are checked from device 0's memory.
@@ -335,7 +335,7 @@ fn managed_memory_touched_by_both_devices() {
                 let file = &file;
                 s.spawn(move || {
                     let _scope = ScopedContext::push(ctx).unwrap();
-                    let n = unsafe { file.pread_raw((ptr + start) as *mut u8, len, start as u64) }.unwrap().wait(None).unwrap();
+                    let n = unsafe { file.pread_raw((ptr + start) as *mut u8, len, start as u64) }.unwrap().wait().unwrap();
                     assert_eq!(n, len);
                 });
             }
@@ -355,7 +355,7 @@ fn managed_memory_touched_by_both_devices() {
         // Device 1 writes it back to the file through the library.
         {
             let _scope = ScopedContext::push(c1).unwrap();
-            let n = unsafe { file.pwrite_raw(managed.ptr(), data.len(), 0) }.unwrap().wait(None).unwrap();
+            let n = unsafe { file.pwrite_raw(managed.ptr(), data.len(), 0) }.unwrap().wait().unwrap();
             assert_eq!(n, data.len());
         }
         assert!(std::fs::read(tmp.path()).unwrap() == data);

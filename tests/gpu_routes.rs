@@ -139,7 +139,7 @@ fn managed_pinned_and_foreign_thread_destinations() {
     let mut pinned: *mut std::ffi::c_void = std::ptr::null_mut();
     ok("cuMemAllocHost", unsafe { sys::cuMemAllocHost_v2(&mut pinned, data.len()) });
     let before = file.stats();
-    let n = unsafe { file.pread_raw(pinned.cast(), data.len(), 0) }.unwrap().wait(None).unwrap();
+    let n = unsafe { file.pread_raw(pinned.cast(), data.len(), 0) }.unwrap().wait().unwrap();
     assert_eq!(n, data.len());
     assert!(unsafe { std::slice::from_raw_parts(pinned as *const u8, n) } == &data[..]);
     assert_eq!(file.stats().posix_tasks_host_memory - before.posix_tasks_host_memory, 2);
@@ -180,7 +180,7 @@ fn pointer_of_a_non_current_non_primary_context() {
     assert_eq!(popped, other);
     for mode in [CompatMode::On, CompatMode::Auto] {
         let file = open(&tmp, mode);
-        let n = unsafe { file.pread_raw(dev as usize as *mut u8, data.len(), 0) }.unwrap().wait(None).unwrap();
+        let n = unsafe { file.pread_raw(dev as usize as *mut u8, data.len(), 0) }.unwrap().wait().unwrap();
         assert_eq!(n, data.len(), "{mode:?}");
         ok("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(other) });
         let mut back = vec![0u8; data.len()];
@@ -226,7 +226,7 @@ fn pinned_memory_stays_bounded_over_a_thousand_reads() {
     for i in 0..1000usize {
         // Alternate whole-file parallel reads and small inline ones (below the GDS threshold).
         let size = if i % 2 == 0 { data.len() } else { 8192 };
-        let n = unsafe { file.pread_raw(dev as usize as *mut u8, size, 0) }.unwrap().wait(None).unwrap();
+        let n = unsafe { file.pread_raw(dev as usize as *mut u8, size, 0) }.unwrap().wait().unwrap();
         assert_eq!(n, size);
         let c = gdsroute::counters::process_counters();
         assert!(c.pinned_bytes <= bound, "read {i}: {} pinned, above {bound}", c.pinned_bytes);
@@ -309,7 +309,7 @@ fn device_write(file: &File, data: &[u8], offset: u64, managed: bool, sync: bool
     let n = if sync {
         unsafe { file.write_raw(src, data.len(), offset) }
     } else {
-        unsafe { file.pwrite_raw(src, data.len(), offset) }.and_then(|op| op.wait(None))
+        unsafe { file.pwrite_raw(src, data.len(), offset) }.and_then(|op| op.wait())
     };
     unsafe { sys::cuMemFree_v2(dev) };
     n.unwrap_or_else(|e| panic!("device write of {} bytes at {offset}: {e}", data.len()))

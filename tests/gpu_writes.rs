@@ -162,7 +162,7 @@ fn write(file: &File, src: &SourceBuf, len: usize, offset: u64, sync: bool) -> g
     if sync {
         unsafe { file.write_raw(src.ptr(), len, offset) }
     } else {
-        unsafe { file.pwrite_raw(src.ptr(), len, offset) }.and_then(|op| op.wait(None))
+        unsafe { file.pwrite_raw(src.ptr(), len, offset) }.and_then(|op| op.wait())
     }
 }
 

@@ -29,7 +29,7 @@ fn check_read(file: &File, data: &[u8], size: usize, offset: u64, sync: bool) {
         unsafe { file.read_raw(dst, size, offset) }.unwrap()
     } else {
         let op = unsafe { file.pread_raw(dst, size, offset) }.unwrap();
-        op.wait(None).unwrap()
+        op.wait().unwrap()
     };
     let start = (offset as usize).min(data.len());
     let expect = (data.len() - start).min(size);
@@ -132,7 +132,7 @@ fn closed_handle_and_reads_in_flight() {
     let op = unsafe { file.pread_raw(buf.as_mut_ptr(), buf.len(), 0) }.unwrap();
     file.close();
     file.close();
-    assert_eq!(op.wait(None).unwrap(), data.len(), "a read in flight finishes after close");
+    assert_eq!(op.wait().unwrap(), data.len(), "a read in flight finishes after close");
     assert!(buf == data);
     assert!(matches!(file.size(), Err(gdsroute::Error::ClosedHandle { .. })));
     assert!(matches!(file.read_into(&mut buf, 0), Err(gdsroute::Error::ClosedHandle { .. })));

@@ -44,7 +44,7 @@ fn apply(model: &mut Vec<u8>, data: &[u8], offset: usize) {
 fn write(file: &File, data: &[u8], offset: u64, how: usize) -> gdsroute::Result<usize> {
     match how % 3 {
         0 => file.write_from(data, offset),
-        1 => unsafe { file.pwrite_raw(data.as_ptr(), data.len(), offset) }.and_then(|op| op.wait(None)),
+        1 => unsafe { file.pwrite_raw(data.as_ptr(), data.len(), offset) }.and_then(|op| op.wait()),
         _ => unsafe { file.write_raw(data.as_ptr(), data.len(), offset) },
     }
 }

@@ -134,7 +134,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
                         0..=2 => handles[fi].read_into(&mut raw[GUARD..GUARD + size], offset),
                         3..=4 => {
                             let op = unsafe { handles[fi].pread_raw(raw[GUARD..].as_mut_ptr(), size, offset) }.unwrap();
-                            op.join()
+                            op.wait()
                         }
                         5..=6 => unsafe { handles[fi].read_raw(raw[GUARD..].as_mut_ptr(), size, offset) },
                         _ => {
@@ -148,7 +148,7 @@ fn threads_by_handles_by_sizes_with_resizes_and_closes_in_flight() {
                             }
                             drop(f);
                             closed.fetch_add(1, Ordering::Relaxed);
-                            op.wait(None)
+                            op.wait()
                         }
                     };
                     issued.fetch_add(1, Ordering::Relaxed);
@@ -229,7 +229,7 @@ fn read_by(file: &File, how: u64, len: usize, offset: u64) -> Vec<u8> {
     let mut back = vec![0u8; len];
     let n = match how % 3 {
         0 => file.read_into(&mut back, offset),
-        1 => unsafe { file.pread_raw(back.as_mut_ptr(), len, offset) }.and_then(|op| op.join()),
+        1 => unsafe { file.pread_raw(back.as_mut_ptr(), len, offset) }.and_then(|op| op.wait()),
         _ => unsafe { file.read_raw(back.as_mut_ptr(), len, offset) },
     };
     assert_eq!(n.unwrap_or_else(|e| panic!("read of {len} at {offset}: {e}")), len);
@@ -290,7 +290,7 @@ fn writers_and_readers_of_shared_files_with_resizes_in_flight() {
                         let (len, offset) = (hi - lo, at + lo as u64);
                         let n = match (round + k) % 3 {
                             0 => file.write_from(&data[lo..hi], offset),
-                            1 => unsafe { file.pwrite_raw(data[lo..].as_ptr(), len, offset) }.and_then(|op| op.join()),
+                            1 => unsafe { file.pwrite_raw(data[lo..].as_ptr(), len, offset) }.and_then(|op| op.wait()),
                             _ => unsafe { file.write_raw(data[lo..].as_ptr(), len, offset) },
                         };
                         assert_eq!(n.unwrap_or_else(|e| panic!("writer {t} round {round}: {e}")), len);

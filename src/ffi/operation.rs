@@ -36,7 +36,7 @@ pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut
         // SAFETY: the caller passes a live operation or NULL.
         let op = unsafe { arg(op, "op")? };
         let bytes_read = out(bytes_read, "bytes_read")?;
-        let n = op.wait(thread_pool::global().ok())?;
+        let n = op.wait_in(thread_pool::global().ok())?;
         // SAFETY: checked by `out`.
         unsafe { write_out(bytes_read, n) };
         Ok(())

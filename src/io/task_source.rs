@@ -9,13 +9,13 @@ use crate::io::task_split::{Chunk, Split};
 /// One task of a call: which of the call's files it moves bytes of (an index into them; 0 for a
 /// call on one file) and its chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Task {
+pub(crate) struct Task {
     pub file: usize,
     pub chunk: Chunk,
 }
 
 /// The tasks of a call, in the order their results settle it (file order for one file).
-pub trait TaskSource: Send + Sync + 'static {
+pub(crate) trait TaskSource: Send + Sync + 'static {
     /// Number of tasks.
     fn count(&self) -> usize;
     /// Task `index` (< `count()`).

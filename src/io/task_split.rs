@@ -10,7 +10,7 @@
 
 /// One task's slice of the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     /// Offset into the caller's buffer.
     pub buf_offset: usize,
     /// Offset into the file.

@@ -46,7 +46,7 @@ pub fn check_device_read(file: &File, data: &[u8], size: usize, offset: u64, man
     ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
     let dst = (dev as usize + GUARD) as *mut u8;
     let op = unsafe { file.pread_raw(dst, size, offset) }.unwrap();
-    let n = op.wait(None).unwrap();
+    let n = op.wait().unwrap();
     let mut back = vec![0u8; total];
     ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, total) });
     unsafe { sys::cuMemFree_v2(dev) };

@@ -27,7 +27,9 @@ step "4. KVIKIO_COMPAT_MODE=off + CUFILE_FORCE_COMPAT_MODE=true"; KVIKIO_COMPAT_
 step "5. 8 KiB device read, AUTO, udev record"; run "$D/gpu_read" "$F" 8192 4096
 step "GPU tests, udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, udev record"; run "$D/gpu_writes" --ignored --test-threads 1
-step "CUDA layer GPU tests"; run "$D/gpu_cuda_layer" --ignored --test-threads 1
+step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 sys::cuda::gpu_tests::gpu_
+step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$PWD/$D run "$D/gpu_faults" --ignored --test-threads 1
+step "registered page cache on the GPU"; run "$D/gpu_page_cache" --ignored --test-threads 1
 step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threads 1
 step "stray cufile.log in the working directory?"; ls -l cufile.log 2>&1
 # The exit suite (docs/exit.md; about 4 minutes): GDSROUTE_PROOF_EXIT=0 skips it.

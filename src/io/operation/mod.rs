@@ -29,7 +29,7 @@ use std::time::Duration;
 
 /// When the operation stops starting tasks before the last one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// Every task runs (the range was clipped to the bytes the file has, or is a write's, so all
     /// can deliver).
     Never,
@@ -49,7 +49,7 @@ impl Operation {
     /// the tasks of `tasks`, each run by `run`, none started yet (see `run_here`, `start`).
     /// `requested` is the size the caller asked for (counted in `bytes_requested`; the tasks may
     /// cover less). With no tasks the operation is already finished with 0 bytes.
-    pub fn new(
+    pub(crate) fn new(
         direction: Direction,
         tasks: impl TaskSource,
         requested: u64,
@@ -72,20 +72,20 @@ impl Operation {
     }
 
     /// A finished operation of `direction` without tasks that delivered 0 of `requested` bytes.
-    pub fn finished(direction: Direction, requested: u64, stats: Arc<StatsCell>) -> Operation {
+    pub(crate) fn finished(direction: Direction, requested: u64, stats: Arc<StatsCell>) -> Operation {
         Operation::new(direction, Split::one(0, 0), requested, stats, Stop::Never, |_| Ok(0))
     }
 
     /// Runs every task nobody has claimed on the calling thread, in task order: the operation's
     /// runner is the calling thread (`schedule::Runner::CallingThread`).
-    pub fn run_here(&self) {
+    pub(crate) fn run_here(&self) {
         self.shared.run_from(End::Front);
     }
 
     /// Queues the operation's workers on `pool` (`schedule::Runner::Pool`): one per pool thread,
     /// at most one per task and at most `workers` (at least one); the thread that waits still
     /// helps.
-    pub fn start(&self, pool: &ThreadPool, workers: usize) {
+    pub(crate) fn start(&self, pool: &ThreadPool, workers: usize) {
         let workers = self.shared.tasks.count().min(pool.num_threads().max(1)).min(workers.max(1));
         for _ in 0..workers {
             let worker = Worker { shared: Some(Arc::clone(&self.shared)), pool: pool.clone() };
@@ -112,7 +112,7 @@ impl Operation {
     /// Meanwhile, with a `pool` of more than one thread, it runs this operation's tasks that no
     /// worker has started; on a pool thread it also runs other queued tasks (so nested calls
     /// cannot deadlock).
-    pub fn wait(&self, pool: Option<&ThreadPool>) -> Result<usize> {
+    pub(crate) fn wait_in(&self, pool: Option<&ThreadPool>) -> Result<usize> {
         crate::trace::event("wait.start", 0);
         if pool.is_some_and(|p| p.num_threads() > 1) {
             self.help();
@@ -141,7 +141,7 @@ impl Operation {
 impl Drop for Operation {
     fn drop(&mut self) {
         // The caller's buffer must not be touched after the handle is gone.
-        let _ = self.wait(crate::io::thread_pool::global().ok());
+        let _ = self.wait_in(crate::io::thread_pool::global().ok());
     }
 }
 
@@ -198,8 +198,8 @@ mod tests {
         let (o, runs, stats) = op(tasks(3), Stop::Never, |i, c| Ok(if i == 1 { 4 } else { c.len }));
         assert!(!o.is_done());
         o.run_here();
-        assert_eq!(o.wait(None).unwrap(), T + 4);
-        assert_eq!(o.wait(None).unwrap(), T + 4);
+        assert_eq!(o.wait_in(None).unwrap(), T + 4);
+        assert_eq!(o.wait_in(None).unwrap(), T + 4);
         assert_eq!(run_counts(&runs), [1, 1, 1]);
         let c = stats.snapshot();
         assert_eq!((c.calls, c.calls_short, c.bytes_read, c.bytes_requested), (1, 1, T as u64 + 4, 3 * T as u64));
@@ -218,7 +218,7 @@ mod tests {
             assert_eq!(first.0, 0);
             o.shared.run_claimed(first);
             o.shared.run_from(End::Back);
-            assert_eq!(o.wait(None).unwrap(), expect, "{got:?}");
+            assert_eq!(o.wait_in(None).unwrap(), expect, "{got:?}");
             assert_eq!(run_counts(&runs), [1; 8]);
         }
     }
@@ -237,7 +237,7 @@ mod tests {
         o.shared.run_from(End::Back);
         assert!(!o.is_done(), "must wait for the first task too");
         o.shared.run_claimed(first);
-        let err = o.wait(None).unwrap_err();
+        let err = o.wait_in(None).unwrap_err();
         assert!(err.to_string().contains("first"), "{err}");
         assert_eq!(run_counts(&runs), [1, 1, 1], "every task runs when the size is known");
         assert_eq!(stats.snapshot().calls_failed, 1);
@@ -247,7 +247,7 @@ mod tests {
     fn a_task_that_panics_fails_the_operation_and_the_others_still_run() {
         let (o, runs, _) = op(tasks(4), Stop::Never, |i, c| if i == 2 { panic!("boom") } else { Ok(c.len) });
         o.run_here();
-        assert!(matches!(o.wait(None), Err(Error::Internal(_))));
+        assert!(matches!(o.wait_in(None), Err(Error::Internal(_))));
         assert_eq!(run_counts(&runs), [1, 1, 1, 1]);
     }
 
@@ -263,7 +263,7 @@ mod tests {
         });
         o.run_here();
         assert_eq!(ran.load(Ordering::SeqCst), 3);
-        assert_eq!(o.wait(None).unwrap(), 2);
+        assert_eq!(o.wait_in(None).unwrap(), 2);
         assert_eq!(stats.snapshot().bytes_requested, 1 << 62);
         // A failure stops it the same way; tasks before the failed one still run.
         let (o, runs, _) = op(tasks(10), Stop::AtFirstShortOrFailed, |i, c| if i == 4 { Err(Error::InvalidArgument("x".into())) } else { Ok(c.len) });
@@ -274,12 +274,12 @@ mod tests {
         }
         assert!(o.shared.claim(End::Front).is_none() && o.shared.claim(End::Back).is_none());
         o.shared.run_claimed(back);
-        assert!(o.wait(None).is_err());
+        assert!(o.wait_in(None).is_err());
         assert_eq!(run_counts(&runs), [1, 1, 1, 1, 1, 0, 0, 0, 0, 1]);
         // A short task at the back stops nothing before it.
         let (o, runs, _) = op(tasks(4), Stop::AtFirstShortOrFailed, |i, c| Ok(if i < 3 { c.len } else { 1 }));
         o.shared.run_from(End::Back);
-        assert_eq!(o.wait(None).unwrap(), 3 * T + 1);
+        assert_eq!(o.wait_in(None).unwrap(), 3 * T + 1);
         assert_eq!(run_counts(&runs), [1, 1, 1, 1]);
     }
 
@@ -292,7 +292,7 @@ mod tests {
         o.shared.run_claimed(first);
         // With a pool of one thread the waiter would only sleep: two threads let it help.
         let pool = ThreadPool::new(2).unwrap();
-        assert_eq!(o.wait(Some(&pool)).unwrap(), 3 * T);
+        assert_eq!(o.wait_in(Some(&pool)).unwrap(), 3 * T);
         assert_eq!(run_counts(&runs), [1, 1, 1]);
         assert!(o.shared.claim(End::Front).is_none() && o.shared.claim(End::Back).is_none());
     }
@@ -304,7 +304,7 @@ mod tests {
         let pool = ThreadPool::new(1).unwrap();
         let waiter = {
             let o = Arc::clone(&o);
-            std::thread::spawn(move || o.wait(Some(&pool)))
+            std::thread::spawn(move || o.wait_in(Some(&pool)))
         };
         // The waiter must leave the task to the pool: it is still unclaimed while it waits.
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -320,7 +320,7 @@ mod tests {
         let (o, runs, _) = op(task_split::split(5000, 0, 1), Stop::Never, |_, c| Ok(c.len));
         assert_eq!(runs.len(), 5000);
         o.start(&pool, usize::MAX);
-        assert_eq!(o.wait(None).unwrap(), 5000);
+        assert_eq!(o.wait_in(None).unwrap(), 5000);
         assert!(run_counts(&runs).iter().all(|&n| n == 1));
     }
 
@@ -331,7 +331,7 @@ mod tests {
         drop(Worker { shared: Some(Arc::clone(&o.shared)), pool: ThreadPool::new(1).unwrap() });
         assert!(!o.is_done(), "the running task must stop first");
         o.shared.run_claimed(first);
-        let err = o.wait(None).unwrap_err();
+        let err = o.wait_in(None).unwrap_err();
         assert!(matches!(err, Error::Internal(_)), "{err}");
         assert_eq!(run_counts(&runs), [1, 0, 0]);
     }
@@ -341,7 +341,7 @@ mod tests {
         let stats = Arc::new(StatsCell::default());
         let o = Operation::finished(Direction::Read, 100, Arc::clone(&stats));
         assert!(o.is_done());
-        assert_eq!(o.wait(None).unwrap(), 0);
+        assert_eq!(o.wait_in(None).unwrap(), 0);
         let c = stats.snapshot();
         assert_eq!((c.calls, c.calls_short, c.bytes_requested, c.tasks), (1, 1, 100, 0));
         let (o, _, _) = op(task_split::split(0, 0, 4), Stop::Never, |_, _| Ok(0));

@@ -45,7 +45,7 @@ impl ThreadPool {
     /// in its own loop (a busy worker runs it when its job ends; a worker waiting inside a job for
     /// a nested read runs queued jobs first, through `run_one_queued`). Workers started later do
     /// not run it.
-    pub fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) {
+    pub(crate) fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) {
         let mut state = lock(&self.shared);
         let generation = state.next_generation;
         state.next_generation += 1;
@@ -62,7 +62,7 @@ impl ThreadPool {
     /// runs long (an operation's worker claims task after task), so that a broadcast waits for
     /// one task at most, as it would between queued jobs. Costs one atomic load when there is
     /// none.
-    pub fn run_due_broadcasts(&self) {
+    pub(crate) fn run_due_broadcasts(&self) {
         let pool = Arc::as_ptr(&self.shared) as usize;
         let (owner, due) = WORKER_DUE.with(|c| c.get());
         if owner != pool || self.shared.generations.load(Ordering::Acquire) <= due {

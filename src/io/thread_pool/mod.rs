@@ -46,7 +46,7 @@ thread_local! {
 
 /// A FIFO pool of named worker threads.
 #[derive(Clone)]
-pub struct ThreadPool {
+pub(crate) struct ThreadPool {
     shared: Arc<Shared>,
 }
 
@@ -58,7 +58,7 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
 
 impl ThreadPool {
     /// Starts a pool with `threads` workers.
-    pub fn new(threads: usize) -> Result<ThreadPool> {
+    pub(crate) fn new(threads: usize) -> Result<ThreadPool> {
         let pool = ThreadPool {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -78,13 +78,13 @@ impl ThreadPool {
     }
 
     /// Number of worker threads the pool is converging to.
-    pub fn num_threads(&self) -> usize {
+    pub(crate) fn num_threads(&self) -> usize {
         lock(&self.shared).target_threads
     }
 
     /// Changes the number of workers. New threads start at once; surplus threads finish their
     /// current task and exit. Fails only if no thread at all could be started.
-    pub fn resize(&self, threads: usize) -> Result<()> {
+    pub(crate) fn resize(&self, threads: usize) -> Result<()> {
         if threads == 0 {
             return Err(Error::InvalidArgument("a thread pool needs at least one thread".into()));
         }
@@ -114,14 +114,14 @@ impl ThreadPool {
 
     /// Queues a job. Jobs must not panic (a panic is caught and the worker survives, but the
     /// job's own completion signalling is then the job's responsibility).
-    pub fn submit(&self, job: impl FnOnce() + Send + 'static) {
+    pub(crate) fn submit(&self, job: impl FnOnce() + Send + 'static) {
         lock(&self.shared).queue.push_back(Box::new(job));
         self.shared.work_ready.notify_one();
     }
 
     /// Runs one queued job on the calling thread, if there is one. Used by waiters on pool
     /// threads so that nested waits make progress.
-    pub fn run_one_queued(&self) -> bool {
+    pub(crate) fn run_one_queued(&self) -> bool {
         let job = lock(&self.shared).queue.pop_front();
         match job {
             Some(job) => {
@@ -133,7 +133,7 @@ impl ThreadPool {
     }
 
     /// True on a worker thread of any gdsroute pool.
-    pub fn on_pool_thread() -> bool {
+    pub(crate) fn on_pool_thread() -> bool {
         ON_POOL_THREAD.with(|c| c.get())
     }
 }
