@@ -11,8 +11,13 @@
  *   FAULT_DELAY_US=N      every intercepted call sleeps N microseconds first (widens races)
  *   FAULT_PATH_CONTAINS=S only descriptors whose /proc/self/fd link contains S are faulted
  *   FAULT_COUNT_FILE=P    at exit, append "pid=<pid> eintr=<n> short=<n> eio=<n> calls=<n>"
+ *   FAULT_PROCESS_VM_ERRNO=N  process_vm_readv/process_vm_writev (the library's copies between a
+ *                         caller's buffer and its direct-I/O scratch buffer) return -1 with errno
+ *                         N before copying anything, as under a seccomp filter (38 is ENOSYS, 1
+ *                         EPERM); used by test_bad_pages
  * Calls are forwarded to the next definition (libc) through dlsym(RTLD_NEXT, ...).
- * fault_shim_counts() lets a test that finds it with dlsym(RTLD_DEFAULT, ...) read the totals.
+ * fault_shim_counts() lets a test that finds it with dlsym(RTLD_DEFAULT, ...) read the totals;
+ * fault_shim_process_vm_calls() the process_vm_* calls intercepted and refused.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -206,6 +211,48 @@ ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset) {
 ssize_t pwrite64(int fd, const void *buf, size_t count, off_t offset) {
     static void *real;
     return shim_pwrite("pwrite64", &real, fd, buf, count, offset);
+}
+
+typedef ssize_t (*process_vm_fn)(pid_t, const struct iovec *, unsigned long, const struct iovec *,
+                                 unsigned long, unsigned long);
+
+static _Atomic unsigned long long process_vm_calls;
+static _Atomic unsigned long long process_vm_refused;
+
+/* [0] process_vm_readv/process_vm_writev calls intercepted, [1] of them refused. */
+void fault_shim_process_vm_calls(unsigned long long out[2]) {
+    out[0] = process_vm_calls;
+    out[1] = process_vm_refused;
+}
+
+static ssize_t shim_process_vm(const char *name, void **slot, pid_t pid, const struct iovec *local,
+                               unsigned long liovcnt, const struct iovec *remote,
+                               unsigned long riovcnt, unsigned long flags) {
+    process_vm_fn real = (process_vm_fn)next_definition(name, slot);
+    if (real == NULL) {
+        return -1;
+    }
+    process_vm_calls++;
+    int present;
+    unsigned long long code = env_u64("FAULT_PROCESS_VM_ERRNO", &present);
+    if (present && code > 0) {
+        process_vm_refused++;
+        errno = (int)code;
+        return -1;
+    }
+    return real(pid, local, liovcnt, remote, riovcnt, flags);
+}
+
+ssize_t process_vm_readv(pid_t pid, const struct iovec *local, unsigned long liovcnt,
+                         const struct iovec *remote, unsigned long riovcnt, unsigned long flags) {
+    static void *real;
+    return shim_process_vm("process_vm_readv", &real, pid, local, liovcnt, remote, riovcnt, flags);
+}
+
+ssize_t process_vm_writev(pid_t pid, const struct iovec *local, unsigned long liovcnt,
+                          const struct iovec *remote, unsigned long riovcnt, unsigned long flags) {
+    static void *real;
+    return shim_process_vm("process_vm_writev", &real, pid, local, liovcnt, remote, riovcnt, flags);
 }
 
 __attribute__((destructor)) static void write_counts(void) {

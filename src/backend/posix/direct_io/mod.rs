@@ -4,6 +4,13 @@
 //! caller's memory is not page-aligned at the same point as the file offset, the direct part goes
 //! through a page-aligned scratch buffer of the thread (KvikIO does the same).
 //!
+//! Copies between the caller's memory and the scratch buffer go through
+//! `sys::process_copy`, which reports a bad caller page (unmapped, `PROT_NONE`, read-only for a
+//! read) instead of crashing; `memcpy` is never used on the caller's memory. A copy that stops,
+//! for a bad page or because the calls are refused (`ENOSYS`, `EPERM`: a seccomp filter), sends
+//! the rest of the range through the handle's own descriptor, where the kernel copies: a bad page
+//! is then `EFAULT` at its exact offset, as on every other route (docs/reliability.md).
+//!
 //! Reads (`read`): KvikIO's `KVIKIO_AUTO_DIRECT_IO_READ`, off by default as in KvikIO. Data read
 //! once and larger than memory then does not push everything else out of the page cache; a
 //! second read of the same data goes to the disk again.
@@ -23,6 +30,9 @@ use std::cell::RefCell;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::sys::process_copy::ShortCopy;
 
 /// Alignment of `O_DIRECT` offsets, lengths and memory: a page, as KvikIO uses (a multiple of
 /// every logical block size Linux block devices report in practice).
@@ -80,10 +90,29 @@ fn refused(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EFAULT | libc::EOPNOTSUPP))
 }
 
+/// Set once the copies between the caller's memory and a scratch buffer were refused for good
+/// (`ENOSYS`, `EPERM`: a kernel without `process_vm_readv`, a seccomp filter); from then on
+/// memory that would need the scratch buffer goes through the page cache, without asking again.
+static SCRATCH_COPIES_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Notes a copy to or from the caller's memory that stopped. The transfer then sends the rest
+/// of its range through the buffered descriptor either way: after a bad page (`EFAULT`) the
+/// kernel's own copy stops at the same byte and names its offset, as every other route does;
+/// after a refusal the kernel copies what the refused call could not.
+fn scratch_copy_stopped(stop: &ShortCopy) {
+    if matches!(stop.error.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
+        SCRATCH_COPIES_REFUSED.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Runs `body` with this thread's page-aligned scratch buffer of `SCRATCH_MAX` bytes, allocated
 /// on first need; `None` when the thread has none (allocation failed, the thread is exiting, or
-/// the buffer is in use further up this thread's stack).
+/// the buffer is in use further up this thread's stack) or the copies through it were refused
+/// (`SCRATCH_COPIES_REFUSED`).
 fn with_scratch<T>(body: impl FnOnce(*mut u8) -> T) -> Option<T> {
+    if SCRATCH_COPIES_REFUSED.load(Ordering::Relaxed) {
+        return None;
+    }
     SCRATCH
         .try_with(|scratch| {
             let mut scratch = scratch.try_borrow_mut().ok()?;

@@ -3,10 +3,11 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, with_scratch};
+use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, scratch_copy_stopped, with_scratch};
 use crate::backend::posix::pread::read_full_at;
 use crate::direction::Direction;
 use crate::sys::fs::transfer_once;
+use crate::sys::process_copy::copy_to_caller;
 
 /// Reads `len` bytes at `offset` into `dst`: the page-aligned middle through `direct` (an
 /// `O_DIRECT` descriptor of the same file) as far as the file has whole pages, the rest through
@@ -15,11 +16,14 @@ use crate::sys::fs::transfer_once;
 /// len`). Falls back to `buffered` for the rest of the range where the direct descriptor refuses
 /// a read (`EINVAL`: an alignment the file system does not accept; `EFAULT`, `EOPNOTSUPP`: memory
 /// or a file direct I/O cannot serve), where it stops short (a file system that ends direct
-/// reads early), and where no scratch buffer can be had. Returns the bytes read, fewer than
-/// `len` only at end of file.
+/// reads early), where no scratch buffer can be had, and where the copy out of it stops (a page
+/// of `dst` that cannot be written: the buffered `pread` then fails with `EFAULT` there, having
+/// written nothing at or after that byte; or the copy is refused). Returns the bytes read, fewer
+/// than `len` only at end of file.
 ///
 /// # Safety
-/// `dst` must be valid for writes of `len` bytes for the duration of the call.
+/// `dst` must be valid for writes of `len` bytes for the duration of the call (a page that is
+/// not is reported as `EFAULT`, never touched from user space).
 pub(crate) unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<DirectTransfer> {
     let mut read = DirectTransfer::default();
     if len == 0 {
@@ -58,7 +62,7 @@ pub(crate) unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *m
         };
         let n = match direct_read {
             Ok(Some(n)) => n,
-            Ok(None) => 0, // no scratch buffer: the rest below, through the page cache
+            Ok(None) => 0, // no scratch buffer, or no copy out of it: the rest below, through the page cache
             Err(e) if refused(&e) => 0,
             Err(e) => return Err(e),
         };
@@ -97,8 +101,10 @@ unsafe fn read_aligned(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> 
 }
 
 /// Reads `len` bytes (a multiple of `ALIGN`, at most `SCRATCH_MAX`) at the aligned `offset`
-/// through `direct` into this thread's aligned scratch buffer, and copies what was read to `dst`.
-/// `None` when the thread has no scratch buffer (allocation failed, or the thread is exiting).
+/// through `direct` into this thread's aligned scratch buffer, and copies what was read to `dst`
+/// with a copy that reports a bad page. `None` when the thread has no scratch buffer (allocation
+/// failed, or the thread is exiting) or the copy stopped (a bad page of `dst`, or refused; the
+/// bytes before the stop may have been written to `dst`, inside its range).
 ///
 /// # Safety
 /// `dst` valid for writes of `len` bytes.
@@ -106,12 +112,17 @@ unsafe fn read_through_scratch(direct: RawFd, dst: *mut u8, len: usize, offset: 
     with_scratch(|scratch| {
         // SAFETY: the scratch buffer holds SCRATCH_MAX >= len aligned bytes, owned by this thread.
         let n = unsafe { read_aligned(direct, scratch, len, offset) }?;
-        // SAFETY: n <= len bytes were written to the scratch buffer; dst is the caller's, valid
-        // for len bytes, and never overlaps memory this module allocated.
-        unsafe { std::ptr::copy_nonoverlapping(scratch, dst, n) };
-        Ok(n)
+        // SAFETY: n <= len bytes were written to the scratch buffer, which never overlaps the
+        // caller's dst; a bad page of dst is reported, not touched.
+        match unsafe { copy_to_caller(dst, scratch, n) } {
+            Ok(()) => Ok(Some(n)),
+            Err(stop) => {
+                scratch_copy_stopped(&stop);
+                Ok(None)
+            }
+        }
     })
-    .transpose()
+    .unwrap_or(Ok(None))
 }
 
 /// The size that bounds direct reads: the file's size, or a block device's (whose `st_size` is 0).
@@ -196,6 +207,33 @@ mod tests {
         let got = unsafe { read_full_at_direct(f.as_raw_fd(), direct.as_raw_fd(), dst.ptr(), size, 0) }.unwrap();
         assert_eq!(got, DirectTransfer { bytes: size, direct_bytes: size });
         check(&dst, &data);
+    }
+
+    /// A destination at +1 (through the scratch buffer) with a read-only or unmapped page first,
+    /// in the middle or last: `EFAULT`, never a crash; every byte before the bad page is the
+    /// file's, nothing after it written.
+    #[test]
+    fn a_bad_destination_page_is_efault_and_nothing_after_it_is_written() {
+        use crate::sys::process_copy::testing::{Mapping, PAGE};
+        let (f, data, direct) = random_file(6 * ALIGN, 10);
+        let Some(direct) = direct else {
+            eprintln!("skipped: no O_DIRECT on the temporary directory's file system");
+            return;
+        };
+        for bad in [0, 2, 4] {
+            for protection in [Some(libc::PROT_READ), None] {
+                let map = Mapping::new(5, bad, protection);
+                let len = 5 * PAGE - 1;
+                // SAFETY: the call writes only inside base + 1 .. base + 5 pages, and reports the bad page.
+                let err = unsafe { read_full_at_direct(f.as_raw_fd(), direct.as_raw_fd(), map.base.add(1), len, 0) }.unwrap_err();
+                assert_eq!(err.raw_os_error(), Some(libc::EFAULT), "bad page {bad}");
+                let fault = (bad * PAGE).max(1); // in the mapping; the range starts at 1
+                for i in (0..5 * PAGE).filter(|i| protection.is_some() || i / PAGE != bad) {
+                    let expect = if (1..fault).contains(&i) { data[i - 1] } else { Mapping::original(i) };
+                    assert_eq!(map.at(i), expect, "bad page {bad}, {protection:?}: byte {i}");
+                }
+            }
+        }
     }
 
     #[test]

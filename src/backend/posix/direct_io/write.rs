@@ -3,10 +3,11 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, with_scratch};
+use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, scratch_copy_stopped, with_scratch};
 use crate::backend::posix::pwrite::{WriteFailure, write_full_at};
 use crate::direction::Direction;
 use crate::sys::fs::transfer_once;
+use crate::sys::process_copy::copy_from_caller;
 
 /// Writes `len` bytes from `src` at `offset`: the whole pages inside the range through `direct`
 /// (an `O_DIRECT` descriptor of the same file), the unaligned head up to the first page boundary
@@ -14,14 +15,17 @@ use crate::sys::fs::transfer_once;
 /// the file is written (a direct write covers whole pages, so only pages wholly inside the range
 /// go direct). Memory not page-aligned at the same point as the file goes through this thread's
 /// scratch buffer, a piece at a time. Where the direct descriptor refuses (`EINVAL`, `EFAULT`,
-/// `EOPNOTSUPP`) or no scratch buffer can be had, the rest of the range goes through `buffered`.
+/// `EOPNOTSUPP`), no scratch buffer can be had or the copy into it stops (a page of `src` that
+/// cannot be read, or the copy refused), the rest of the range goes through `buffered`: a bad
+/// page then fails that `pwrite` with `EFAULT` at its offset, every byte before it in the file.
 /// Short writes are continued and `EINTR` retried, as `write_full_at`.
 ///
 /// Errors: as `write_full_at`: the error and the file offset of the `pwrite` that failed; every
 /// byte of the range before that offset reached the file.
 ///
 /// # Safety
-/// `src` must be valid for reads of `len` bytes for the duration of the call.
+/// `src` must be valid for reads of `len` bytes for the duration of the call (a page that is
+/// not is reported as `EFAULT`, never read from user space).
 pub(crate) unsafe fn write_full_at_direct(buffered: RawFd, direct: RawFd, src: *const u8, len: usize, offset: u64) -> Result<DirectTransfer, WriteFailure> {
     let mut done = DirectTransfer::default();
     let mut direct_usable = true;
@@ -45,7 +49,7 @@ pub(crate) unsafe fn write_full_at_direct(buffered: RawFd, direct: RawFd, src: *
         let n = match attempt {
             Ok(Some(n)) => n,
             Ok(None) => {
-                direct_usable = false; // no scratch buffer: the rest through the page cache
+                direct_usable = false; // no scratch buffer, or no copy into it: the rest through the page cache
                 continue;
             }
             Err(e) if refused(&e) => {
@@ -67,8 +71,9 @@ pub(crate) unsafe fn write_full_at_direct(buffered: RawFd, direct: RawFd, src: *
 
 /// One direct `pwrite` of up to `len` bytes (a multiple of `ALIGN`) at the aligned `offset`:
 /// straight from `src` where it is page-aligned, else the first `SCRATCH_MAX` bytes at most
-/// copied into this thread's scratch buffer first. Returns what the `pwrite` wrote, or `None`
-/// without a scratch buffer.
+/// copied into this thread's scratch buffer first, with a copy that reports a bad page (only the
+/// whole pages before it are written then). Returns what the `pwrite` wrote, or `None` without a
+/// scratch buffer or when the copy stopped before a whole page.
 ///
 /// # Safety
 /// `src` valid for reads of `len` bytes.
@@ -80,13 +85,20 @@ unsafe fn write_aligned(direct: RawFd, src: *const u8, len: usize, offset: u64) 
     }
     let len = len.min(SCRATCH_MAX);
     with_scratch(|scratch| {
-        // SAFETY: the caller's src is valid for len bytes; the scratch buffer holds SCRATCH_MAX
-        // bytes owned by this thread and never overlaps the caller's memory.
-        unsafe { std::ptr::copy_nonoverlapping(src, scratch, len) };
+        // SAFETY: the scratch buffer holds SCRATCH_MAX >= len bytes owned by this thread and never
+        // overlaps the caller's src; a bad page of src is reported, not touched.
+        if let Err(stop) = unsafe { copy_from_caller(scratch, src, len) } {
+            scratch_copy_stopped(&stop);
+            // The whole pages copied before the stop still go direct; the next call starts at
+            // the stop, copies nothing and sends the rest through the page cache.
+            let whole = stop.copied - stop.copied % ALIGN;
+            // SAFETY: scratch is aligned and holds whole <= len copied bytes.
+            return if whole == 0 { Ok(None) } else { unsafe { transfer_once(Direction::Write, direct, scratch, whole, offset) }.map(Some) };
+        }
         // SAFETY: scratch is aligned and holds len bytes.
-        unsafe { transfer_once(Direction::Write, direct, scratch, len, offset) }
+        unsafe { transfer_once(Direction::Write, direct, scratch, len, offset) }.map(Some)
     })
-    .transpose()
+    .unwrap_or(Ok(None))
 }
 
 #[cfg(test)]
@@ -182,6 +194,32 @@ mod tests {
         f.read_exact_at(&mut back, 0).unwrap();
         assert!(back == data);
         assert!(src.storage[..src.start].iter().all(|&b| b == POISON));
+    }
+
+    /// A source at +1 (through the scratch buffer) with an unreadable or unmapped page first, in
+    /// the middle or last: `EFAULT` at the file offset of the bad page's first byte, never a
+    /// crash; every byte before it reached the file, nothing at or after it.
+    #[test]
+    fn a_bad_source_page_is_efault_at_its_offset() {
+        use crate::sys::process_copy::testing::{Mapping, PAGE};
+        for bad in [0, 2, 4] {
+            for protection in [Some(libc::PROT_NONE), None] {
+                let (f, direct) = filled_file(6 * ALIGN);
+                let Some(direct) = direct else {
+                    eprintln!("skipped: no O_DIRECT on the temporary directory's file system");
+                    return;
+                };
+                let map = Mapping::new(5, bad, protection);
+                // SAFETY: the call reads only inside base + 1 .. base + 5 pages, and reports the bad page.
+                let err = unsafe { write_full_at_direct(f.as_raw_fd(), direct.as_raw_fd(), map.base.add(1), 5 * PAGE - 1, 0) }.unwrap_err();
+                let fault = (bad * PAGE).saturating_sub(1); // the file offset of the bad page's first byte
+                assert_eq!((err.offset, err.error.raw_os_error()), (fault as u64, Some(libc::EFAULT)), "bad page {bad}, {protection:?}");
+                let mut back = vec![0u8; 6 * ALIGN];
+                f.read_exact_at(&mut back, 0).unwrap();
+                assert!((0..fault).all(|i| back[i] == Mapping::original(i + 1)), "bad page {bad}: bytes before the fault");
+                assert!(back[fault..].iter().all(|&b| b == FILL), "bad page {bad}: written at or after the fault");
+            }
+        }
     }
 
     #[test]
