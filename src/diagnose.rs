@@ -3,7 +3,8 @@
 //! database exists, the compat mode and where it came from, and, for a file, the verdict and its
 //! reason; it ends with a one-line conclusion (where device reads will go, and why). Used by the
 //! C API (`gdsroute_diagnose`) and the `gdsroute-diagnose` CLI, which also takes its exit code
-//! and JSON form from here.
+//! and JSON form from here. One job in one file, although over 450 lines: the report's facts
+//! and their two renderings (text, JSON) change together, fact by fact.
 
 use crate::sys::cufile::{CufileLibrary, DriverProperties, StatsSupport};
 use crate::api::file::File;
