@@ -65,7 +65,11 @@ pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_f
 /// `request.buf` must be valid for `request.size` bytes until the returned operation has
 /// finished: writable for a read; a write only reads it.
 pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start) -> Result<Operation> {
-    crate::trace::event("pread", request.size as u64);
+    let event = match request.direction {
+        Direction::Read => "pread",
+        Direction::Write => "pwrite",
+    };
+    crate::trace::event(event, request.size as u64);
     let (counted, snapshot) = begin(stats, &request)?;
     let pool = thread_pool::global()?;
     let file = open_file()?;

@@ -60,35 +60,33 @@ pub(super) fn count_in_route(route: Route, bytes: u64, cufile: [&mut u64; 2], po
 }
 
 impl Counters {
-    pub(super) fn add_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        count_read_task!(self, route, outcome, failed, host_memory: { self.posix_tasks_host_memory += 1 });
-    }
-
-    pub(super) fn add_write_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        count_write_task!(self, route, outcome, failed);
-    }
-
-    fn add_write_call(&mut self, delivered: u64, failed: bool) {
-        self.write_calls += 1;
-        self.write_calls_failed += failed as u64;
-        if !failed {
-            self.bytes_written += delivered;
-        }
-    }
-
-    pub(super) fn add_call_of(&mut self, direction: Direction, requested: u64, delivered: u64, failed: bool) {
+    /// Counts one finished task of `direction`.
+    pub(super) fn add_task(&mut self, direction: Direction, route: Route, outcome: &TaskOutcome, failed: bool) {
         match direction {
-            Direction::Read => self.add_call(requested, delivered, failed),
-            Direction::Write => self.add_write_call(delivered, failed),
+            Direction::Read => count_read_task!(self, route, outcome, failed, host_memory: { self.posix_tasks_host_memory += 1 }),
+            Direction::Write => count_write_task!(self, route, outcome, failed),
         }
     }
 
-    pub(super) fn add_call(&mut self, requested: u64, delivered: u64, failed: bool) {
-        self.calls += 1;
-        self.calls_failed += failed as u64;
-        self.calls_short += (!failed && delivered < requested) as u64;
-        self.bytes_requested = self.bytes_requested.saturating_add(requested); // caller-chosen sizes: up to 2^63 each
-        self.bytes_read += delivered;
+    /// Counts one finished call of `direction`: a read may come back short (end of file), a
+    /// write covers its whole request or fails.
+    pub(super) fn add_call(&mut self, direction: Direction, requested: u64, delivered: u64, failed: bool) {
+        match direction {
+            Direction::Read => {
+                self.calls += 1;
+                self.calls_failed += failed as u64;
+                self.calls_short += (!failed && delivered < requested) as u64;
+                self.bytes_requested = self.bytes_requested.saturating_add(requested); // caller-chosen sizes: up to 2^63 each
+                self.bytes_read += delivered;
+            }
+            Direction::Write => {
+                self.write_calls += 1;
+                self.write_calls_failed += failed as u64;
+                if !failed {
+                    self.bytes_written += delivered;
+                }
+            }
+        }
     }
 }
 
@@ -150,38 +148,29 @@ pub(crate) fn global() -> &'static StatsCell {
 pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, device: Option<i32>, outcome: &TaskOutcome, failed: bool) {
     {
         let mut cells = global().lock();
-        match direction {
-            Direction::Read => cells.totals.add_task(route, outcome, failed),
-            Direction::Write => cells.totals.add_write_task(route, outcome, failed),
-        }
+        cells.totals.add_task(direction, route, outcome, failed);
         if let Some(ordinal) = device {
             let device = cells.device(ordinal);
-            match direction {
-                Direction::Read => device.add_task(route, outcome, failed),
-                Direction::Write => device.add_write_task(route, outcome, failed),
-            }
+            device.add_task(direction, route, outcome, failed);
         }
     }
     let mut cells = handle.lock();
-    match direction {
-        Direction::Read => cells.totals.add_task(route, outcome, failed),
-        Direction::Write => cells.totals.add_write_task(route, outcome, failed),
-    }
+    cells.totals.add_task(direction, route, outcome, failed);
 }
 
 /// Records one finished logical call in the process-wide counters and in the handle's.
 pub(crate) fn record_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
     for cell in [global(), handle] {
-        cell.lock().totals.add_call_of(direction, requested, delivered, failed);
+        cell.lock().totals.add_call(direction, requested, delivered, failed);
     }
 }
 
 /// Records a call that returned an error before moving bytes: one call, failed, no bytes, in
 /// the process-wide counters and in the handle's (`None`: a NULL handle, process-wide only).
 pub(crate) fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {
-    global().lock().totals.add_call_of(direction, 0, 0, true);
+    global().lock().totals.add_call(direction, 0, 0, true);
     if let Some(handle) = handle {
-        handle.lock().totals.add_call_of(direction, 0, 0, true);
+        handle.lock().totals.add_call(direction, 0, 0, true);
     }
 }
 
@@ -230,12 +219,12 @@ mod tests {
         let mut c = cell.snapshot();
         assert_eq!(c.struct_size, Counters::SIZE);
         let task = |bytes, mapped_bytes, not_cached| TaskOutcome { bytes, mapped_bytes, not_cached, direct_bytes: 0 };
-        c.add_task(Route::Posix(PosixReason::HostMemory), &task(10, 0, true), false);
-        c.add_task(Route::Posix(PosixReason::CompatOn), &TaskOutcome { bytes: 8, direct_bytes: 8, ..TaskOutcome::default() }, false);
-        c.add_task(Route::Posix(PosixReason::AutoFallback), &task(5, 3, false), false);
-        c.add_task(Route::Cufile, &task(7, 0, true), false); // never counted as not cached
-        c.add_task(Route::Posix(PosixReason::BelowThreshold), &task(0, 0, false), true);
-        c.add_call(30, 22, false);
+        c.add_task(Direction::Read, Route::Posix(PosixReason::HostMemory), &task(10, 0, true), false);
+        c.add_task(Direction::Read, Route::Posix(PosixReason::CompatOn), &TaskOutcome { bytes: 8, direct_bytes: 8, ..TaskOutcome::default() }, false);
+        c.add_task(Direction::Read, Route::Posix(PosixReason::AutoFallback), &task(5, 3, false), false);
+        c.add_task(Direction::Read, Route::Cufile, &task(7, 0, true), false); // never counted as not cached
+        c.add_task(Direction::Read, Route::Posix(PosixReason::BelowThreshold), &task(0, 0, false), true);
+        c.add_call(Direction::Read, 30, 22, false);
         assert_eq!((c.tasks, c.task_bytes, c.tasks_failed), (5, 30, 1));
         assert_eq!((c.posix_tasks, c.posix_bytes, c.cufile_tasks, c.cufile_bytes), (4, 23, 1, 7));
         assert_eq!(c.posix_tasks_host_memory + c.posix_tasks_auto_fallback + c.posix_tasks_below_threshold + c.posix_tasks_compat_on, 4);
@@ -251,11 +240,11 @@ mod tests {
     #[test]
     fn writes_have_their_own_counters_and_summary() {
         let mut c = Counters::default();
-        c.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
-        c.add_write_task(Route::Cufile, &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
-        c.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 100, ..TaskOutcome::default() }, true);
-        c.add_call_of(Direction::Write, 8192, 8192, false);
-        c.add_call_of(Direction::Write, 4096, 0, true);
+        c.add_task(Direction::Write, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_task(Direction::Write, Route::Cufile, &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_task(Direction::Write, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 100, ..TaskOutcome::default() }, true);
+        c.add_call(Direction::Write, 8192, 8192, false);
+        c.add_call(Direction::Write, 4096, 0, true);
         assert_eq!((c.calls, c.tasks, c.bytes_read), (0, 0, 0), "reads' counters never count writes");
         assert_eq!((c.write_calls, c.write_calls_failed, c.bytes_written), (2, 1, 8192));
         assert_eq!((c.write_tasks, c.write_tasks_failed, c.posix_write_tasks, c.posix_write_bytes, c.cufile_write_tasks, c.cufile_write_bytes), (3, 1, 2, 4096, 1, 4096));
@@ -264,8 +253,8 @@ mod tests {
         let at = names.iter().position(|n| *n == "write_calls").unwrap();
         assert_eq!(&names[at - 1..], ["posix_direct_bytes", "write_calls", "write_calls_failed", "bytes_written", "write_tasks", "write_tasks_failed", "posix_write_tasks", "posix_write_bytes", "cufile_write_tasks", "cufile_write_bytes", "cufile_n_total_writes", "cufile_n_nvfs_writes", "cufile_n_posix_writes", "cufile_n_p2p_writes", "cufile_n_writes_err", "cufile_write_bytes_gpu", "posix_direct_write_bytes"]);
         let mut d = Counters::default();
-        d.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, false);
-        d.add_write_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, true);
+        d.add_task(Direction::Write, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, false);
+        d.add_task(Direction::Write, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, true);
         assert_eq!((d.posix_write_bytes, d.posix_direct_write_bytes, d.posix_direct_bytes), (8192, 4096, 0), "a failed task adds no bytes");
     }
 
@@ -300,8 +289,8 @@ mod tests {
         let cell = StatsCell::default();
         {
             let mut cells = cell.lock();
-            cells.device(3).add_task(Route::Cufile, &TaskOutcome { bytes: 1, ..TaskOutcome::default() }, false);
-            cells.totals.add_task(Route::Cufile, &TaskOutcome { bytes: 1, ..TaskOutcome::default() }, false);
+            cells.device(3).add_task(Direction::Read, Route::Cufile, &TaskOutcome { bytes: 1, ..TaskOutcome::default() }, false);
+            cells.totals.add_task(Direction::Read, Route::Cufile, &TaskOutcome { bytes: 1, ..TaskOutcome::default() }, false);
         }
         cell.reset();
         let (totals, devices) = cell.snapshot_with_devices();

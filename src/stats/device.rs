@@ -5,7 +5,7 @@
 use super::counters::{cufile_fields, fields_of, in_layout_order};
 use super::counting::{count_in_route, count_read_task, count_write_task};
 use super::render::{counter_lines, human_bytes, json_object, plural};
-use super::{PosixReason, Route, TaskOutcome};
+use super::{Direction, PosixReason, Route, TaskOutcome};
 use crate::abi::{CufileStatsState, NumaPlacement};
 use crate::sys::cufile::{PerGpuTotals, for_each_cufile_counter};
 pub use crate::abi::DeviceCounters;
@@ -40,15 +40,13 @@ impl DeviceCounters {
         self.entries().into_iter().take(held)
     }
 
-    /// Counts one finished read task into this device's memory.
-    pub(super) fn add_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        // Host memory is never attributed to a device (record_task).
-        count_read_task!(self, route, outcome, failed, host_memory: {});
-    }
-
-    /// Counts one finished write task from this device's memory.
-    pub(super) fn add_write_task(&mut self, route: Route, outcome: &TaskOutcome, failed: bool) {
-        count_write_task!(self, route, outcome, failed);
+    /// Counts one finished task of `direction` into (or from) this device's memory.
+    pub(super) fn add_task(&mut self, direction: Direction, route: Route, outcome: &TaskOutcome, failed: bool) {
+        match direction {
+            // Host memory is never attributed to a device (record_task).
+            Direction::Read => count_read_task!(self, route, outcome, failed, host_memory: {}),
+            Direction::Write => count_write_task!(self, route, outcome, failed),
+        }
     }
 
     /// Zeroes the counters of tasks, keeping the device (and what describes its buffers, which
@@ -206,12 +204,12 @@ mod tests {
     fn busy_device() -> DeviceCounters {
         let mut d = DeviceCounters::of(1);
         let task = |bytes| TaskOutcome { bytes, ..TaskOutcome::default() };
-        d.add_task(Route::Posix(PosixReason::CompatOn), &TaskOutcome { bytes: 4 << 20, mapped_bytes: 1 << 20, not_cached: true, direct_bytes: 0 }, false);
-        d.add_task(Route::Posix(PosixReason::BelowThreshold), &task(1 << 20), false);
-        d.add_task(Route::Cufile, &task(8 << 20), false);
-        d.add_task(Route::Posix(PosixReason::AutoFallback), &task(0), true);
-        d.add_write_task(Route::Posix(PosixReason::CompatOn), &task(4096), false);
-        d.add_write_task(Route::Cufile, &task(4096), true);
+        d.add_task(Direction::Read, Route::Posix(PosixReason::CompatOn), &TaskOutcome { bytes: 4 << 20, mapped_bytes: 1 << 20, not_cached: true, direct_bytes: 0 }, false);
+        d.add_task(Direction::Read, Route::Posix(PosixReason::BelowThreshold), &task(1 << 20), false);
+        d.add_task(Direction::Read, Route::Cufile, &task(8 << 20), false);
+        d.add_task(Direction::Read, Route::Posix(PosixReason::AutoFallback), &task(0), true);
+        d.add_task(Direction::Write, Route::Posix(PosixReason::CompatOn), &task(4096), false);
+        d.add_task(Direction::Write, Route::Cufile, &task(4096), true);
         d
     }
 

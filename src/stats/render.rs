@@ -209,15 +209,15 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{PosixReason, Route, TaskOutcome};
+    use crate::stats::{Direction, PosixReason, Route, TaskOutcome};
 
     fn host_reads() -> Counters {
         let mut c = Counters { struct_size: Counters::SIZE, ..Counters::default() };
         for _ in 0..17 {
-            c.add_task(Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8 << 20, ..TaskOutcome::default() }, false);
+            c.add_task(Direction::Read, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8 << 20, ..TaskOutcome::default() }, false);
         }
-        c.add_call(64 << 20, 64 << 20, false);
-        c.add_call(72 << 20, 72 << 20, false);
+        c.add_call(Direction::Read, 64 << 20, 64 << 20, false);
+        c.add_call(Direction::Read, 72 << 20, 72 << 20, false);
         c
     }
 
@@ -229,9 +229,9 @@ mod tests {
         );
         assert_eq!(Counters::default().summary(), "no reads");
         let mut c = Counters::default();
-        c.add_task(Route::Posix(PosixReason::AutoFallback), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
-        c.add_task(Route::Posix(PosixReason::BelowThreshold), &TaskOutcome { bytes: 100, ..TaskOutcome::default() }, false);
-        c.add_call(8192, 4196, false);
+        c.add_task(Direction::Read, Route::Posix(PosixReason::AutoFallback), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
+        c.add_task(Direction::Read, Route::Posix(PosixReason::BelowThreshold), &TaskOutcome { bytes: 100, ..TaskOutcome::default() }, false);
+        c.add_call(Direction::Read, 8192, 4196, false);
         assert_eq!(
             c.summary(),
             "1 read, 4.1 KiB, 2 tasks, 1 short (end of file), all through the POSIX backend: device requests below the \
@@ -240,11 +240,11 @@ mod tests {
         );
         let mut c = Counters { cufile_stats_state: CufileStatsState::Active as u64, cufile_n_total_reads: 3, cufile_n_nvfs_reads: 3, ..Counters::default() };
         for _ in 0..3 {
-            c.add_task(Route::Cufile, &TaskOutcome { bytes: 1 << 30, ..TaskOutcome::default() }, false);
+            c.add_task(Direction::Read, Route::Cufile, &TaskOutcome { bytes: 1 << 30, ..TaskOutcome::default() }, false);
         }
-        c.add_task(Route::Posix(PosixReason::BelowThreshold), &TaskOutcome::default(), true);
-        c.add_call(3 << 30, 3 << 30, false);
-        c.add_call(10, 0, true);
+        c.add_task(Direction::Read, Route::Posix(PosixReason::BelowThreshold), &TaskOutcome::default(), true);
+        c.add_call(Direction::Read, 3 << 30, 3 << 30, false);
+        c.add_call(Direction::Read, 10, 0, true);
         assert_eq!(
             c.summary(),
             "2 reads, 3 GiB, 4 tasks, 1 failed, 3 through cuFile (cuFile's own route: nvfs 3, posix 0, of 3 reads) and 1 \
