@@ -10,7 +10,7 @@ pub(crate) enum Runner {
     CallingThread,
     /// Jobs on the shared pool (one per pool thread at most, fewer for buffered writes of a file
     /// whose file system writes one at a time), helped by the thread that waits
-    /// (`Operation::wait`).
+    /// (`Operation::wait_in`).
     Pool,
 }
 
