@@ -822,6 +822,23 @@ gdsroute_status gdsroute_diagnose(const char *path,
 GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
 
 /**
+ * Begins, on a background thread, the process-wide set-up the first device read needs, and
+ * returns at once: CUDA's initialisation (`cuInit`, device 0's primary context) and, unless the
+ * compat mode setting is ON, the cuFile verdict with libcufile's driver open, the 0.4-0.7 s that
+ * a fresh process's first read through cuFile otherwise waits for. Call it at the start of
+ * `main`, before the program sets up CUDA itself: the two then overlap (docs/performance.md,
+ * "The first read of a fresh process"). Loads libcuda and libcufile on the calling thread (a few
+ * milliseconds): a program that may never touch the GPU should not call it. The first device
+ * read, `gdsroute_file_cufile_verdict` and `gdsroute_diagnose` wait for what is still running;
+ * the verdict and its reason are those the first read would have reached itself. Returns OK
+ * also where CUDA or libcufile is missing (the first device read reports why), when the set-up
+ * is done or running already, after `gdsroute_shutdown` and in a forked child (where it does
+ * nothing). Process exit waits up to 5 s for a set-up still running. Returns
+ * `INVALID_ARGUMENT` only when a setting in the environment is invalid (as every call does).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_begin_device_setup(void);
+
+/**
  * Opens a file.
  *
  * `path` is a NUL-terminated byte string passed to `open(2)` as is (it need not be UTF-8).
@@ -1191,6 +1208,24 @@ gdsroute_status gdsroute_settings_get_auto_direct_io_write(bool *enabled);
  * this value (other invalid variables keep failing calls until they are set too).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_auto_direct_io_write(bool enabled);
+
+/**
+ * Reads whether a handle opened by a program that uses CUDA prepares the device route in the
+ * background (`GDSROUTE_PREPARE_AT_OPEN`, default on) into `*enabled`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_prepare_at_open(bool *enabled);
+
+/**
+ * Chooses whether handles opened from now on prepare the device route in the background when the
+ * program already uses CUDA (libcuda loaded and a context current on the opening thread): the
+ * pool's streams and bounce buffers, and, for handles whose compat mode is not ON, cuFile's
+ * process-level verdict with its driver open (0.4-0.7 s), which the first device read then joins
+ * instead of paying for it (docs/performance.md, "The first read of a fresh process"). Off: all of
+ * it happens in the first device read. A program that never uses CUDA starts nothing either way.
+ * Works whatever the environment held: an invalid `GDSROUTE_PREPARE_AT_OPEN` is replaced by this value.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_prepare_at_open(bool enabled);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

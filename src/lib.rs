@@ -49,6 +49,7 @@ pub mod trace;
 pub use abi::{FallbackReason, Status};
 pub use api::file::File;
 pub use api::{counters, settings};
+pub use api::process::begin_device_setup;
 pub use backend::cufile::gds::{Unusable, shutdown};
 pub use error::{Error, Result};
 pub use io::operation::Operation;

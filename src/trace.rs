@@ -1,6 +1,9 @@
 //! A timeline of where a process's device reads spend their time (preparation at open, pinning,
 //! each task), for investigations such as the first read's cost (docs/routing.md, "Preparing the device route at open"). Compiled
-//! in only with the `trace` cargo feature; without it every call is empty and inlined away.
+//! in only with the `trace` cargo feature; without it every call is empty and inlined away. A
+//! trace build also writes the timeline at exit into the file `GDSROUTE_TRACE_FILE` names (for C
+//! programs, which have no `dump`), after a line `TRACE_START_MONOTONIC_US <µs>` that places the
+//! first event on the CLOCK_MONOTONIC time line of the program's own marks.
 
 /// Records `name` with `value` (bytes, or 0) at the current time on the calling thread.
 #[inline(always)]
@@ -35,7 +38,30 @@ mod timeline {
         static THREAD: Cell<u64> = Cell::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed));
     }
 
+    /// CLOCK_MONOTONIC in µs (what `Instant` reads on Linux).
+    fn monotonic_us() -> u128 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: a valid out-pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u128 * 1_000_000 + ts.tv_nsec as u128 / 1000
+    }
+
+    static START_US: Lazy<u128> = Lazy::new(|| {
+        // SAFETY: registering a plain extern "C" function with no captured state.
+        unsafe { libc::atexit(write_file_at_exit) };
+        monotonic_us()
+    });
+
+    extern "C" fn write_file_at_exit() {
+        let _ = std::panic::catch_unwind(|| {
+            if let Some(path) = std::env::var_os("GDSROUTE_TRACE_FILE") {
+                let _ = std::fs::write(path, format!("TRACE_START_MONOTONIC_US {}\n{}", *START_US, dump()));
+            }
+        });
+    }
+
     pub(super) fn record(name: &'static str, value: u64) {
+        Lazy::force(&START_US);
         let at = START.elapsed().as_micros();
         let thread = THREAD.with(Cell::get);
         EVENTS.lock().unwrap_or_else(|p| p.into_inner()).push((at, thread, name, value));

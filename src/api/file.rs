@@ -54,7 +54,8 @@ impl File {
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let page_cache = PageCache::for_descriptor(fd.as_raw_fd());
-        crate::io::warm_up::prepare_in_background();
+        let compat_mode = compat_mode.unwrap_or_else(|| settings.compat_mode());
+        crate::io::warm_up::prepare_in_background(compat_mode);
         Ok(File {
             path: display.clone(),
             open: RwLock::new(Some(Arc::new(OpenFile {
@@ -66,7 +67,7 @@ impl File {
                 direct: OnceCell::new(),
                 serialized_buffered_writes: OnceCell::new(),
             }))),
-            compat_mode: compat_mode.unwrap_or_else(|| settings.compat_mode()),
+            compat_mode,
             stats: Arc::new(StatsCell::default()),
         })
     }

@@ -14,6 +14,16 @@ use crate::sys::cuda;
 use crate::sys::cufile::{PerGpuSnapshot, PerGpuTotals};
 use std::collections::BTreeMap;
 
+/// Begins, on a background thread, what the first device read needs process-wide: CUDA's
+/// initialisation and, unless the compat mode setting is ON, the cuFile verdict with its driver
+/// open; returns at once (`gdsroute_begin_device_setup`, whose doc says more). Loads libcuda and
+/// libcufile on the calling thread. Errors only when a setting in the environment is invalid.
+pub fn begin_device_setup() -> crate::Result<()> {
+    let compat_mode = crate::settings::global()?.compat_mode();
+    gds::begin_in_background(compat_mode, gds::Preload::CudaAndCufile);
+    Ok(())
+}
+
 /// The process-wide counters with cuFile's, if cuFile is open.
 pub fn process_counters() -> Counters {
     let mut counters = stats::global().snapshot();

@@ -117,6 +117,17 @@ pub fn set_auto_direct_io_write(enabled: bool) {
     crate::settings_table::live().set_auto_direct_io_write(enabled);
 }
 
+/// Whether a handle opened by a program that uses CUDA prepares the device route in the
+/// background (`GDSROUTE_PREPARE_AT_OPEN`, default on).
+pub fn prepare_at_open() -> Result<bool> {
+    Ok(crate::settings_table::global()?.prepare_at_open())
+}
+
+/// Turns the preparation at open on or off, for handles opened from now on.
+pub fn set_prepare_at_open(enabled: bool) {
+    crate::settings_table::live().set_prepare_at_open(enabled);
+}
+
 // The crate's own view: `crate::settings::Settings`, `::global`, `::env`, … keep resolving to
 // the table module; these names are not public (the lines above shadow the few that are).
 pub(crate) use crate::settings_table::*;

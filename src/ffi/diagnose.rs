@@ -1,4 +1,5 @@
-//! The routing diagnostic as text.
+//! The process-wide calls: the routing diagnostic as text, and the start and shutdown of the
+//! device route (CUDA and cuFile).
 
 use super::{TextOut, guard};
 use crate::abi::Status;
@@ -43,4 +44,24 @@ pub extern "C" fn gdsroute_shutdown() -> Status {
     })
 }
 
+/// Begins, on a background thread, the process-wide set-up the first device read needs, and
+/// returns at once: CUDA's initialisation (`cuInit`, device 0's primary context) and, unless the
+/// compat mode setting is ON, the cuFile verdict with libcufile's driver open, the 0.4-0.7 s that
+/// a fresh process's first read through cuFile otherwise waits for. Call it at the start of
+/// `main`, before the program sets up CUDA itself: the two then overlap (docs/performance.md,
+/// "The first read of a fresh process"). Loads libcuda and libcufile on the calling thread (a few
+/// milliseconds): a program that may never touch the GPU should not call it. The first device
+/// read, `gdsroute_file_cufile_verdict` and `gdsroute_diagnose` wait for what is still running;
+/// the verdict and its reason are those the first read would have reached itself. Returns OK
+/// also where CUDA or libcufile is missing (the first device read reports why), when the set-up
+/// is done or running already, after `gdsroute_shutdown` and in a forked child (where it does
+/// nothing). Process exit waits up to 5 s for a set-up still running. Returns
+/// `INVALID_ARGUMENT` only when a setting in the environment is invalid (as every call does).
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_begin_device_setup() -> Status {
+    guard(|| crate::api::process::begin_device_setup())
+}
+
 symbol_version!(gdsroute_diagnose, gdsroute_shutdown);
+symbol_version!(GDSROUTE_0.2: gdsroute_begin_device_setup);

@@ -231,4 +231,27 @@ pub extern "C" fn gdsroute_settings_set_auto_direct_io_write(enabled: bool) -> S
 }
 
 symbol_version!(gdsroute_settings_get_compat_mode, gdsroute_settings_set_compat_mode, gdsroute_settings_get_num_threads, gdsroute_settings_set_num_threads, gdsroute_settings_get_task_size, gdsroute_settings_set_task_size, gdsroute_settings_get_gds_threshold, gdsroute_settings_set_gds_threshold, gdsroute_settings_get_bounce_buffer_size, gdsroute_settings_set_bounce_buffer_size, gdsroute_settings_get_cufile_stats, gdsroute_settings_set_cufile_stats, gdsroute_settings_get_page_cache_pin_max, gdsroute_settings_set_page_cache_pin_max, gdsroute_settings_get_cufile_fd, gdsroute_settings_set_cufile_fd, gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read);
+/// Reads whether a handle opened by a program that uses CUDA prepares the device route in the
+/// background (`GDSROUTE_PREPARE_AT_OPEN`, default on) into `*enabled`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_prepare_at_open(enabled: *mut bool) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(enabled, "enabled", |s| s.prepare_at_open()) }
+}
+
+/// Chooses whether handles opened from now on prepare the device route in the background when the
+/// program already uses CUDA (libcuda loaded and a context current on the opening thread): the
+/// pool's streams and bounce buffers, and, for handles whose compat mode is not ON, cuFile's
+/// process-level verdict with its driver open (0.4-0.7 s), which the first device read then joins
+/// instead of paying for it (docs/performance.md, "The first read of a fresh process"). Off: all of
+/// it happens in the first device read. A program that never uses CUDA starts nothing either way.
+/// Works whatever the environment held: an invalid `GDSROUTE_PREPARE_AT_OPEN` is replaced by this value.
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_prepare_at_open(enabled: bool) -> Status {
+    set_setting(|s| s.set_prepare_at_open(enabled))
+}
+
 symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_auto_direct_io_write, gdsroute_settings_set_auto_direct_io_write);
+symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_prepare_at_open, gdsroute_settings_set_prepare_at_open);

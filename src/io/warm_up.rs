@@ -1,4 +1,7 @@
-//! Preparing the device route before the first device read. When a file is opened on a thread
+//! Preparing the device route before the first device read (unless `GDSROUTE_PREPARE_AT_OPEN` is
+//! off). For a handle whose compat mode is not ON, cuFile's process-level verdict and driver open
+//! start on a background thread (`gds::begin_in_background`; 0.4-0.7 s that the first read joins
+//! instead of paying in full: docs/performance.md, "The first read of a fresh process"). When a file is opened on a thread
 //! that has a CUDA context current (the application already uses CUDA: libcuda is loaded), every
 //! pool worker, before the next queued job it takes (`ThreadPool::broadcast`), creates its stream
 //! and events for that context and pins one bounce buffer for the pool of that context's device;
@@ -21,6 +24,8 @@
 //! overlaps part of it. Until 2026-11-30 the workers met after preparing and only then took read
 //! tasks; now a prepared worker's `pread`s overlap the others' registrations.
 
+use crate::backend::cufile::gds;
+use crate::settings::CompatMode;
 use crate::sys::cuda::{self, ContextHandle, ScopedContext};
 use crate::io::thread_pool::ThreadPool;
 use std::collections::HashMap;
@@ -32,10 +37,11 @@ static PREPARED: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
 /// Starts the background preparation for the calling thread's current context and for the
 /// active primary contexts of the other devices, unless it was done for that context and at
 /// least this many workers. Never fails: whatever is not prepared is prepared by the first read.
-pub(crate) fn prepare_in_background() {
-    if !cuda::in_use_by_the_application() {
+pub(crate) fn prepare_in_background(compat_mode: CompatMode) {
+    if !crate::settings::live().prepare_at_open() || !cuda::in_use_by_the_application() {
         return;
     }
+    gds::begin_in_background(compat_mode, gds::Preload::Cufile);
     let Ok(Some(ctx)) = cuda::current_context() else { return };
     let Ok(Some(ordinal)) = cuda::current_device() else { return };
     let Ok(pool) = crate::io::thread_pool::global() else { return };
@@ -99,7 +105,7 @@ mod tests {
     fn does_nothing_without_cuda_in_use() {
         // Without libcuda loaded nothing is queued or recorded.
         if !cuda::in_use_by_the_application() {
-            prepare_in_background();
+            prepare_in_background(CompatMode::Auto);
             assert!(PREPARED.lock().unwrap().as_ref().is_none_or(|m| m.is_empty()));
         }
     }

@@ -223,4 +223,13 @@ settings_table! {
         parse: Parse::Bool, default: DEFAULT_AUTO_DIRECT_IO_WRITE, get: auto_direct_io_write -> bool,
         set: set_auto_direct_io_write, "Turns direct I/O for POSIX writes on or off, for writes started from now on.",
     }
+    PrepareAtOpen {
+        name: "GDSROUTE_PREPARE_AT_OPEN", aliases: [],
+        doc: "a handle opened by a program that uses CUDA prepares the device route in the background",
+        parse: Parse::Bool, default: true, get: prepare_at_open -> bool,
+        set: set_prepare_at_open,
+            "Chooses whether handles opened from now on start, in the background, what the first device \
+             read needs (pool streams, bounce buffers, cuFile's verdict and driver open) when the \
+             program already uses CUDA; off leaves all of it to the first device read.",
+    }
 }

@@ -16,6 +16,17 @@
  *                     POSIX and succeed), an OFF open or read (must fail with a status), the
  *                     counters, a second shutdown; return
  *   sigterm           read in a loop until killed (the suite sends SIGTERM)
+ *   open-then-return  open a handle (which starts cuFile's driver open in the background) and
+ *                     return from main at once, before any read
+ *   open-then-exit    the same, calling exit(0) instead
+ *   begin-then-return gdsroute_begin_device_setup() before the program's own CUDA set-up, then
+ *                     return from main at once
+ *   host-only         no CUDA in the program: open, a host read, close; then libcuda and
+ *                     libcufile must not be mapped and no thread but gdsroute's pool may run
+ *                     (a host-only program never loads CUDA or cuFile or starts their threads)
+ *   fork-after-open   open, fork at once; the child makes one device read (which must not hang:
+ *                     CUDA and cuFile are the parent's) and calls exit(0); the parent waits for
+ *                     the child, reads, checks the bytes count and returns
  * Prints "main-return-at T" (CLOCK_MONOTONIC seconds) just before returning from main.
  * Exit status: 0, or 1 on an unexpected gdsroute result, 3 on a setup error.
  */
@@ -27,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "exit_watch.h"
@@ -99,6 +111,51 @@ static void *thread_reads_then_exits(void *unused) {
     exit(got == (long long)size ? 0 : 1);
 }
 
+static int returning(int status);
+
+/* Whether /proc/self/maps maps a file whose name contains `what`. */
+static int mapped(const char *what) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[4096];
+    int found = 0;
+    while (maps && fgets(line, sizeof line, maps))
+        found |= strstr(line, what) != NULL;
+    if (maps) fclose(maps);
+    return found;
+}
+
+/* The names of this process's threads other than main and gdsroute's pool workers, or "". */
+static void foreign_threads(char *out, size_t cap) {
+    out[0] = 0;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "cat /proc/%d/task/*/comm", (int)getpid());
+    FILE *names = popen(cmd, "r");
+    char name[64];
+    int first = 1;
+    while (names && fgets(name, sizeof name, names)) {
+        name[strcspn(name, "\n")] = 0;
+        if (first) { first = 0; continue; } /* the main thread */
+        if (strncmp(name, "gdsroute-", 9) == 0) continue;
+        strncat(out, name, cap - strlen(out) - 2);
+        strncat(out, " ", cap - strlen(out) - 1);
+    }
+    if (names) pclose(names);
+}
+
+static int host_only(void) {
+    gdsroute_file *file = NULL;
+    if (check("open", gdsroute_file_open(path, "r", 0, &file), GDSROUTE_STATUS_OK)) return 1;
+    static char buf[1 << 20];
+    size_t got = 0;
+    if (check("host read", gdsroute_file_read(file, buf, sizeof buf, 0, &got), GDSROUTE_STATUS_OK)) return 1;
+    gdsroute_file_free(file);
+    char others[1024];
+    foreign_threads(others, sizeof others);
+    int cuda = mapped("libcuda"), cufile = mapped("libcufile");
+    printf("host-only: read %zu bytes; libcuda mapped %d, libcufile mapped %d, other threads: [%s]\n", got, cuda, cufile, others);
+    return returning(cuda || cufile || others[0] != 0);
+}
+
 static int returning(int status) {
     exit_watch_phase("main returned");
     printf("main-return-at %.6f\n", now());
@@ -115,6 +172,10 @@ int main(int argc, char **argv) {
     const char *mode = argv[1];
     path = argv[2];
     if (argc > 3) size = (size_t)strtoull(argv[3], NULL, 0);
+    if (strcmp(mode, "host-only") == 0) return host_only();
+    if (strcmp(mode, "begin-then-return") == 0 &&
+        check("begin device setup", gdsroute_begin_device_setup(), GDSROUTE_STATUS_OK))
+        return 1;
     if (!cuda_setup()) {
         fprintf(stderr, "no usable GPU\n");
         return 3;
@@ -136,6 +197,40 @@ int main(int argc, char **argv) {
               GDSROUTE_STATUS_OK))
         return 1;
 
+    if (strcmp(mode, "open-then-return") == 0 || strcmp(mode, "begin-then-return") == 0) {
+        gdsroute_file_free(file);
+        return returning(0);
+    }
+    if (strcmp(mode, "open-then-exit") == 0) {
+        exit_watch_phase("exit() right after the open");
+        exit(0);
+    }
+    if (strcmp(mode, "fork-after-open") == 0) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child < 0) return 3;
+        if (child == 0) {
+            gdsroute_op *op = NULL;
+            size_t n = 0;
+            gdsroute_status st = gdsroute_file_pread(file, (void *)(uintptr_t)device, size, 0, &op);
+            if (st == GDSROUTE_STATUS_OK) st = gdsroute_op_wait(op, &n);
+            gdsroute_op_free(op);
+            printf("child read: status %u (%s), %zu bytes\n", (unsigned)st, gdsroute_status_str(st), n);
+            fflush(stdout);
+            exit(0);
+        }
+        int status = 0;
+        if (waitpid(child, &status, 0) != child) return 3;
+        printf("child ended: %s %d\n", WIFEXITED(status) ? "status" : "signal",
+               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+        long long got = read_once(file, 1);
+        printf("read %lld of %zu bytes\n", got, size);
+        if (got != (long long)size) return 1;
+        print_counters();
+        gdsroute_file_free(file);
+        return returning(0);
+    }
     if (strncmp(mode, "exit-in-flight", 14) == 0) {
         gdsroute_op *op = NULL;
         if (check("pread", gdsroute_file_pread(file, (void *)(uintptr_t)device, size, 0, &op), GDSROUTE_STATUS_OK)) return 1;

@@ -37,9 +37,10 @@ impl CufileFile {
             Descriptor::Buffered => Arc::clone(buffered),
             Descriptor::Direct => Arc::new(open_direct(display, buffered)?),
         };
-        let handle = library
-            .register_handle(fd.as_raw_fd())
-            .map_err(|e| Unusable::new(FallbackReason::RegisterFailed, format!("{e} for {display:?}")))?;
+        crate::trace::event("cufile.register.start", 0);
+        let registered = library.register_handle(fd.as_raw_fd());
+        crate::trace::event("cufile.register.end", 0);
+        let handle = registered.map_err(|e| Unusable::new(FallbackReason::RegisterFailed, format!("{e} for {display:?}")))?;
         Ok(CufileFile { handle: ManuallyDrop::new(handle), library, choice, _registered_fd: fd })
     }
 

@@ -2,14 +2,20 @@
 //! probe), opening its driver once and only after CUDA initialised (cuFile 1.16+ spins forever
 //! without libcuda), and its own statistics as deltas since our start or reset. The per-file half
 //! of the probe lives in `cufile_file`.
+//!
+//! The process half can start early, on a background thread (`begin_in_background`): a handle
+//! opened by a program that uses CUDA, or `gdsroute_begin_device_setup`, starts it, and the first
+//! device read joins it through `PROCESS` (docs/performance.md, "The first read of a fresh
+//! process"). The exit handler waits for such a start, and a child forked during one never waits
+//! for it.
 
 use crate::sys::cuda;
 use crate::sys::cufile::{CufileLibrary, PerGpuSnapshot, StatsSupport};
 use crate::stats::CufileStatsState;
 use once_cell::sync::OnceCell;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard, TryLockError};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex, Once, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
 pub(crate) use crate::abi::FallbackReason;
 
@@ -35,11 +41,19 @@ pub struct Gds {
     pub library: &'static CufileLibrary,
     stats_baseline: Mutex<Option<PerGpuSnapshot>>,
     stats_enabled: bool,
-    /// The process that opened the driver; a forked child must not call cuFile.
-    pid: u32,
 }
 
 static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
+
+/// The process that began deciding `PROCESS` (0 before): a forked child must not call cuFile,
+/// nor wait for an open that ran on a thread it does not have.
+static OPENER: AtomicU32 = AtomicU32::new(0);
+
+/// True in a child forked after this process (or an ancestor) began opening cuFile.
+fn forked_from_opener() -> bool {
+    let opener = OPENER.load(Ordering::SeqCst);
+    opener != 0 && opener != std::process::id()
+}
 
 /// libcufile, loaded once (leaked: never unloaded), or why it cannot be.
 static LIBRARY: OnceCell<Result<&'static CufileLibrary, Unusable>> = OnceCell::new();
@@ -57,7 +71,10 @@ fn cuda_check() -> Result<(), Unusable> {
 fn library() -> Result<&'static CufileLibrary, Unusable> {
     LIBRARY
         .get_or_init(|| {
-            CufileLibrary::load(None).map(CufileLibrary::leak).map_err(|e| Unusable::new(FallbackReason::LibraryUnavailable, e.to_string()))
+            crate::trace::event("cufile.library_load.start", 0);
+            let loaded = CufileLibrary::load(None).map(CufileLibrary::leak);
+            crate::trace::event("cufile.library_load.end", 0);
+            loaded.map_err(|e| Unusable::new(FallbackReason::LibraryUnavailable, e.to_string()))
         })
         .clone()
 }
@@ -93,11 +110,15 @@ pub(crate) fn process_for(compat_mode: crate::settings::CompatMode) -> Result<&'
 }
 
 fn open_process() -> Result<Gds, Unusable> {
+    let _ = OPENER.compare_exchange(0, std::process::id(), Ordering::SeqCst, Ordering::SeqCst);
+    crate::trace::event("cufile.process.start", 0);
     cuda_check()?;
+    crate::trace::event("cufile.cuda_checked", 0);
     let library = library()?;
     // cuFile's driver open needs a CUDA context (cuDF's workaround for nvbug 4562392).
     let context = cuda::primary_context(0).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
     let _current = cuda::ScopedContext::push(context).map_err(|e| Unusable::new(FallbackReason::CudaUnavailable, e.to_string()))?;
+    crate::trace::event("cufile.context", 0);
     // The live value even while another variable is bad (diagnose opens the driver then too); a
     // bad GDSROUTE_CUFILE_STATS itself leaves the default, on.
     let stats_enabled = crate::settings::live().cufile_stats();
@@ -106,7 +127,14 @@ fn open_process() -> Result<Gds, Unusable> {
         // Level 3 (per-GPU counters) must be set before the driver opens.
         let _ = stats.set_level(3);
     }
-    library.driver_open().map_err(|e| Unusable::new(FallbackReason::DriverOpenFailed, e.to_string()))?;
+    if GATE.is_closed() {
+        // Shut down (or exiting) before the driver opened: never open it now.
+        return Err(shut_down());
+    }
+    crate::trace::event("cufile.driver_open.start", 0);
+    let opened = library.driver_open();
+    crate::trace::event("cufile.driver_open.end", 0);
+    opened.map_err(|e| Unusable::new(FallbackReason::DriverOpenFailed, e.to_string()))?;
     if GATE.is_closed() {
         // gdsroute_shutdown ran while the driver opened (it found no driver to close): close it
         // here, so that shutdown means no cuFile afterwards. A shutdown that begins after this
@@ -117,7 +145,8 @@ fn open_process() -> Result<Gds, Unusable> {
     let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu().ok()));
     // SAFETY: registering a plain extern "C" function with no captured state.
     unsafe { libc::atexit(close_at_exit) };
-    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled, pid: std::process::id() })
+    crate::trace::event("cufile.process.end", 0);
+    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled })
 }
 
 /// Who may call cuFile: every call after the driver opened holds the gate shared; shutdown
@@ -206,32 +235,140 @@ extern "C" fn close_at_exit() {
 pub fn shutdown() -> bool {
     // First, so that an open in progress on another thread (PROCESS not set yet) sees it.
     GATE.begin_closing();
-    let Some(Ok(gds)) = PROCESS.get() else { return false };
-    if gds.pid != std::process::id() {
+    if forked_from_opener() {
         return false;
     }
+    // A start in the background sees the gate closing and closes what it opened itself.
+    BACKGROUND.wait_while_running(START_WAIT);
+    let Some(Ok(gds)) = PROCESS.get() else { return false };
     GATE.close(DRAIN_WAIT, || gds.library.driver_close().is_ok())
 }
 
 /// True once cuFile was shut down (or its shutdown began), or in a process other than the one
 /// that opened it.
 pub(crate) fn is_shut_down() -> bool {
-    let forked = matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id());
-    forked || GATE.is_closed()
+    forked_from_opener() || GATE.is_closed()
 }
 
 impl CufileCall {
     /// `None` once cuFile's shutdown began or in a forked child.
     pub(crate) fn enter() -> Option<CufileCall> {
-        if matches!(PROCESS.get(), Some(Ok(gds)) if gds.pid != std::process::id()) {
+        if forked_from_opener() {
             return None;
         }
         GATE.enter()
     }
 }
 
+/// How long process exit (and `shutdown`) waits for a start in the background to finish: a
+/// driver open took 0.4-0.7 s on the H200 (docs/performance.md); past this the process exits
+/// anyway.
+const START_WAIT: Duration = Duration::from_secs(5);
+
+/// The start in the background: at most one per process, begun by [`begin_in_background`].
+struct BackgroundStart {
+    /// The process whose thread runs it (0: none runs or ran).
+    running_in: Mutex<u32>,
+    finished: Condvar,
+}
+
+static BACKGROUND: BackgroundStart = BackgroundStart { running_in: Mutex::new(0), finished: Condvar::new() };
+
+impl BackgroundStart {
+    /// Marks a start as running in this process; false if one already is.
+    fn claim(&self) -> bool {
+        let mut running = self.running_in.lock().unwrap_or_else(|p| p.into_inner());
+        if *running == std::process::id() {
+            return false;
+        }
+        *running = std::process::id();
+        true
+    }
+
+    fn finish(&self) {
+        *self.running_in.lock().unwrap_or_else(|p| p.into_inner()) = 0;
+        self.finished.notify_all();
+    }
+
+    /// Waits up to `limit` for a start running in this process (one copied into a forked child
+    /// has no thread there and is not waited for).
+    fn wait_while_running(&self, limit: Duration) {
+        let running = self.running_in.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self.finished.wait_timeout_while(running, limit, |pid| *pid == std::process::id());
+    }
+}
+
+/// What the calling thread may have to load before a start goes to the background.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Preload {
+    /// The program already uses CUDA: libcuda is loaded.
+    Cufile,
+    /// The program may not have loaded libcuda yet (`gdsroute_begin_device_setup`).
+    CudaAndCufile,
+}
+
+/// Begins, on a background thread, the process-level verdict for handles of `compat_mode`: CUDA's
+/// initialisation and, unless the mode is ON, libcufile's checks and the driver open. Returns at
+/// once; does nothing once the verdict is known, while a start runs, after shutdown or in a forked
+/// child. The first device read (or `diagnose`) that needs the verdict waits for it; the verdict
+/// and its reason are the ones that read would have reached itself.
+///
+/// The libraries are loaded on the calling thread first, and the exit handler that waits for the
+/// start is registered after them: exit runs handlers in the reverse order of registration, so it
+/// waits before the libraries' own destructors run, never while they run under the start.
+pub(crate) fn begin_in_background(compat_mode: crate::settings::CompatMode, preload: Preload) {
+    if PROCESS.get().is_some() || is_shut_down() || crate::sys::startup::forked_since_load() {
+        return;
+    }
+    if preload == Preload::CudaAndCufile && !cuda::preload() {
+        return; // no libcuda: the first device read reports it
+    }
+    let cufile_wanted = compat_mode != crate::settings::CompatMode::On;
+    if cufile_wanted && library().is_err() {
+        return; // the first device read reports it
+    }
+    static EXIT_HANDLER: Once = Once::new();
+    // SAFETY: registering a plain extern "C" function with no captured state.
+    EXIT_HANDLER.call_once(|| unsafe {
+        libc::atexit(finish_start_at_exit);
+    });
+    if !BACKGROUND.claim() {
+        return;
+    }
+    let started = std::thread::Builder::new().name("gdsroute-start".into()).spawn(move || {
+        crate::trace::event("start.background", 0);
+        let _ = std::panic::catch_unwind(|| {
+            if cufile_wanted {
+                let _ = process_for(compat_mode);
+            } else {
+                let _ = cuda_check();
+            }
+        });
+        crate::trace::event("start.background_end", 0);
+        BACKGROUND.finish();
+    });
+    if started.is_err() {
+        BACKGROUND.finish(); // the first device read does it all itself
+    }
+}
+
+/// Exit handler: no new cuFile call starts, and a start in the background gets [`START_WAIT`] to
+/// finish (it closes a driver it opened once it sees the gate closing), so that no thread of ours
+/// is inside CUDA or cuFile while their destructors run.
+extern "C" fn finish_start_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let running = *BACKGROUND.running_in.lock().unwrap_or_else(|p| p.into_inner());
+        if running == std::process::id() {
+            GATE.begin_closing();
+            BACKGROUND.wait_while_running(START_WAIT);
+        }
+    });
+}
+
 /// cuFile for this process, probed and opened on first use; the verdict is cached.
 pub fn process() -> Result<&'static Gds, Unusable> {
+    // Checked before the OnceCell: in a child forked during an open in the background it would
+    // wait for ever.
     if is_shut_down() {
         return Err(shut_down());
     }
@@ -379,6 +516,61 @@ mod tests {
         let driver = || Err::<(), _>(Unusable::new(DriverOpenFailed, "open"));
         assert_eq!(reason(in_order(true, passes, passes, fails(Wsl), driver)), Wsl);
         assert_eq!(reason(in_order(true, passes, passes, passes, driver)), DriverOpenFailed);
+    }
+
+    /// Runs `child` in a forked child and asserts that it returned true there.
+    fn in_forked_child(child: impl FnOnce() -> bool) {
+        // SAFETY: the child runs `child` (atomics, getpid, a lock no other thread can hold across
+        // the fork here, small allocations: glibc's malloc is fork-safe) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(false);
+            // SAFETY: leaves the child at once, running no destructors or handlers.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just created.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child failed: {status}");
+    }
+
+    #[test]
+    fn a_child_forked_during_an_open_never_waits_for_it() {
+        // As if this process had begun opening cuFile on a background thread: the child has no
+        // such thread, so `process` must answer at once instead of waiting on `PROCESS`, and the
+        // exit-time wait must not wait for a start that runs only in the parent.
+        let _ = OPENER.compare_exchange(0, std::process::id(), Ordering::SeqCst, Ordering::SeqCst);
+        let claimed = BACKGROUND.claim();
+        in_forked_child(|| {
+            let t0 = Instant::now();
+            let refused = matches!(process(), Err(u) if u.message.contains("forked child"));
+            BACKGROUND.wait_while_running(Duration::from_secs(30));
+            finish_start_at_exit();
+            refused && is_shut_down() && CufileCall::enter().is_none() && t0.elapsed() < Duration::from_secs(10)
+        });
+        if claimed {
+            BACKGROUND.finish();
+        }
+        assert!(!forked_from_opener(), "the parent is the opener");
+    }
+
+    #[test]
+    fn a_start_is_claimed_once_and_waited_for_until_it_finishes() {
+        let start = Box::leak(Box::new(BackgroundStart { running_in: Mutex::new(0), finished: Condvar::new() }));
+        assert!(start.claim());
+        assert!(!start.claim(), "one start at a time");
+        let (waiting, waited) = mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            waiting.send(()).unwrap();
+            start.wait_while_running(Duration::from_secs(30));
+        });
+        waited.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "the wait lasts while the start runs");
+        start.finish();
+        waiter.join().unwrap();
+        assert!(start.claim(), "a finished start can be claimed again (a failed spawn leaves it to the first read)");
     }
 
     #[test]

@@ -38,6 +38,29 @@ pub(crate) unsafe fn task(
     };
     let _call = CufileCall::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
     let _context = ScopedContext::for_kind(kind).map_err(Error::from)?;
+    crate::trace::event("cufile_task.start", len as u64);
+    // SAFETY: forwarded from the caller.
+    let done = unsafe { transfer(direction, op, library, handle, path, base, base_offset, len, offset) };
+    crate::trace::event("cufile_task.end", *done.as_ref().unwrap_or(&0) as u64);
+    done
+}
+
+/// The loop of [`task`] over cuFile's short counts.
+///
+/// # Safety
+/// As for [`task`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn transfer(
+    direction: Direction,
+    op: &'static str,
+    library: &CufileLibrary,
+    handle: &CufileHandle<'_>,
+    path: &str,
+    base: u64,
+    base_offset: u64,
+    len: usize,
+    offset: u64,
+) -> Result<usize> {
     let mut done = 0usize;
     while done < len {
         let pos = offset + done as u64;

@@ -3,6 +3,7 @@
 //! panics when libcuda or a symbol is missing, and CUDA must not be used in a forked child.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use cudarc::driver::sys;
 use once_cell::sync::OnceCell;
@@ -73,6 +74,19 @@ impl CudaDriver {
 
 static VERDICT: OnceCell<Result<CudaDriver, String>> = OnceCell::new();
 
+/// The process that began initialising CUDA (0 before): a child forked while that ran on another
+/// thread (a start in the background, `backend::cufile::gds`) must not wait for it.
+static INITIALISER: AtomicU32 = AtomicU32::new(0);
+
+/// Loads libcuda (without initialising it) and keeps it loaded; false if it cannot be loaded.
+/// For a start in the background: a library loaded on the calling thread, before the exit
+/// handler that waits for the start is registered, has its destructors run after that handler.
+pub(crate) fn preload() -> bool {
+    // SAFETY: loading libcuda runs its initialisers, which are safe in any process; the handle is
+    // never closed, so the library stays mapped.
+    !unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) }.is_null()
+}
+
 /// Loads libcuda and runs `cuInit(0)` on the first call; later calls return the cached verdict.
 ///
 /// Returns: the driver handle when CUDA is usable in this process.
@@ -82,6 +96,10 @@ static VERDICT: OnceCell<Result<CudaDriver, String>> = OnceCell::new();
 ///
 /// Thread safety: any thread; initialisation runs once, concurrent callers wait for it.
 pub fn cuda() -> Result<&'static CudaDriver, CudaFailure> {
+    let initialiser = INITIALISER.load(Ordering::SeqCst);
+    if VERDICT.get().is_none() && initialiser != 0 && initialiser != std::process::id() {
+        return Err(CudaFailure::Forked { parent: initialiser, child: std::process::id() });
+    }
     match VERDICT.get_or_init(init) {
         Ok(driver) => {
             let pid = std::process::id();
@@ -152,8 +170,10 @@ fn dl_reason(e: &libloading::Error) -> String {
 }
 
 fn init() -> Result<CudaDriver, String> {
+    INITIALISER.store(std::process::id(), Ordering::SeqCst);
+    crate::trace::event("cuda.init.start", 0);
     // cudarc panics rather than erring in a few corners; a panic here becomes a verdict.
-    match catch_unwind(AssertUnwindSafe(init_inner)) {
+    let verdict = match catch_unwind(AssertUnwindSafe(init_inner)) {
         Ok(verdict) => verdict,
         Err(payload) => {
             let text = payload
@@ -163,7 +183,9 @@ fn init() -> Result<CudaDriver, String> {
                 .unwrap_or_else(|| "unknown panic".to_string());
             Err(format!("CUDA initialisation panicked: {text}"))
         }
-    }
+    };
+    crate::trace::event("cuda.init.end", 0);
+    verdict
 }
 
 fn init_inner() -> Result<CudaDriver, String> {

@@ -1,0 +1,168 @@
+/*
+ * first_read: the program of issue 29's targets (docs/performance.md, "The first read of a fresh
+ * process"). It sets up CUDA as an application does (cuInit, device 0's primary context, one
+ * buffer of the file's size in device memory), then opens FILE with gdsroute and reads it once
+ * into that buffer, timed from the start of main to the end of the read; then checks every byte
+ * against a plain pread of the file.
+ *
+ *   first_read FILE [--early] [--warm-with OTHER] [--threads N] [--no-verify]
+ *     --early       gdsroute_begin_device_setup() first thing in main, so that the library's
+ *                   CUDA and cuFile set-up overlaps the program's own
+ *     --warm-with   the baseline: before the timed open, read OTHER once through gdsroute (CUDA,
+ *                   the library and cuFile's driver all set up); FILE is then a file this warm
+ *                   process has not read
+ *     --threads N   gdsroute_settings_set_num_threads(N) before anything else
+ *
+ * Prints one line: FIRST early=0|1 warm=0|1 cuda_s open_s read_s total_s (from main) gbps
+ * (of the read) cufile_tasks posix_tasks n nvfs posix (cuFile's own per-GPU counters, deltas)
+ * reason (the file's cuFile verdict: GDSROUTE_FALLBACK_REASON_*, 0 = cuFile serves it) verified. Exit status 0, or 1 on any failure (a wrong byte included).
+ *
+ * libcuda is opened with dlopen, so this builds without the CUDA toolkit (tools/gpu/gpu-build.sh).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gdsroute.h"
+
+static int (*cu_init)(unsigned);
+static int (*cu_retain)(void **, int);
+static int (*cu_set_current)(void *);
+static int (*cu_mem_alloc)(uint64_t *, size_t);
+static int (*cu_memcpy_dtoh)(void *, uint64_t, size_t);
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int fail(const char *what, gdsroute_status st) {
+    char msg[512];
+    gdsroute_last_error_message(msg, sizeof msg);
+    fprintf(stderr, "first_read: %s: status %u (%s): %s\n", what, (unsigned)st, gdsroute_status_str(st), msg);
+    return 1;
+}
+
+/* The application's CUDA set-up: the driver API, device 0's primary context, `size` bytes. */
+static int cuda_setup(size_t size, uint64_t *device) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!lib) return 0;
+    cu_init = (int (*)(unsigned))dlsym(lib, "cuInit");
+    cu_retain = (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
+    cu_set_current = (int (*)(void *))dlsym(lib, "cuCtxSetCurrent");
+    cu_mem_alloc = (int (*)(uint64_t *, size_t))dlsym(lib, "cuMemAlloc_v2");
+    cu_memcpy_dtoh = (int (*)(void *, uint64_t, size_t))dlsym(lib, "cuMemcpyDtoH_v2");
+    if (!cu_init || !cu_retain || !cu_set_current || !cu_mem_alloc || !cu_memcpy_dtoh) return 0;
+    void *ctx = NULL;
+    return cu_init(0) == 0 && cu_retain(&ctx, 0) == 0 && cu_set_current(ctx) == 0 && cu_mem_alloc(device, size) == 0;
+}
+
+/* Opens `path` and reads `size` bytes into `device` (pread + wait); returns the bytes or -1. */
+static long long open_and_read(const char *path, uint64_t device, size_t size, gdsroute_file **out) {
+    gdsroute_file *file = NULL;
+    gdsroute_status st = gdsroute_file_open(path, "r", 0, &file);
+    if (st != GDSROUTE_STATUS_OK) return fail("open", st), -1;
+    *out = file;
+    gdsroute_op *op = NULL;
+    st = gdsroute_file_pread(file, (void *)(uintptr_t)device, size, 0, &op);
+    if (st != GDSROUTE_STATUS_OK) return fail("pread", st), -1;
+    size_t got = 0;
+    st = gdsroute_op_wait(op, &got);
+    gdsroute_op_free(op);
+    if (st != GDSROUTE_STATUS_OK) return fail("wait", st), -1;
+    return (long long)got;
+}
+
+static int verify(const char *path, uint64_t device, size_t size) {
+    unsigned char *want = malloc(size), *got = malloc(size);
+    int fd = open(path, O_RDONLY);
+    int ok = want && got && fd >= 0;
+    for (size_t done = 0; ok && done < size;) {
+        ssize_t n = pread(fd, want + done, size - done, (off_t)done);
+        if (n <= 0) ok = 0;
+        else done += (size_t)n;
+    }
+    ok = ok && cu_memcpy_dtoh(got, device, size) == 0 && memcmp(want, got, size) == 0;
+    if (fd >= 0) close(fd);
+    free(want);
+    free(got);
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    double t_main = now();
+    const char *path = NULL, *warm_with = NULL;
+    int early = 0, check = 1;
+    long threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--early") == 0) early = 1;
+        else if (strcmp(argv[i], "--no-verify") == 0) check = 0;
+        else if (strcmp(argv[i], "--warm-with") == 0 && i + 1 < argc) warm_with = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = strtol(argv[++i], NULL, 10);
+        else if (!path && argv[i][0] != '-') path = argv[i];
+        else return fprintf(stderr, "usage: %s FILE [--early] [--warm-with OTHER] [--threads N] [--no-verify]\n", argv[0]), 2;
+    }
+    if (!path) return fprintf(stderr, "first_read: no FILE\n"), 2;
+    if (early) {
+        gdsroute_status st = gdsroute_begin_device_setup();
+        if (st != GDSROUTE_STATUS_OK) return fail("begin device setup", st);
+    }
+    if (threads > 0) {
+        gdsroute_status st = gdsroute_settings_set_num_threads((size_t)threads);
+        if (st != GDSROUTE_STATUS_OK) return fail("set threads", st);
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || sb.st_size <= 0) return fprintf(stderr, "first_read: cannot stat %s\n", path), 1;
+    size_t size = (size_t)sb.st_size;
+    uint64_t device = 0;
+    if (!cuda_setup(size, &device)) return fprintf(stderr, "first_read: no usable GPU\n"), 3;
+    double t_cuda = now();
+
+    if (warm_with) {
+        gdsroute_file *other = NULL;
+        struct stat wb;
+        if (stat(warm_with, &wb) != 0) return fprintf(stderr, "first_read: cannot stat %s\n", warm_with), 1;
+        size_t n = (size_t)wb.st_size < size ? (size_t)wb.st_size : size;
+        if (open_and_read(warm_with, device, n, &other) != (long long)n) return 1;
+        gdsroute_file_free(other);
+    }
+    gdsroute_stats before;
+    memset(&before, 0, sizeof before);
+    before.struct_size = sizeof before;
+    if (gdsroute_stats_get(&before) != GDSROUTE_STATUS_OK) return 1;
+
+    double t_open = now();
+    gdsroute_file *file = NULL;
+    long long got = open_and_read(path, device, size, &file);
+    double t_end = now();
+    if (got != (long long)size) return fprintf(stderr, "first_read: read %lld of %zu bytes\n", got, size), 1;
+
+    gdsroute_stats after;
+    memset(&after, 0, sizeof after);
+    after.struct_size = sizeof after;
+    if (gdsroute_stats_get(&after) != GDSROUTE_STATUS_OK) return 1;
+    uint32_t reason = 0;
+    size_t reason_len = 0;
+    char why[256] = "";
+    if (gdsroute_file_cufile_verdict(file, &reason, why, sizeof why, &reason_len) != GDSROUTE_STATUS_OK) return 1;
+    int verified = check ? verify(path, device, size) : -1;
+    printf("FIRST impl=gdsroute early=%d warm=%d threads=%ld cuda_s=%.4f open_read_s=%.4f total_s=%.4f gbps=%.2f "
+           "cufile_tasks=%" PRIu64 " posix_tasks=%" PRIu64 " n=%" PRIu64 " nvfs=%" PRIu64 " posix=%" PRIu64 " reason=%u verified=%d\n",
+           early, warm_with != NULL, threads, t_cuda - t_main, t_end - t_open, t_end - t_main, (double)size / (t_end - t_open) / 1e9,
+           after.cufile_tasks - before.cufile_tasks, after.posix_tasks - before.posix_tasks,
+           after.cufile_n_total_reads - before.cufile_n_total_reads, after.cufile_n_nvfs_reads - before.cufile_n_nvfs_reads,
+           after.cufile_n_posix_reads - before.cufile_n_posix_reads, (unsigned)reason, verified);
+    /* The same moments on CLOCK_MONOTONIC, for a trace build's GDSROUTE_TRACE_FILE (src/trace.rs). */
+    printf("MARKS main_us=%.0f cuda_ready_us=%.0f open_us=%.0f read_end_us=%.0f\n", t_main * 1e6, t_cuda * 1e6, t_open * 1e6,
+           t_end * 1e6);
+    gdsroute_file_free(file);
+    return verified == 0 ? 1 : 0;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""The timeline of one fresh process's first read (docs/performance.md, "The first read of a fresh
+process"): tools/gpu/first_read.c run against a libgdsroute built with `--features trace` and
+GDSROUTE_TRACE_FILE set. Merges the program's MARKS line with the library's events and prints,
+in ms after main began, the program's marks and, for every event name, its first and last time,
+how many there were and on how many threads.
+
+    GDSROUTE_TRACE_FILE=/tmp/t.txt LD_LIBRARY_PATH=.device/trace .device/first_read F > /tmp/o.txt
+    python3 tools/probes/first-read-timeline.py /tmp/o.txt /tmp/t.txt
+"""
+import sys
+from collections import defaultdict
+
+
+def main():
+    out_path, trace_path = sys.argv[1], sys.argv[2]
+    marks = {}
+    for line in open(out_path):
+        if line.startswith("MARKS "):
+            marks = {k: float(v) for k, v in (f.split("=") for f in line.split()[1:])}
+    if not marks:
+        sys.exit("no MARKS line in " + out_path)
+    main_us = marks["main_us"]
+    start_us = None
+    events = defaultdict(list)
+    for line in open(trace_path):
+        parts = line.split()
+        if parts[0] == "TRACE_START_MONOTONIC_US":
+            start_us = float(parts[1])
+        elif parts[0] == "TRACE":
+            at, thread, name = float(parts[1]), parts[2], parts[3]
+            events[name].append((at, thread))
+    if start_us is None:
+        sys.exit("no TRACE_START_MONOTONIC_US line in " + trace_path)
+    ms = lambda us: (us - main_us) / 1000.0
+    print("| ms after main | what |")
+    print("| --- | --- |")
+    rows = [(ms(v), f"program: {k[:-3]}") for k, v in marks.items() if k != "main_us"]
+    for name, hits in events.items():
+        first, last = min(a for a, _ in hits), max(a for a, _ in hits)
+        threads = len({t for _, t in hits})
+        text = f"{name}: first" + (f", last at {ms(start_us + last):.1f} ms ({len(hits)} on {threads} threads)" if len(hits) > 1 else "")
+        rows.append((ms(start_us + first), text))
+    for at, text in sorted(rows):
+        print(f"| {at:.1f} | {text} |")
+
+
+if __name__ == "__main__":
+    main()
