@@ -64,8 +64,19 @@ label=posix route_matrix
 echo "=== cuFile route (udev record written)"
 bash tools/gpu/udev-entry.sh "$A" > /dev/null
 label=cufile route_matrix
-label=cufile-skip-topology CUFILE_SKIP_TOPOLOGY_DETECTION=true G "$A" --early
-label=cufile-skip-topology CUFILE_SKIP_TOPOLOGY_DETECTION=true G "$A"
+echo "=== cuFile route: the program works between its CUDA set-up and the open, or between the open and the read"
+for i in $(seq "$N"); do
+    warm
+    label=cufile-work G "$A" --work-ms 500; label=cufile-work G "$A" --work-ms 500 --early; label=cufile-work GB "$A" --work-ms 500
+    label=cufile-gap G "$A" --gap-ms 500; label=cufile-gap GB "$A" --gap-ms 500
+done
+echo "=== cuFile route: fewer threads; CUFILE_SKIP_TOPOLOGY_DETECTION"
+for i in 1 2 3; do
+    label=cufile-threads G "$A" --threads 4; label=cufile-threads G "$A" --threads 8
+    label=cufile-skip-topology CUFILE_SKIP_TOPOLOGY_DETECTION=true "$D/first_read" "$A" 2>&1 | tail -3 | sed "s/^/cufile-skip-topology /"
+done
+echo "=== cuFile's first reads per thread (raw, after the driver open and the registration)"
+for t in 1 4 16; do for tiny in "" tiny; do label=probe-first P first-reads "$A" $t $tiny; done; done
 
 echo "=== cold first reads (caches dropped before each)"
 for route in posix cufile; do

@@ -12,8 +12,10 @@
  *                   the library and cuFile's driver all set up); FILE is then a file this warm
  *                   process has not read
  *     --threads N   gdsroute_settings_set_num_threads(N) before anything else
+ *     --work-ms N   the program's other set-up: N ms between its CUDA set-up and the open
+ *     --gap-ms N    N ms between the open and the read (the program allocating, say)
  *
- * Prints one line: FIRST early=0|1 warm=0|1 cuda_s open_s read_s total_s (from main) gbps
+ * Prints one line: FIRST early=0|1 warm=0|1 cuda_s open_read_s (gap included) read_s total_s (from main) gbps
  * (of the read) cufile_tasks posix_tasks n nvfs posix (cuFile's own per-GPU counters, deltas)
  * reason (the file's cuFile verdict: GDSROUTE_FALLBACK_REASON_*, 0 = cuFile serves it) verified. Exit status 0, or 1 on any failure (a wrong byte included).
  *
@@ -65,12 +67,20 @@ static int cuda_setup(size_t size, uint64_t *device) {
     return cu_init(0) == 0 && cu_retain(&ctx, 0) == 0 && cu_set_current(ctx) == 0 && cu_mem_alloc(device, size) == 0;
 }
 
-/* Opens `path` and reads `size` bytes into `device` (pread + wait); returns the bytes or -1. */
-static long long open_and_read(const char *path, uint64_t device, size_t size, gdsroute_file **out) {
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (ms > 0 && nanosleep(&ts, &ts) != 0) {}
+}
+
+/* Opens `path`, waits `gap_ms`, and reads `size` bytes into `device` (pread + wait); returns the
+ * bytes or -1, and when the read began in `*read_at`. */
+static long long open_and_read(const char *path, uint64_t device, size_t size, gdsroute_file **out, long gap_ms, double *read_at) {
     gdsroute_file *file = NULL;
     gdsroute_status st = gdsroute_file_open(path, "r", 0, &file);
     if (st != GDSROUTE_STATUS_OK) return fail("open", st), -1;
     *out = file;
+    sleep_ms(gap_ms);
+    *read_at = now();
     gdsroute_op *op = NULL;
     st = gdsroute_file_pread(file, (void *)(uintptr_t)device, size, 0, &op);
     if (st != GDSROUTE_STATUS_OK) return fail("pread", st), -1;
@@ -101,14 +111,16 @@ int main(int argc, char **argv) {
     double t_main = now();
     const char *path = NULL, *warm_with = NULL;
     int early = 0, check = 1;
-    long threads = 0;
+    long threads = 0, work_ms = 0, gap_ms = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--early") == 0) early = 1;
         else if (strcmp(argv[i], "--no-verify") == 0) check = 0;
         else if (strcmp(argv[i], "--warm-with") == 0 && i + 1 < argc) warm_with = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--work-ms") == 0 && i + 1 < argc) work_ms = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--gap-ms") == 0 && i + 1 < argc) gap_ms = strtol(argv[++i], NULL, 10);
         else if (!path && argv[i][0] != '-') path = argv[i];
-        else return fprintf(stderr, "usage: %s FILE [--early] [--warm-with OTHER] [--threads N] [--no-verify]\n", argv[0]), 2;
+        else return fprintf(stderr, "usage: %s FILE [--early] [--warm-with OTHER] [--threads N] [--work-ms N] [--gap-ms N] [--no-verify]\n", argv[0]), 2;
     }
     if (!path) return fprintf(stderr, "first_read: no FILE\n"), 2;
     if (early) {
@@ -125,13 +137,15 @@ int main(int argc, char **argv) {
     uint64_t device = 0;
     if (!cuda_setup(size, &device)) return fprintf(stderr, "first_read: no usable GPU\n"), 3;
     double t_cuda = now();
+    sleep_ms(work_ms);
 
     if (warm_with) {
         gdsroute_file *other = NULL;
         struct stat wb;
         if (stat(warm_with, &wb) != 0) return fprintf(stderr, "first_read: cannot stat %s\n", warm_with), 1;
         size_t n = (size_t)wb.st_size < size ? (size_t)wb.st_size : size;
-        if (open_and_read(warm_with, device, n, &other) != (long long)n) return 1;
+        double ignored;
+        if (open_and_read(warm_with, device, n, &other, 0, &ignored) != (long long)n) return 1;
         gdsroute_file_free(other);
     }
     gdsroute_stats before;
@@ -141,7 +155,8 @@ int main(int argc, char **argv) {
 
     double t_open = now();
     gdsroute_file *file = NULL;
-    long long got = open_and_read(path, device, size, &file);
+    double t_read = 0;
+    long long got = open_and_read(path, device, size, &file, gap_ms, &t_read);
     double t_end = now();
     if (got != (long long)size) return fprintf(stderr, "first_read: read %lld of %zu bytes\n", got, size), 1;
 
@@ -154,9 +169,10 @@ int main(int argc, char **argv) {
     char why[256] = "";
     if (gdsroute_file_cufile_verdict(file, &reason, why, sizeof why, &reason_len) != GDSROUTE_STATUS_OK) return 1;
     int verified = check ? verify(path, device, size) : -1;
-    printf("FIRST impl=gdsroute early=%d warm=%d threads=%ld cuda_s=%.4f open_read_s=%.4f total_s=%.4f gbps=%.2f "
+    printf("FIRST impl=gdsroute early=%d warm=%d threads=%ld work_ms=%ld gap_ms=%ld cuda_s=%.4f open_read_s=%.4f read_s=%.4f total_s=%.4f gbps=%.2f "
            "cufile_tasks=%" PRIu64 " posix_tasks=%" PRIu64 " n=%" PRIu64 " nvfs=%" PRIu64 " posix=%" PRIu64 " reason=%u verified=%d\n",
-           early, warm_with != NULL, threads, t_cuda - t_main, t_end - t_open, t_end - t_main, (double)size / (t_end - t_open) / 1e9,
+           early, warm_with != NULL, threads, work_ms, gap_ms, t_cuda - t_main, t_end - t_open, t_end - t_read, t_end - t_main,
+           (double)size / (t_end - t_read) / 1e9,
            after.cufile_tasks - before.cufile_tasks, after.posix_tasks - before.posix_tasks,
            after.cufile_n_total_reads - before.cufile_n_total_reads, after.cufile_n_nvfs_reads - before.cufile_n_nvfs_reads,
            after.cufile_n_posix_reads - before.cufile_n_posix_reads, (unsigned)reason, verified);

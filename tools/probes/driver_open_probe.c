@@ -11,12 +11,19 @@
  *   driver_open_probe overlap       a thread runs cuInit + context + cuFileDriverOpen while main
  *                                   runs cuInit + context + 1 GiB cuMemAlloc: the best an early
  *                                   start in the background can do
+ *   driver_open_probe first-reads FILE T [tiny]   after the driver open and the file's
+ *                                   registration (buffered descriptor; needs the udev record), T
+ *                                   threads at once each make their first 4 MiB cuFileRead and then
+ *                                   a second one into a 1 GiB cuMemAlloc buffer (with "tiny": a
+ *                                   4 KiB read first, to see whether it takes the first read's cost)
  * cuFile's own knobs come from the environment (CUFILE_ENV_PATH_JSON, CUFILE_SKIP_TOPOLOGY_DETECTION,
  * ...); tools/gpu/first-read.sh runs the variants. libcuda and libcufile are opened with dlopen
  * (CUFILE_LIB, default libcufile.so.0), so this builds without the toolkit.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +43,8 @@ static int (*cu_mem_alloc)(uint64_t *, size_t);
 static cufile_error_t (*driver_open)(void);
 static cufile_error_t (*driver_close)(void);
 static cufile_error_t (*set_stats_level)(int);
+static cufile_error_t (*handle_register)(void **, void *);
+static long (*cufile_read)(void *, void *, size_t, long, long);
 
 static double now(void) {
     struct timespec ts;
@@ -55,6 +64,8 @@ static int load(void) {
     driver_open = (cufile_error_t (*)(void))dlsym(cufile, "cuFileDriverOpen");
     driver_close = (cufile_error_t (*)(void))dlsym(cufile, "cuFileDriverClose_v2");
     set_stats_level = (cufile_error_t (*)(int))dlsym(cufile, "cuFileSetStatsLevel");
+    handle_register = (cufile_error_t (*)(void **, void *))dlsym(cufile, "cuFileHandleRegister");
+    cufile_read = (long (*)(void *, void *, size_t, long, long))dlsym(cufile, "cuFileRead");
     return cu_init && cu_retain && cu_set_current && cu_mem_alloc && driver_open && driver_close;
 }
 
@@ -85,6 +96,93 @@ static void *background_open(void *unused) {
     return NULL;
 }
 
+/* cuFile's CUfileDescr_t: the handle type (1: an opaque descriptor), the descriptor, fs ops. */
+typedef struct {
+    int type;
+    union {
+        int fd;
+        void *handle;
+    } handle;
+    const void *fs_ops;
+} cufile_descr_t;
+
+static void *file_handle;
+static uint64_t device_buffer;
+static int tiny_first;
+static pthread_barrier_t barrier;
+static void *probe_ctx;
+
+typedef struct {
+    int index;
+    double tiny_s, first_s, second_s;
+    long got;
+} reader_t;
+
+static void *first_reads(void *arg) {
+    reader_t *r = arg;
+    cu_set_current(probe_ctx);
+    long at = (long)r->index * (16l << 20);
+    pthread_barrier_wait(&barrier);
+    double t = now();
+    if (tiny_first) {
+        r->got = cufile_read(file_handle, (void *)(uintptr_t)device_buffer, 4096, at + (8l << 20), at + (8l << 20));
+        r->tiny_s = now() - t;
+        t = now();
+    }
+    r->got = cufile_read(file_handle, (void *)(uintptr_t)device_buffer, 4u << 20, at, at);
+    r->first_s = now() - t;
+    t = now();
+    long second = cufile_read(file_handle, (void *)(uintptr_t)device_buffer, 4u << 20, at + (4l << 20), at + (4l << 20));
+    r->second_s = now() - t;
+    if (second != (4l << 20)) r->got = second;
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int probe_first_reads(const char *path, int threads) {
+    cuda_init_ctx();
+    void *ctx = NULL;
+    cu_retain(&ctx, 0);
+    probe_ctx = ctx;
+    cufile_error_t r = driver_open();
+    if (r.err != 0) return fprintf(stderr, "driver open: %d\n", r.err), 1;
+    int fd = open(path, O_RDONLY);
+    cufile_descr_t descr = {1, {fd}, NULL};
+    double t = now();
+    r = handle_register(&file_handle, &descr);
+    double register_s = now() - t;
+    if (fd < 0 || r.err != 0) return fprintf(stderr, "register: %d (udev record?)\n", r.err), 1;
+    if (cu_mem_alloc(&device_buffer, 1u << 30) != 0) return 3;
+    reader_t readers[64];
+    pthread_t ids[64];
+    if (threads > 64) threads = 64;
+    pthread_barrier_init(&barrier, NULL, (unsigned)threads);
+    double all = now();
+    for (int i = 0; i < threads; i++) {
+        readers[i] = (reader_t){.index = i};
+        pthread_create(&ids[i], NULL, first_reads, &readers[i]);
+    }
+    for (int i = 0; i < threads; i++) pthread_join(ids[i], NULL);
+    double wall = now() - all;
+    double first[64], second[64], tiny[64];
+    for (int i = 0; i < threads; i++) {
+        if (readers[i].got != (4l << 20)) return fprintf(stderr, "thread %d read returned %ld\n", i, readers[i].got), 1;
+        first[i] = readers[i].first_s, second[i] = readers[i].second_s, tiny[i] = readers[i].tiny_s;
+    }
+    qsort(first, (size_t)threads, sizeof(double), cmp_double);
+    qsort(second, (size_t)threads, sizeof(double), cmp_double);
+    qsort(tiny, (size_t)threads, sizeof(double), cmp_double);
+    printf("PROBE mode=first-reads threads=%d tiny=%d register_s=%.4f wall_s=%.4f tiny_median_s=%.4f tiny_max_s=%.4f "
+           "first_median_s=%.4f first_max_s=%.4f second_median_s=%.4f second_max_s=%.4f\n",
+           threads, tiny_first, register_s, wall, tiny[threads / 2], tiny[threads - 1], first[threads / 2], first[threads - 1],
+           second[threads / 2], second[threads - 1]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     double t0 = now();
     if (argc < 2) return fprintf(stderr, "usage: %s cuda|open [--stats3]|open-no-cuda|overlap\n", argv[0]), 2;
@@ -106,6 +204,9 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "open-no-cuda") == 0) {
         double open = timed_open(&r);
         printf("PROBE mode=open-no-cuda load_s=%.4f driver_open_s=%.4f err=%d cu_err=%d\n", load_s, open, r.err, r.cu_err);
+    } else if (strcmp(mode, "first-reads") == 0 && argc > 3) {
+        tiny_first = argc > 4 && strcmp(argv[4], "tiny") == 0;
+        return probe_first_reads(argv[2], atoi(argv[3]));
     } else if (strcmp(mode, "overlap") == 0) {
         pthread_t thread;
         pthread_create(&thread, NULL, background_open, NULL);

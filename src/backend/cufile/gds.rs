@@ -324,6 +324,9 @@ pub(crate) fn begin_in_background(compat_mode: crate::settings::CompatMode, prel
         return; // no libcuda: the first device read reports it
     }
     let cufile_wanted = compat_mode != crate::settings::CompatMode::On;
+    if compat_mode == crate::settings::CompatMode::Auto && auto_environment_check().is_err() {
+        return; // AUTO's heuristics alone rule cuFile out: nothing to start, nothing to load
+    }
     if cufile_wanted && library().is_err() {
         return; // the first device read reports it
     }
@@ -557,7 +560,7 @@ mod tests {
 
     #[test]
     fn a_start_is_claimed_once_and_waited_for_until_it_finishes() {
-        let start = Box::leak(Box::new(BackgroundStart { running_in: Mutex::new(0), finished: Condvar::new() }));
+        let start: &'static BackgroundStart = Box::leak(Box::new(BackgroundStart { running_in: Mutex::new(0), finished: Condvar::new() }));
         assert!(start.claim());
         assert!(!start.claim(), "one start at a time");
         let (waiting, waited) = mpsc::channel();

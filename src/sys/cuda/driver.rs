@@ -3,7 +3,7 @@
 //! panics when libcuda or a symbol is missing, and CUDA must not be used in a forked child.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use cudarc::driver::sys;
 use once_cell::sync::OnceCell;
@@ -128,13 +128,9 @@ pub(crate) fn in_use_by_the_application() -> bool {
     if VERDICT.get().is_some() || crate::sys::startup::forked_since_load() {
         return false;
     }
-    // SAFETY: RTLD_NOLOAD only looks the library up; nothing is loaded or run.
-    let handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    if handle.is_null() {
-        return false;
-    }
+    let Some(handle) = LoadedLibcuda::find() else { return false };
     // SAFETY: handle is live; the symbol, if present, is cuCtxGetCurrent(CUcontext*) -> CUresult.
-    let symbol = unsafe { libc::dlsym(handle, c"cuCtxGetCurrent".as_ptr()) };
+    let symbol = unsafe { libc::dlsym(handle.0, c"cuCtxGetCurrent".as_ptr()) };
     let has_context = !symbol.is_null() && {
         type GetCurrent = unsafe extern "C" fn(*mut sys::CUcontext) -> sys::CUresult;
         // SAFETY: the symbol has this signature in every CUDA driver (cuda.h).
@@ -144,9 +140,67 @@ pub(crate) fn in_use_by_the_application() -> bool {
         let r = unsafe { get_current(&mut ctx) };
         r == sys::CUresult::CUDA_SUCCESS && !ctx.is_null()
     };
-    // SAFETY: the handle was returned by dlopen above; this drops the reference it took.
-    unsafe { libc::dlclose(handle) };
+    drop(handle);
     has_context && cuda().is_ok()
+}
+
+/// Whether memory of CUDA's can exist in this process: our driver layer is initialised, or the
+/// application has loaded libcuda (checked without loading it; device, managed and pinned memory
+/// all come from libcuda). Classifying the buffers of a host-only program therefore loads and
+/// initialises nothing, and starts none of CUDA's threads.
+pub(crate) fn may_hold_cuda_memory() -> bool {
+    matches!(VERDICT.get(), Some(Ok(_))) || LoadedLibcuda::find().is_some()
+}
+
+/// A reference to libcuda taken only if the process has it loaded already (`RTLD_NOLOAD`),
+/// dropped with the value.
+struct LoadedLibcuda(*mut libc::c_void);
+
+/// `loaded_objects_ever` when libcuda was last found not loaded (`u64::MAX`: never asked).
+static ABSENT_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// How many objects the dynamic loader has loaded into the process so far (`dlpi_adds`): while it
+/// has not changed, no library was loaded since.
+fn loaded_objects_ever() -> u64 {
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, size: usize, out: *mut libc::c_void) -> libc::c_int {
+        let wanted = std::mem::offset_of!(libc::dl_phdr_info, dlpi_adds) + std::mem::size_of::<libc::c_ulonglong>();
+        if size >= wanted {
+            // SAFETY: the loader passes a valid info of `size` bytes, large enough for the field;
+            // `out` is the u64 below.
+            unsafe { *out.cast::<u64>() = (*info).dlpi_adds as u64 };
+        }
+        1 // the first object is enough: every entry carries the same counter
+    }
+    let mut adds = u64::MAX - 1;
+    // SAFETY: the callback only reads the entry it is given and writes `adds`.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&mut adds as *mut u64).cast()) };
+    adds
+}
+
+impl LoadedLibcuda {
+    /// libcuda if the process has it loaded. A `dlopen(RTLD_NOLOAD)` still searches the library
+    /// path (about 35 µs of system calls here, 2026-12-02), so a negative answer is remembered
+    /// until the loader loads another object.
+    fn find() -> Option<LoadedLibcuda> {
+        let generation = loaded_objects_ever();
+        if ABSENT_AT.load(Ordering::Acquire) == generation {
+            return None;
+        }
+        // SAFETY: RTLD_NOLOAD only looks the library up; nothing is loaded or run.
+        let handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if handle.is_null() {
+            ABSENT_AT.store(generation, Ordering::Release);
+            return None;
+        }
+        Some(LoadedLibcuda(handle))
+    }
+}
+
+impl Drop for LoadedLibcuda {
+    fn drop(&mut self) {
+        // SAFETY: the handle was returned by dlopen; this drops the reference it took.
+        unsafe { libc::dlclose(self.0) };
+    }
 }
 
 /// One line for diagnostics: "available: driver 13000, 1 device(s)" or the reason CUDA is not.

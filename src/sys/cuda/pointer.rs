@@ -51,8 +51,9 @@ impl MemoryKind {
 
 /// Classifies `ptr`. Never dereferences it.
 ///
-/// Returns: `Host` when CUDA is unavailable (or this is a forked child, where no device memory
-/// can exist), when the driver answers `CUDA_ERROR_INVALID_VALUE` (pageable memory) or
+/// Returns: `Host` when the process has not loaded libcuda (nothing is loaded then: a host-only
+/// program never initialises CUDA through this), when CUDA is unavailable (or this is a forked
+/// child, where no device memory can exist), when the driver answers `CUDA_ERROR_INVALID_VALUE` (pageable memory) or
 /// `CUDA_ERROR_NOT_INITIALIZED`, or reports memory type 0; otherwise the kind with device and
 /// context.
 ///
@@ -60,7 +61,7 @@ impl MemoryKind {
 ///
 /// Thread safety: any thread; needs no current context.
 pub fn classify(ptr: *const c_void) -> Result<MemoryKind, CudaFailure> {
-    if cuda().is_err() {
+    if !super::driver::may_hold_cuda_memory() || cuda().is_err() {
         return Ok(MemoryKind::Host);
     }
     let mut attributes: [CUpointer_attribute; 4] = [
