@@ -65,6 +65,7 @@ impl File {
                 cufile: OnceCell::new(),
                 page_cache,
                 direct: OnceCell::new(),
+                auto_environment: OnceCell::new(),
                 serialized_buffered_writes: OnceCell::new(),
             }))),
             compat_mode,

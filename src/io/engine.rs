@@ -152,7 +152,7 @@ fn plan(file: &OpenFile, target: &Target, size: usize, gds_threshold: u64, compa
         Target::Host(_) => MemoryKind::Host,
         Target::Device { kind, .. } => *kind,
     };
-    route::plan(&kind, size, gds_threshold, compat_mode, || file.cufile(compat_mode).map(|_| ()))
+    route::plan(&kind, size, gds_threshold, compat_mode, || file.cufile_serves(compat_mode))
 }
 
 /// cuFile is not ordered with the CUDA null stream, so work queued there (e.g. a kernel still

@@ -73,6 +73,9 @@ pub(crate) struct OpenFile {
     /// `auto_direct_io_read` and writes under `auto_direct_io_write`, opened at the first such
     /// task; the error where the file system has no direct I/O.
     pub direct: OnceCell<std::result::Result<OwnedFd, String>>,
+    /// Whether AUTO's environment heuristics pass for this file (`gds::auto_environment_check`),
+    /// asked at its first AUTO device read (`cufile_serves`).
+    pub auto_environment: OnceCell<bool>,
     /// Whether the file system runs buffered writes to this file one at a time
     /// (`sys::fs::serializes_buffered_writes`), asked at the first parallel write.
     pub serialized_buffered_writes: OnceCell<bool>,
@@ -160,6 +163,21 @@ impl OpenFile {
         CufileFile::register(gds.library, setting, &self.path, &self.fd)
     }
 
+    /// Whether cuFile serves this file's device requests, for routing: [`OpenFile::cufile`], except
+    /// that in AUTO a failing environment heuristic answers "no" without the rest of the verdict,
+    /// since the route is then POSIX whatever the reason: loading libcufile only to name the reason
+    /// took 5.4 ms of a fresh process's first read (docs/performance.md, "The first read of a fresh
+    /// process"). The reason itself is decided, in the README's order, when it is asked for.
+    pub(crate) fn cufile_serves(&self, compat_mode: CompatMode) -> std::result::Result<(), Unusable> {
+        if compat_mode == CompatMode::Auto && self.cufile.get().is_none() {
+            let passes = *self.auto_environment.get_or_init(|| gds::auto_environment_check().is_ok());
+            if !passes {
+                return Err(Unusable::new(FallbackReason::NoUdev, "AUTO's environment heuristics rule cuFile out"));
+            }
+        }
+        self.cufile(compat_mode).map(|_| ())
+    }
+
     /// The per-file verdict; once cuFile was shut down, "unusable" whatever was decided before,
     /// so AUTO falls back and OFF reports it.
     pub(crate) fn cufile(&self, compat_mode: CompatMode) -> std::result::Result<&CufileFile, Unusable> {
@@ -176,6 +194,32 @@ impl OpenFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_routing_without_a_udev_database_decides_nothing_else() {
+        // Where AUTO's heuristics fail, routing says "not cuFile" without the verdict (which
+        // would load libcufile); the verdict, asked for, still runs every check in order.
+        if std::path::Path::new("/run/udev").is_dir() {
+            return; // this machine passes the heuristic: nothing to show
+        }
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        let fd = Arc::new(OwnedFd::from(tmp.reopen().unwrap()));
+        let file = OpenFile {
+            page_cache: PageCache::for_descriptor(fd.as_raw_fd()),
+            fd,
+            path: "test".into(),
+            flags: OpenFlags::Read,
+            cufile: OnceCell::new(),
+            direct: OnceCell::new(),
+            auto_environment: OnceCell::new(),
+            serialized_buffered_writes: OnceCell::new(),
+        };
+        assert!(file.cufile_serves(CompatMode::Auto).is_err());
+        assert!(file.cufile.get().is_none(), "the verdict was not decided for routing");
+        assert_eq!(file.auto_environment.get(), Some(&false));
+        assert!(file.cufile(CompatMode::Auto).is_err());
+        assert!(file.cufile.get().is_some(), "asked for, the verdict is decided and kept");
+    }
 
     #[test]
     fn flags_are_strict() {

@@ -51,6 +51,13 @@ static void check_invalid(const char *var) {
     uint64_t pin = 77;
     CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(&pin), GDSROUTE_STATUS_INVALID_SETTING);
     CHECK_MESSAGE(var);
+    bool flag = true;
+    CHECK_STATUS(gdsroute_settings_get_prepare_at_open(&flag), GDSROUTE_STATUS_INVALID_SETTING);
+    CHECK_MESSAGE(var);
+    CHECK(flag);
+    /* Starting the device set-up needs the settings too. */
+    CHECK_STATUS(gdsroute_begin_device_setup(), GDSROUTE_STATUS_INVALID_SETTING);
+    CHECK_MESSAGE(var);
     CHECK(mode == 77 && value == 77 && pin == 77);
     /* The error is sticky: the same answer on a second try. */
     CHECK_STATUS(gdsroute_settings_get_task_size(&value), GDSROUTE_STATUS_INVALID_SETTING);
@@ -92,6 +99,7 @@ static gdsroute_status repair(const char *var) {
     if (strcmp(var, "GDSROUTE_CUFILE_FD") == 0) return gdsroute_settings_set_cufile_fd(GDSROUTE_CUFILE_FD_BUFFERED);
     if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_READ") == 0) return gdsroute_settings_set_auto_direct_io_read(true);
     if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_WRITE") == 0) return gdsroute_settings_set_auto_direct_io_write(true);
+    if (strcmp(var, "GDSROUTE_PREPARE_AT_OPEN") == 0) return gdsroute_settings_set_prepare_at_open(false);
     fprintf(stderr, "no setter known for %s\n", var);
     check_failed++;
     return GDSROUTE_STATUS_INTERNAL;
@@ -133,6 +141,10 @@ static void check_repaired_values(const char *var) {
     } else if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_WRITE") == 0) {
         CHECK_STATUS(gdsroute_settings_get_auto_direct_io_write(&b), GDSROUTE_STATUS_OK);
         CHECK(b);
+    } else if (strcmp(var, "GDSROUTE_PREPARE_AT_OPEN") == 0) {
+        b = true;
+        CHECK_STATUS(gdsroute_settings_get_prepare_at_open(&b), GDSROUTE_STATUS_OK);
+        CHECK(!b);
     }
 }
 
@@ -173,6 +185,10 @@ static void check_repair(const char *list) {
     for (int i = 0; i < count; i++) {
         check_repaired_values(vars[i]);
     }
+    check_read_works();
+    /* Without a GPU (CI) the set-up finds no libcuda and starts nothing; it still says OK. */
+    CHECK_STATUS(gdsroute_begin_device_setup(), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_begin_device_setup(), GDSROUTE_STATUS_OK);
     check_read_works();
 }
 
