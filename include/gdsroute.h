@@ -834,7 +834,7 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
  * also where CUDA or libcufile is missing (the first device read reports why), when the set-up
  * is done or running already, after `gdsroute_shutdown` and in a forked child (where it does
  * nothing). Process exit waits up to 5 s for a set-up still running. Returns
- * `INVALID_ARGUMENT` only when a setting in the environment is invalid (as every call does).
+ * `INVALID_SETTING` only when a setting in the environment is invalid (as every call does).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_begin_device_setup(void);
 

@@ -135,8 +135,9 @@ static void test_null_arguments(const char *path) {
     CHECK_STATUS(gdsroute_settings_get_page_cache_pin_max(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("bytes");
     CHECK_STATUS(gdsroute_settings_get_cufile_fd(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
-    CHECK_STATUS(gdsroute_settings_get_prepare_at_open(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("fd");
+    CHECK_STATUS(gdsroute_settings_get_prepare_at_open(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("enabled");
 
     CHECK_STATUS(gdsroute_stats_get(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("stats");

@@ -4,6 +4,7 @@
 #   bash tools/gpu/first-read-build.sh [BEFORE_LIB]    (puts everything in .device/)
 # then on the GPU machine, with .device and .whl carried:
 #   bash tools/gpu/first-read.sh [PROCS]               (PROCS fresh processes per configuration, default 5)
+# FIRST_READ_SECTIONS picks sections (default: probes posix cufile extra cold timelines).
 # Sections: cuFile's raw costs and knobs (tools/probes/driver_open_probe.c); the POSIX route (no
 # udev record) and the cuFile route (udev record written: AUTO registers the file and cuFile's
 # compatibility path serves it); cold first reads; a timeline of each route's first read (trace
@@ -38,9 +39,11 @@ route_matrix() {  # the five configurations, alternating their order each round
     done
 }
 
+want() { [[ " ${FIRST_READ_SECTIONS:-probes posix cufile extra cold timelines} " == *" $1 "* ]]; }
 echo "=== $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null); $N processes each"
 rm -rf /run/udev
 label=probe
+if want probes; then
 echo "=== cuFile's raw costs (no udev record needed for the driver open)"
 for i in $(seq "$N"); do P cuda; P open; P overlap; done
 for i in 1 2 3; do P open --stats3; done
@@ -57,13 +60,19 @@ for i in 1 2 3; do
     label=knob-both CUFILE_SKIP_TOPOLOGY_DETECTION=true CUFILE_ENV_PATH_JSON=/tmp/cufile-small.json P open
 done
 
+fi
+if want posix; then
 echo "=== POSIX route (no udev record)"
 rm -rf /run/udev
 label=posix route_matrix
-
+fi
+if want cufile; then
 echo "=== cuFile route (udev record written)"
 bash tools/gpu/udev-entry.sh "$A" > /dev/null
 label=cufile route_matrix
+fi
+if want extra; then
+bash tools/gpu/udev-entry.sh "$A" > /dev/null
 echo "=== cuFile route: the program works between its CUDA set-up and the open, or between the open and the read"
 for i in $(seq "$N"); do
     warm
@@ -77,7 +86,9 @@ for i in 1 2 3; do
 done
 echo "=== cuFile's first reads per thread (raw, after the driver open and the registration)"
 for t in 1 4 16; do for tiny in "" tiny; do label=probe-first P first-reads "$A" $t $tiny; done; done
+fi
 
+if want cold; then
 echo "=== cold first reads (caches dropped before each)"
 for route in posix cufile; do
     if [ $route = posix ]; then rm -rf /run/udev; else bash tools/gpu/udev-entry.sh "$A" > /dev/null; fi
@@ -88,6 +99,8 @@ for route in posix cufile; do
     done
 done
 
+fi
+if want timelines; then
 echo "=== timelines (trace build, one process per route and start)"
 for route in posix cufile; do
     if [ $route = posix ]; then rm -rf /run/udev; else bash tools/gpu/udev-entry.sh "$A" > /dev/null; fi
@@ -98,4 +111,6 @@ for route in posix cufile; do
         python3 tools/probes/first-read-timeline.py /tmp/out.txt /tmp/trace.txt
     done
 done
+rm -rf /run/udev
+fi
 rm -rf /run/udev
