@@ -60,7 +60,7 @@ pub extern "C" fn gdsroute_shutdown() -> Status {
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_begin_device_setup() -> Status {
-    guard(|| crate::api::process::begin_device_setup())
+    guard(crate::api::process::begin_device_setup)
 }
 
 symbol_version!(gdsroute_diagnose, gdsroute_shutdown);

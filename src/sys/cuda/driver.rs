@@ -167,7 +167,7 @@ fn loaded_objects_ever() -> u64 {
         if size >= wanted {
             // SAFETY: the loader passes a valid info of `size` bytes, large enough for the field;
             // `out` is the u64 below.
-            unsafe { *out.cast::<u64>() = (*info).dlpi_adds as u64 };
+            unsafe { *out.cast::<u64>() = (*info).dlpi_adds };
         }
         1 // the first object is enough: every entry carries the same counter
     }
