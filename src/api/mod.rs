@@ -7,3 +7,5 @@ pub(crate) mod file;
 mod operation;
 pub(crate) mod process;
 pub mod settings;
+#[cfg(test)]
+mod stream_order_tests;

@@ -117,6 +117,17 @@ pub fn set_auto_direct_io_write(enabled: bool) {
     crate::settings_table::live().set_auto_direct_io_write(enabled);
 }
 
+/// Whether stream-ordered calls queue on their stream without blocking the caller
+/// (`GDSROUTE_STREAM_ORDERED`; off: KvikIO's blocking fallback).
+pub fn stream_ordered() -> Result<bool> {
+    Ok(crate::settings_table::global()?.stream_ordered())
+}
+
+/// Chooses between queueing stream-ordered calls (on) and blocking them (off).
+pub fn set_stream_ordered(enabled: bool) {
+    crate::settings_table::live().set_stream_ordered(enabled);
+}
+
 // The crate's own view: `crate::settings::Settings`, `::global`, `::env`, … keep resolving to
 // the table module; these names are not public (the lines above shadow the few that are).
 pub(crate) use crate::settings_table::*;

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
+use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::task_source::Task;
 use crate::io::task_split::{self, Chunk, Split};
 use crate::io::thread_pool;
@@ -37,7 +38,7 @@ use std::sync::Arc;
 pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
     let (counted, snapshot) = begin(stats, &request)?;
     let file = open_file()?;
-    let Some(planned) = plan_call(&file, request, snapshot, compat_mode, 0)? else {
+    let Some(planned) = plan_call(&file, request, snapshot, compat_mode, 0, false)? else {
         counted.finish(request.size as u64, 0, false);
         return Ok(0);
     };
@@ -65,6 +66,12 @@ pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_f
 /// `request.buf` must be valid for `request.size` bytes until the returned operation has
 /// finished: writable for a read; a write only reads it.
 pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start) -> Result<Operation> {
+    let stream_ordered = match start {
+        Start::Now => false,
+        Start::StreamReached => true,
+        // SAFETY: forwarded from the caller (valid until the stream passed the call).
+        Start::OnStream(call) => return unsafe { on_stream(stats, compat_mode, open_file, request, call) },
+    };
     let event = match request.direction {
         Direction::Read => "pread",
         Direction::Write => "pwrite",
@@ -73,7 +80,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     let (counted, snapshot) = begin(stats, &request)?;
     let pool = thread_pool::global()?;
     let file = open_file()?;
-    let Some(Planned { call, len, size_known }) = plan_call(&file, request, snapshot, compat_mode, snapshot.gds_threshold)? else {
+    let Some(Planned { call, len, size_known }) = plan_call(&file, request, snapshot, compat_mode, snapshot.gds_threshold, stream_ordered)? else {
         // Nothing to move: no task, no cuFile probe, an operation that is already done.
         counted.handed_over();
         return Ok(Operation::finished(request.direction, request.size as u64, Arc::clone(stats)));
@@ -93,13 +100,16 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         // The call's files, which its tasks name by index (one here).
         let files = [Arc::clone(&file)];
         let stats = Arc::clone(stats);
-        move |task: Task| dispatch::run_and_record(&call, &files[task.file], &stats, task.chunk)
+        move |task: Task| {
+            let _streams = stream_ordered.then(cuda::NonBlockingStreams::enter);
+            dispatch::run_and_record(&call, &files[task.file], &stats, task.chunk)
+        }
     };
     let operation = Operation::new(direction, tasks, request.size as u64, Arc::clone(stats), stop, run);
     counted.handed_over();
-    match (start, runner) {
-        (Start::Now, Runner::CallingThread) => operation.run_here(),
-        (Start::Now, Runner::Pool) => {
+    match runner {
+        Runner::CallingThread => operation.run_here(),
+        Runner::Pool => {
             // Measured on the H200 machine (ext4, 1 GiB from device memory into a new file,
             // docs/performance.md): 1 worker 4.01 GB/s, 16 workers 3.43; the kernel writes one
             // file's page cache under the inode's lock, so more workers only wait on it.
@@ -108,6 +118,51 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         }
     }
     Ok(operation)
+}
+
+/// A stream-ordered call (`Start::OnStream`): checked and counted now as far as its arguments
+/// are known (a size and offset behind pointers are read when the stream reaches the call), its
+/// file taken now (the handle may be closed before the stream gets there), marked on its stream
+/// (`stream_order`), and submitted by the waiter as a parallel call once the stream reached it;
+/// or, where the stream cannot wait, submitted now after the stream was synchronised.
+///
+/// # Safety
+/// As `submit`, until the stream has passed the call.
+unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, call: StreamCall) -> Result<Operation> {
+    let counted = stats::PendingCall::new(stats, request.direction);
+    match call.params {
+        Params::Given => check_range(request.size, request.offset)?,
+        Params::Behind(pointers) => pointers.check()?,
+    }
+    let ordered_setting = settings::global()?.stream_ordered();
+    let file = open_file()?;
+    if request.direction == Direction::Write {
+        // A handle opened "r" is refused at the call, as `submit` refuses it.
+        file.extent(Direction::Write, 0, request.offset)?;
+    }
+    let (marked, params) = call.mark(stats, ordered_setting)?;
+    // The transfer counts the call (a failure before it starts is counted by `stream_order`).
+    counted.handed_over();
+    let start = match marked {
+        Marked::Blocking => Start::Now,
+        Marked::Ordered(_) => Start::StreamReached,
+    };
+    let handle = Arc::clone(stats);
+    let transfer = move |request: Request| {
+        // SAFETY: the caller keeps the buffer valid until the stream passed the call.
+        unsafe { submit_on_file(&handle, compat_mode, file, request, start) }
+    };
+    stream_order::run_marked(marked, params, request, Arc::clone(stats), transfer)
+}
+
+/// `submit` on a file already taken from its handle (not generic, so that `submit` and
+/// `on_stream` do not instantiate each other without end).
+///
+/// # Safety
+/// As `submit`.
+unsafe fn submit_on_file(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: Arc<OpenFile>, request: Request, start: Start) -> Result<Operation> {
+    // SAFETY: forwarded from the caller.
+    unsafe { submit(stats, compat_mode, || Ok(file), request, start) }
 }
 
 /// The start of every call: counted once (an early error return included: the `PendingCall`
@@ -129,8 +184,8 @@ struct Planned {
 /// A call on `file` from its range to its plan: the range clipped to what the file has (a read)
 /// or refused on an "r" handle (a write, whose page-cache windows are then dropped), the target
 /// classified, the route planned (`gds_threshold`: 0 for a synchronous call) and, for cuFile, the
-/// null stream synchronised. `None` when there is nothing to move: no task, no cuFile probe.
-fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode: CompatMode, gds_threshold: u64) -> Result<Option<Planned>> {
+/// null stream synchronised (not for a `stream_ordered` call, which its stream orders). `None` when there is nothing to move: no task, no cuFile probe.
+fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode: CompatMode, gds_threshold: u64, stream_ordered: bool) -> Result<Option<Planned>> {
     let Request { direction, buf, size, offset } = request;
     let (len, size_known) = file.extent(direction, size, offset)?;
     if direction == Direction::Write && len > 0 {
@@ -141,7 +196,7 @@ fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode:
     }
     let target = target_of(buf)?;
     let plan = plan(file, &target, size, gds_threshold, compat_mode)?;
-    if plan.route == Route::Cufile {
+    if plan.route == Route::Cufile && !stream_ordered {
         sync_default_stream(&target)?;
     }
     Ok(Some(Planned { call: Call { direction, plan, target, snapshot, compat_mode }, len, size_known }))

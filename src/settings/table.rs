@@ -223,4 +223,11 @@ settings_table! {
         parse: Parse::Bool, default: DEFAULT_AUTO_DIRECT_IO_WRITE, get: auto_direct_io_write -> bool,
         set: set_auto_direct_io_write, "Turns direct I/O for POSIX writes on or off, for writes started from now on.",
     }
+    StreamOrdered {
+        name: "GDSROUTE_STREAM_ORDERED", aliases: [], doc: "stream-ordered calls queue on their stream without blocking the caller (off: KvikIO's blocking fallback)",
+        parse: Parse::Bool, default: true, get: stream_ordered -> bool,
+        set: set_stream_ordered,
+            "Chooses, for stream-ordered calls from now on, between queueing them on their stream (on) and \
+             synchronising the stream and moving the bytes on the calling thread, as KvikIO's fallback does (off).",
+    }
 }
