@@ -216,14 +216,31 @@ impl File {
         unsafe { self.on_stream(request, StreamSource::Cuda(CallerStream::from_raw(stream)), Params::Given) }
     }
 
-    /// A stream-ordered read or write whose size and file offset are read through `size_p` and
-    /// `offset_p` when the stream reaches the call, and whose bytes moved (or -1 on error) are
-    /// written through `bytes_p` before the stream goes on (KvikIO's `read_async`/`write_async`).
+    /// A stream-ordered read whose size and file offset are read through `size_p` and `offset_p`
+    /// when the stream reaches the call, and whose bytes read (or -1 on error) are written
+    /// through `bytes_p` before the stream goes on (KvikIO's `read_async`).
     ///
     /// # Safety
-    /// As `read_async_raw` / `write_async_raw` for `buf` (for the size read at stream time); the
-    /// three pointers are host, pinned or managed memory, valid until the stream passed the call.
-    pub unsafe fn async_ptr_raw(&self, direction: Direction, buf: *mut u8, size_p: *const usize, offset_p: *const u64, bytes_p: *mut isize, stream: usize) -> Result<Operation> {
+    /// As `read_async_raw` for `dst` (for the size read at stream time); the three pointers are
+    /// host, pinned or managed memory, valid until the stream passed the call.
+    pub unsafe fn read_async_ptr_raw(&self, dst: *mut u8, size_p: *const usize, offset_p: *const u64, bytes_p: *mut isize, stream: usize) -> Result<Operation> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.async_ptr(Direction::Read, dst, size_p, offset_p, bytes_p, stream) }
+    }
+
+    /// The write of `read_async_ptr_raw` (KvikIO's `write_async`): the bytes written, all of the
+    /// size or -1, through `bytes_p`.
+    ///
+    /// # Safety
+    /// As `write_async_raw` for `src`; the pointers as in `read_async_ptr_raw`.
+    pub unsafe fn write_async_ptr_raw(&self, src: *const u8, size_p: *const usize, offset_p: *const u64, bytes_p: *mut isize, stream: usize) -> Result<Operation> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.async_ptr(Direction::Write, src.cast_mut(), size_p, offset_p, bytes_p, stream) }
+    }
+
+    /// # Safety
+    /// As `read_async_ptr_raw`.
+    unsafe fn async_ptr(&self, direction: Direction, buf: *mut u8, size_p: *const usize, offset_p: *const u64, bytes_p: *mut isize, stream: usize) -> Result<Operation> {
         let request = Request { direction, buf, size: 0, offset: 0 };
         let params = Params::Behind(ParamPointers { size: size_p, offset: offset_p, bytes: bytes_p });
         // SAFETY: forwarded from the caller.

@@ -316,10 +316,10 @@ pub unsafe extern "C" fn gdsroute_file_pwrite(
 /// queued on the stream before this call, and the work queued after it sees the bytes read. The
 /// calling thread is not blocked (unless the stream cannot wait on the host, below).
 ///
-/// The operation settles once the stream has passed the read: `gdsroute_op_wait` (which waits
-/// for the stream to get there and the read to end), `gdsroute_op_poll` (never blocks), or the
-/// stream itself (after `cuStreamSynchronize` or an event recorded after this call completed,
-/// `gdsroute_op_wait` returns at once). Its result is as `gdsroute_file_pread`'s: the bytes read,
+/// The operation settles when the read has ended, just before the stream is let past it:
+/// `gdsroute_op_wait` (which waits for the stream to get there and the read to end),
+/// `gdsroute_op_poll` (never blocks), or the stream itself (after `cuStreamSynchronize` or an
+/// event recorded after this call completed, `gdsroute_op_wait` returns at once). Its result is as `gdsroute_file_pread`'s: the bytes read,
 /// fewer only at end of file (where the file ends when the stream reaches the call, so a
 /// stream-ordered write before it counts); errors after every task stopped, never at the call.
 /// `gdsroute_op_free` does not wait for a stream-ordered operation: the read still happens in
@@ -412,7 +412,7 @@ pub unsafe extern "C" fn gdsroute_file_read_async_ptr(
         // SAFETY: the caller passes a live handle or NULL.
         let (file, buf, op) = unsafe { call_args(Direction::Read, file, buf, op, "op")? };
         // SAFETY: the caller keeps `buf` and the pointers valid until the stream passed the call.
-        let operation = Box::new(unsafe { file.async_ptr_raw(Direction::Read, buf.cast(), size_p, file_offset_p, bytes_read_p, stream as usize)? });
+        let operation = Box::new(unsafe { file.read_async_ptr_raw(buf.cast(), size_p, file_offset_p, bytes_read_p, stream as usize)? });
         // SAFETY: checked by `out`.
         unsafe { write_out(op, Box::into_raw(operation)) };
         Ok(())
@@ -437,7 +437,7 @@ pub unsafe extern "C" fn gdsroute_file_write_async_ptr(
         // SAFETY: the caller passes a live handle or NULL.
         let (file, buf, op) = unsafe { call_args(Direction::Write, file, buf.cast_mut(), op, "op")? };
         // SAFETY: the caller keeps `buf` and the pointers valid until the stream passed the call.
-        let operation = Box::new(unsafe { file.async_ptr_raw(Direction::Write, buf.cast(), size_p, file_offset_p, bytes_written_p, stream as usize)? });
+        let operation = Box::new(unsafe { file.write_async_ptr_raw(buf.cast(), size_p, file_offset_p, bytes_written_p, stream as usize)? });
         // SAFETY: checked by `out`.
         unsafe { write_out(op, Box::into_raw(operation)) };
         Ok(())

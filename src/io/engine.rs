@@ -101,7 +101,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         let files = [Arc::clone(&file)];
         let stats = Arc::clone(stats);
         move |task: Task| {
-            let _streams = stream_ordered.then(cuda::NonBlockingStreams::enter);
+            let _task = stream_ordered.then(cuda::StreamOrderedTask::enter);
             dispatch::run_and_record(&call, &files[task.file], &stats, task.chunk)
         }
     };

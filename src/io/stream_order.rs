@@ -250,15 +250,16 @@ struct Queued {
 
 impl Queued {
     /// The stream reached the call: the transfer starts, and when it has stopped, the bytes are
-    /// reported, the stream released and the caller's operation settled, in that order (so that
-    /// a caller who saw the stream pass the call also sees the operation's count).
+    /// reported, the caller's operation settled and the stream released, in that order (so that
+    /// a caller who saw the stream pass the call, e.g. after `cuStreamSynchronize`, finds the
+    /// operation settled).
     fn start(self) {
         let Queued { ticket, start, request, params, settler, stats: _ } = self;
         let request = params.resolve(request.0);
         let finish = move |outcome: &Result<usize>| {
             params.report(outcome);
-            ticket.release();
             settler.settle(outcome.clone());
+            ticket.release();
         };
         match start(request) {
             Ok(transfer) => transfer.when_settled(finish),
@@ -271,8 +272,8 @@ impl Queued {
     fn fail(self, error: Error) {
         stats::record_rejected_call(Some(&self.stats), self.request.0.direction);
         self.params.report(&Err(error.clone()));
-        self.ticket.release();
         self.settler.settle(Err(error));
+        self.ticket.release();
     }
 }
 

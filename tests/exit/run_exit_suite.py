@@ -6,7 +6,8 @@ usage: run_exit_suite.py BIN_DIR FILE [MODE=COUNT ...]
 BIN_DIR holds exit_paths, exit_dlopen and libgdsroute.so.0 (tools/gpu/gpu-build.sh puts them in
 .device/). FILE is read into device memory; for the cuFile route it needs the udev record
 (tools/gpu/udev-entry.sh). Modes: main-return, exit-in-flight, exit-in-flight-bounce, exit-from-thread, leak,
-shutdown-then-calls, dlopen, sigterm (killed with SIGTERM 0.5 s after it started reading).
+shutdown-then-calls, dlopen, sigterm (killed with SIGTERM 0.5 s after it started reading),
+exit-stream-queued and main-return-stream-queued (stream-ordered reads queued behind GPU work).
 Default counts: main-return 200, every other mode 50.
 
 A run passes when it ends with its expected status (0; -SIGTERM for sigterm), within 30 s (else it
@@ -20,7 +21,7 @@ import sys
 import time
 
 DEFAULTS = {"main-return": 200, "exit-in-flight": 50, "exit-in-flight-bounce": 50, "exit-from-thread": 50, "leak": 50,
-            "shutdown-then-calls": 50, "dlopen": 50, "sigterm": 50}
+            "shutdown-then-calls": 50, "dlopen": 50, "sigterm": 50, "exit-stream-queued": 50, "main-return-stream-queued": 50}
 HANG_S = 30.0
 EXIT_LIMIT_S = 1.0
 SIZE = os.environ.get("EXIT_SUITE_SIZE", str(64 << 20))

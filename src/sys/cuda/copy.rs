@@ -30,33 +30,41 @@ thread_local! {
     /// destroyed: destroying at thread or process exit can race CUDA's teardown, and pool threads
     /// live as long as the process.
     static STREAMS: RefCell<HashMap<(usize, bool), Stream>> = RefCell::new(HashMap::new());
-    /// Set while the thread runs a task of a stream-ordered call (`NonBlockingStreams`).
+    /// Set while the thread runs a task of a stream-ordered call (`StreamOrderedTask`).
     static NON_BLOCKING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// While alive, `thread_stream` hands out the thread's non-blocking stream (`CU_STREAM_NON_BLOCKING`)
-/// instead of its blocking one. A task of a stream-ordered call runs under it: a caller's stream
-/// waits on our flag until the task is done, and a copy on a blocking stream would wait for the
-/// legacy default stream, which waits for that stream (or is it): a deadlock. Synchronous calls
-/// keep the blocking stream, ordered after the legacy stream's work as in KvikIO.
-pub(crate) struct NonBlockingStreams {
+/// Marks the calling thread, while alive, as running a task of a stream-ordered call: a caller's
+/// stream waits on our flag until the task is done, so the task must not wait for the device.
+/// `thread_stream` then hands out the thread's non-blocking stream (`CU_STREAM_NON_BLOCKING`)
+/// instead of its blocking one (a copy on a blocking stream waits for the legacy default stream,
+/// which waits for that stream, or is it: a deadlock), and calls that may wait for the device to
+/// go idle (`cuMemHostUnregister` of page-cache windows) are left to another thread
+/// (`in_stream_ordered_task`). Synchronous calls keep the blocking stream, ordered after the
+/// legacy stream's work as in KvikIO.
+pub(crate) struct StreamOrderedTask {
     was: bool,
 }
 
-impl NonBlockingStreams {
-    pub(crate) fn enter() -> NonBlockingStreams {
-        NonBlockingStreams { was: NON_BLOCKING.replace(true) }
+impl StreamOrderedTask {
+    pub(crate) fn enter() -> StreamOrderedTask {
+        StreamOrderedTask { was: NON_BLOCKING.replace(true) }
     }
 }
 
-impl Drop for NonBlockingStreams {
+/// True while the calling thread runs a task of a stream-ordered call (`StreamOrderedTask`).
+pub(crate) fn in_stream_ordered_task() -> bool {
+    NON_BLOCKING.get()
+}
+
+impl Drop for StreamOrderedTask {
     fn drop(&mut self) {
         NON_BLOCKING.set(self.was);
     }
 }
 
 /// The calling thread's stream for its current context, created on the first call per
-/// (thread, context): `CU_STREAM_DEFAULT`, or `CU_STREAM_NON_BLOCKING` under `NonBlockingStreams`.
+/// (thread, context): `CU_STREAM_DEFAULT`, or `CU_STREAM_NON_BLOCKING` under `StreamOrderedTask`.
 ///
 /// Errors: `Unavailable`/`Forked`; `NoContext` when no context is current (push one with
 /// `ScopedContext`); the CUresult of `cuStreamCreate`.

@@ -1,0 +1,663 @@
+//! Stream-ordered reads and writes on a GPU (needs one: run with `--ignored --test-threads 1` on
+//! the device machine; tools/gpu/gpu-proof.sh does, without and with the udev record, so that
+//! AUTO takes the POSIX fallback, then cuFile).
+//!
+//! - Order and bytes, reads: work queued before the call (a kernel that spins ~50 ms, then
+//!   `cuMemsetD8Async` poisoning the whole allocation) must finish before the read touches the
+//!   buffer, and work queued after it (a kernel XOR-ing every byte of the allocation, then a copy
+//!   to pinned host memory) must see the bytes read: the copy must hold the file's bytes XOR the
+//!   key inside the range and the poison XOR the key in the guard bytes around it. In compat ON
+//!   and AUTO, into device, managed, pinned and pageable memory, on the legacy stream (0), the
+//!   per-thread stream, a blocking and a non-blocking stream, below and above the GDS threshold.
+//! - Writes: a kernel produces the source (XOR of an uploaded pattern) before the call, and a
+//!   memset after it clears the source: the file must hold the produced bytes, and nothing around
+//!   the range may change.
+//! - Many calls in flight: 48 reads on one stream (more than pool threads) with a kernel between
+//!   each two, and 4 streams x 12 reads, every byte checked.
+//! - Synchronous CUDA calls of the host while calls are queued on a blocking stream (a legacy
+//!   `cuMemsetD8` waits for every blocking stream: the transfer must not wait for it in turn).
+//! - End of file (a short count), a write across `RLIMIT_FSIZE` (an error through the operation,
+//!   after the stream passed the call), the pointer form, a graph-capturing stream
+//!   (`STREAM_CAPTURING`), freeing the operation early, destroying the stream with calls queued,
+//!   and the blocking fallback (`set_stream_ordered(false)`).
+//! - Figures printed, not asserted: how long the calling thread is blocked by a 1 GiB read queued
+//!   behind ~0.5 s of GPU work (stream-ordered, and with the blocking fallback), and 1 GiB read and
+//!   write rates from the call to `cuStreamSynchronize` beside the synchronous calls.
+
+mod common;
+
+use common::gpu::{file_with, ok, on_device0};
+use common::random_bytes;
+use cudarc::driver::sys;
+use gdsroute::settings::{self, CompatMode};
+use gdsroute::{Error, File};
+use std::ffi::c_void;
+use std::time::Instant;
+
+const MIB: usize = 1 << 20;
+const GUARD: usize = 4096 + 5;
+const POISON: u8 = 0x3C;
+const KEY: u8 = 0x5A;
+
+/// The test kernels, JIT-compiled from PTX: `spin(ns)` waits on the global timer; `xor_bytes(p, n,
+/// key)` XORs `n` bytes at `p` with `key` (a grid-stride loop).
+const PTX: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry spin(.param .u64 ns)
+{
+    .reg .pred %p<2>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [ns];
+    mov.u64 %rd2, %globaltimer;
+    add.u64 %rd3, %rd2, %rd1;
+WAIT:
+    mov.u64 %rd4, %globaltimer;
+    setp.lt.u64 %p1, %rd4, %rd3;
+    @%p1 bra WAIT;
+    ret;
+}
+
+.visible .entry xor_bytes(.param .u64 p, .param .u64 n, .param .u32 key)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u64 %rd2, [n];
+    ld.param.u32 %r1, [key];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mul.wide.u32 %rd3, %r2, %r3;
+    cvt.u64.u32 %rd4, %r4;
+    add.u64 %rd3, %rd3, %rd4;
+    mov.u32 %r5, %nctaid.x;
+    mul.wide.u32 %rd5, %r5, %r3;
+LOOP:
+    setp.ge.u64 %p1, %rd3, %rd2;
+    @%p1 bra DONE;
+    add.u64 %rd6, %rd1, %rd3;
+    ld.u8 %r6, [%rd6];
+    xor.b32 %r6, %r6, %r1;
+    st.u8 [%rd6], %r6;
+    add.u64 %rd3, %rd3, %rd5;
+    bra LOOP;
+DONE:
+    ret;
+}
+"#;
+
+struct Kernels {
+    spin: sys::CUfunction,
+    xor: sys::CUfunction,
+}
+
+// SAFETY: CUfunction handles are usable from any thread with their context current.
+unsafe impl Send for Kernels {}
+unsafe impl Sync for Kernels {}
+
+fn kernels() -> &'static Kernels {
+    static K: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
+    K.get_or_init(|| {
+        let text = std::ffi::CString::new(PTX).unwrap();
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        ok("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast()) });
+        let mut spin: sys::CUfunction = std::ptr::null_mut();
+        let mut xor: sys::CUfunction = std::ptr::null_mut();
+        ok("cuModuleGetFunction spin", unsafe { sys::cuModuleGetFunction(&mut spin, module, c"spin".as_ptr()) });
+        ok("cuModuleGetFunction xor", unsafe { sys::cuModuleGetFunction(&mut xor, module, c"xor_bytes".as_ptr()) });
+        Kernels { spin, xor }
+    })
+}
+
+fn spin(stream: sys::CUstream, ns: u64) {
+    let mut ns = ns;
+    let mut args = [(&mut ns as *mut u64).cast::<c_void>()];
+    ok("cuLaunchKernel spin", unsafe { sys::cuLaunchKernel(kernels().spin, 1, 1, 1, 1, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()) });
+}
+
+/// XORs `n` bytes at `p` (device, managed or pinned/mapped host memory) with `key` on `stream`.
+fn xor(stream: sys::CUstream, p: u64, n: usize, key: u8) {
+    let (mut p, mut n, mut key) = (p, n as u64, key as u32);
+    let mut args = [(&mut p as *mut u64).cast::<c_void>(), (&mut n as *mut u64).cast(), (&mut key as *mut u32).cast()];
+    ok("cuLaunchKernel xor", unsafe { sys::cuLaunchKernel(kernels().xor, 256, 1, 1, 256, 1, 1, 0, stream, args.as_mut_ptr(), std::ptr::null_mut()) });
+}
+
+/// The streams a call may be ordered on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamKind {
+    Legacy,
+    PerThread,
+    Blocking,
+    NonBlocking,
+}
+
+const STREAMS: [StreamKind; 4] = [StreamKind::Legacy, StreamKind::PerThread, StreamKind::Blocking, StreamKind::NonBlocking];
+
+struct Stream {
+    raw: sys::CUstream,
+    owned: bool,
+}
+
+impl Stream {
+    fn new(kind: StreamKind) -> Stream {
+        let create = |flags: sys::CUstream_flags| {
+            let mut raw: sys::CUstream = std::ptr::null_mut();
+            ok("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, flags as u32) });
+            Stream { raw, owned: true }
+        };
+        match kind {
+            StreamKind::Legacy => Stream { raw: std::ptr::null_mut(), owned: false },
+            StreamKind::PerThread => Stream { raw: 0x2 as sys::CUstream, owned: false },
+            StreamKind::Blocking => create(sys::CUstream_flags::CU_STREAM_DEFAULT),
+            StreamKind::NonBlocking => create(sys::CUstream_flags::CU_STREAM_NON_BLOCKING),
+        }
+    }
+
+    fn addr(&self) -> usize {
+        self.raw as usize
+    }
+
+    fn sync(&self) {
+        ok("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.raw) });
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.owned {
+            unsafe { sys::cuStreamDestroy_v2(self.raw) };
+        }
+    }
+}
+
+/// Memory a call reads into or writes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Memory {
+    Device,
+    Managed,
+    /// `cuMemHostAlloc(DEVICEMAP)`: host memory the kernels reach through its device pointer.
+    Pinned,
+}
+
+const MEMORIES: [Memory; 3] = [Memory::Device, Memory::Managed, Memory::Pinned];
+
+/// An allocation of `len` bytes with `GUARD` bytes on each side.
+struct Buffer {
+    memory: Memory,
+    base: u64,
+    host: *mut u8,
+    len: usize,
+}
+
+impl Buffer {
+    fn new(memory: Memory, len: usize) -> Buffer {
+        let total = len + 2 * GUARD;
+        let (base, host) = match memory {
+            Memory::Device => {
+                let mut d = 0;
+                ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut d, total) });
+                (d, std::ptr::null_mut())
+            }
+            Memory::Managed => {
+                let mut d = 0;
+                ok("cuMemAllocManaged", unsafe { sys::cuMemAllocManaged(&mut d, total, 1) });
+                (d, std::ptr::null_mut())
+            }
+            Memory::Pinned => {
+                let mut h: *mut c_void = std::ptr::null_mut();
+                ok("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut h, total, sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE) });
+                let mut d = 0;
+                ok("cuMemHostGetDevicePointer", unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, h, 0) });
+                (d, h.cast())
+            }
+        };
+        Buffer { memory, base, host, len }
+    }
+
+    /// Where the call's bytes go: GUARD bytes in (the pointer the library is given).
+    fn data_ptr(&self) -> *mut u8 {
+        match self.memory {
+            Memory::Pinned => self.host.wrapping_add(GUARD),
+            _ => (self.base as usize + GUARD) as *mut u8,
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.len + 2 * GUARD
+    }
+
+    /// Copies the whole allocation back (after the stream's work: the caller synchronised).
+    fn contents(&self) -> Vec<u8> {
+        let mut back = vec![0u8; self.total()];
+        ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), self.base, self.total()) });
+        back
+    }
+
+    fn upload(&self, bytes: &[u8]) {
+        assert_eq!(bytes.len(), self.total());
+        ok("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(self.base, bytes.as_ptr().cast(), bytes.len()) });
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+        match self.memory {
+            Memory::Pinned => unsafe { sys::cuMemFreeHost(self.host.cast()) },
+            _ => unsafe { sys::cuMemFree_v2(self.base) },
+        };
+    }
+}
+
+fn open_rw(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {
+    File::open(tmp.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap()
+}
+
+/// Checks a read's allocation after the XOR kernel: the file's bytes ^ KEY in the bytes read,
+/// POISON ^ KEY everywhere else (guard bytes and the requested range past end of file).
+fn check_read_bytes(back: &[u8], expect: &[u8], size: usize, what: &str) {
+    let n = expect.len();
+    let got = &back[GUARD..GUARD + n];
+    if let Some(i) = got.iter().zip(expect).position(|(g, e)| *g != e ^ KEY) {
+        panic!("{what}: byte {i} of {n} is {:#x}, expected {:#x} (the file's byte, XORed after the read)", got[i], expect[i] ^ KEY);
+    }
+    assert!(back[..GUARD].iter().all(|&b| b == POISON ^ KEY), "{what}: front guard bytes written (or the memset before the call came after it)");
+    assert!(back[GUARD + size..].iter().all(|&b| b == POISON ^ KEY), "{what}: back guard bytes written");
+    assert!(back[GUARD + n..GUARD + size].iter().all(|&b| b == POISON ^ KEY), "{what}: bytes past end of file written");
+}
+
+/// One ordered read: spin, poison the allocation, read_async, XOR the allocation, synchronise.
+fn ordered_read(file: &File, buf: &Buffer, stream: &Stream, data: &[u8], size: usize, offset: u64, what: &str) {
+    spin(stream.raw, 20_000_000);
+    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+    let op = unsafe { file.read_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
+    xor(stream.raw, buf.base, buf.total(), KEY);
+    stream.sync();
+    assert!(op.is_done(), "{what}: the stream passed the call but the operation is not settled");
+    let start = (offset as usize).min(data.len());
+    let expect = &data[start..(start + size).min(data.len())];
+    assert_eq!(op.wait().unwrap(), expect.len(), "{what}");
+    check_read_bytes(&buf.contents(), expect, size, what);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn reads_are_ordered_on_every_stream_memory_and_route() {
+    let _ctx = on_device0();
+    let data = random_bytes(9 * MIB + 777, 240);
+    let tmp = file_with(&data);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        eprintln!("{mode:?}: cuFile verdict {:?}", file.cufile_verdict().unwrap().map_err(|u| u.message));
+        for kind in STREAMS {
+            let stream = Stream::new(kind);
+            for memory in MEMORIES {
+                for (size, offset) in [(5 * MIB + 3, 4097u64), (8191, 13), (3 * MIB, (9 * MIB) as u64)] {
+                    let buf = Buffer::new(memory, size);
+                    let what = format!("{mode:?} {kind:?} {memory:?} {size} at {offset}");
+                    ordered_read(&file, &buf, &stream, &data, size, offset, &what);
+                }
+            }
+        }
+        let c = file.stats();
+        eprintln!("{mode:?}: {}", c.summary());
+        assert_eq!(c.stream_calls_ordered, c.calls, "every call was queued on its stream");
+        assert_eq!(c.calls_failed, 0);
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn reads_into_pageable_memory_are_ordered_too() {
+    let _ctx = on_device0();
+    let data = random_bytes(3 * MIB, 241);
+    let tmp = file_with(&data);
+    let file = open_rw(&tmp, CompatMode::Auto);
+    let stream = Stream::new(StreamKind::NonBlocking);
+    let mut host = vec![POISON; 3 * MIB + 2 * GUARD];
+    // Work before: a spin; the host buffer is only the read's (pageable memory is not reachable
+    // by kernels), so the order shown is: the read did not start before the stream got there.
+    spin(stream.raw, 200_000_000);
+    let op = unsafe { file.read_async_raw(host.as_mut_ptr().wrapping_add(GUARD), 3 * MIB, 0, stream.addr()) }.unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!op.is_done() && host.iter().all(|&b| b == POISON), "the read ran before the stream reached it");
+    stream.sync();
+    assert_eq!(op.wait().unwrap(), 3 * MIB);
+    assert!(host[GUARD..GUARD + 3 * MIB] == data[..]);
+    assert!(host[..GUARD].iter().chain(&host[GUARD + 3 * MIB..]).all(|&b| b == POISON));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn writes_are_ordered_on_every_stream_memory_and_route() {
+    let _ctx = on_device0();
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        for kind in STREAMS {
+            let stream = Stream::new(kind);
+            for memory in MEMORIES {
+                for (size, offset) in [(5 * MIB + 3, 4097u64), (8191, 13)] {
+                    let what = format!("{mode:?} {kind:?} {memory:?} write {size} at {offset}");
+                    let before = random_bytes(6 * MIB, 242);
+                    let tmp = file_with(&before);
+                    let file = open_rw(&tmp, mode);
+                    let buf = Buffer::new(memory, size);
+                    let produced = random_bytes(buf.total(), size as u64 ^ 243);
+                    // Uploaded XORed; the kernel before the call produces `produced`.
+                    buf.upload(&produced.iter().map(|b| b ^ KEY).collect::<Vec<_>>());
+                    spin(stream.raw, 20_000_000);
+                    xor(stream.raw, buf.base, buf.total(), KEY);
+                    let op = unsafe { file.write_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
+                    // Work after: clears the source; the write must have read it already.
+                    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, 0, buf.total(), stream.raw) });
+                    stream.sync();
+                    assert_eq!(op.wait().unwrap(), size, "{what}");
+                    let back = std::fs::read(tmp.path()).unwrap();
+                    let end = offset as usize + size;
+                    assert_eq!(back.len(), before.len().max(end), "{what}");
+                    assert!(back[offset as usize..end] == produced[GUARD..GUARD + size], "{what}: the file does not hold the bytes the kernel produced");
+                    assert!(back[..offset as usize] == before[..offset as usize], "{what}: bytes before the range changed");
+                    assert!(back[end..] == before[end.min(before.len())..], "{what}: bytes after the range changed");
+                    assert_eq!(file.stats().stream_calls_ordered, 1, "{what}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn many_calls_in_flight_on_one_stream_and_across_streams() {
+    let _ctx = on_device0();
+    settings::set_num_threads(4).unwrap();
+    let piece = 2 * MIB + 5;
+    let calls = 48;
+    let data = random_bytes(calls * piece, 244);
+    let tmp = file_with(&data);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        // One stream: a kernel between each two calls, more calls than pool threads.
+        let stream = Stream::new(StreamKind::Blocking);
+        let buf = Buffer::new(Memory::Device, calls * piece);
+        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+        spin(stream.raw, 50_000_000);
+        let ops: Vec<_> = (0..calls)
+            .map(|i| {
+                let op = unsafe { file.read_async_raw(buf.data_ptr().wrapping_add(i * piece), piece, (i * piece) as u64, stream.addr()) }.unwrap();
+                spin(stream.raw, 100_000);
+                op
+            })
+            .collect();
+        xor(stream.raw, buf.base, buf.total(), KEY);
+        stream.sync();
+        for op in &ops {
+            assert_eq!(op.wait().unwrap(), piece);
+        }
+        check_read_bytes(&buf.contents(), &data, calls * piece, &format!("{mode:?} {calls} calls on one stream"));
+        // Four streams, twelve calls each, interleaved.
+        let streams: Vec<Stream> = (0..4).map(|i| Stream::new(if i % 2 == 0 { StreamKind::Blocking } else { StreamKind::NonBlocking })).collect();
+        let buf = Buffer::new(Memory::Device, calls * piece);
+        ok("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(buf.base, POISON, buf.total()) });
+        ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+        let mut ops = Vec::new();
+        for (s, stream) in streams.iter().enumerate() {
+            spin(stream.raw, 10_000_000 * (4 - s as u64));
+        }
+        for i in 0..calls {
+            let stream = &streams[i % 4];
+            ops.push(unsafe { file.read_async_raw(buf.data_ptr().wrapping_add(i * piece), piece, (i * piece) as u64, stream.addr()) }.unwrap());
+        }
+        for stream in &streams {
+            stream.sync();
+        }
+        xor(std::ptr::null_mut(), buf.base, buf.total(), KEY);
+        ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+        for op in &ops {
+            assert_eq!(op.wait().unwrap(), piece);
+        }
+        check_read_bytes(&buf.contents(), &data, calls * piece, &format!("{mode:?} {calls} calls on four streams"));
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
+    let _ctx = on_device0();
+    let data = random_bytes(8 * MIB, 245);
+    let tmp = file_with(&data);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        for kind in [StreamKind::Blocking, StreamKind::Legacy] {
+            let stream = Stream::new(kind);
+            let buf = Buffer::new(Memory::Device, 8 * MIB);
+            let other = Buffer::new(Memory::Device, MIB);
+            ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+            spin(stream.raw, 100_000_000);
+            let op = unsafe { file.read_async_raw(buf.data_ptr(), 8 * MIB, 0, stream.addr()) }.unwrap();
+            xor(stream.raw, buf.base, buf.total(), KEY);
+            // On the legacy stream: waits for every blocking stream, the call's among them, and so
+            // for the read; the read's copies must not wait for it in turn.
+            ok("cuMemsetD8 (legacy stream)", unsafe { sys::cuMemsetD8_v2(other.base, 1, other.total()) });
+            let mut host = vec![0u8; 64];
+            ok("cuMemcpyDtoH (legacy stream)", unsafe { sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), other.base, 64) });
+            stream.sync();
+            assert_eq!(op.wait().unwrap(), 8 * MIB);
+            check_read_bytes(&buf.contents(), &data, 8 * MIB, &format!("{mode:?} {kind:?} with legacy-stream calls"));
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
+    let _ctx = on_device0();
+    let data = random_bytes(4 * MIB, 246);
+    let tmp = file_with(&data);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        let stream = Stream::new(StreamKind::NonBlocking);
+        let buf = Buffer::new(Memory::Device, 2 * MIB);
+        // Pinned, mapped parameters: a kernel before the call sets them (XOR of what the host wrote).
+        let mut p: *mut c_void = std::ptr::null_mut();
+        ok("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut p, 64, sys::CU_MEMHOSTALLOC_DEVICEMAP) });
+        let (size_p, offset_p, bytes_p) = (p.cast::<usize>(), p.wrapping_byte_add(8).cast::<u64>(), p.wrapping_byte_add(16).cast::<isize>());
+        let mut dp = 0;
+        ok("cuMemHostGetDevicePointer", unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dp, p, 0) });
+        let (size, offset) = (MIB + 333, 1_000_001u64);
+        let key = 0x77u8;
+        unsafe {
+            size_p.write_volatile(size ^ usize::from_ne_bytes([key; 8]));
+            offset_p.write_volatile(offset ^ u64::from_ne_bytes([key; 8]));
+            bytes_p.write_volatile(-99);
+        }
+        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+        spin(stream.raw, 50_000_000);
+        xor(stream.raw, dp, 16, key);
+        let op = unsafe { file.read_async_ptr_raw(buf.data_ptr(), size_p, offset_p, bytes_p, stream.addr()) }.unwrap();
+        xor(stream.raw, buf.base, buf.total(), KEY);
+        stream.sync();
+        assert_eq!(unsafe { bytes_p.read_volatile() }, size as isize, "{mode:?}");
+        assert_eq!(op.wait().unwrap(), size);
+        let expect = &data[offset as usize..offset as usize + size];
+        let back = buf.contents();
+        let got = &back[GUARD..GUARD + size];
+        assert!(got.iter().zip(expect).all(|(g, e)| *g == e ^ KEY), "{mode:?}: bytes of the pointer form");
+        assert!(back[GUARD + size..].iter().all(|&b| b == POISON ^ KEY));
+        // Device memory is refused for the pointers.
+        let err = unsafe { file.read_async_ptr_raw(buf.data_ptr(), buf.base as *const usize, offset_p, bytes_p, stream.addr()) }.err().unwrap();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        unsafe { sys::cuMemFreeHost(p) };
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
+    let _ctx = on_device0();
+    let data = random_bytes(3 * MIB + 11, 247);
+    let tmp = file_with(&data);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        let stream = Stream::new(StreamKind::Blocking);
+        let buf = Buffer::new(Memory::Device, 4 * MIB);
+        ordered_read(&file, &buf, &stream, &data, 4 * MIB, MIB as u64, &format!("{mode:?} across end of file"));
+        ordered_read(&file, &buf, &stream, &data, 4 * MIB, 5 * MIB as u64, &format!("{mode:?} past end of file"));
+        assert_eq!(file.stats().calls_short, 2);
+    }
+    // A 16 MiB write across RLIMIT_FSIZE = 10 MiB: an error through the operation, and the stream
+    // goes on (its later work runs).
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    let dir = tempfile::tempdir_in(common::gpu::test_dir()).unwrap();
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let path = dir.path().join(format!("fsize-{mode:?}.bin"));
+        let file = File::open(path.as_os_str().as_encoded_bytes(), "w+", 0o644, Some(mode)).unwrap();
+        let _ = file.cufile_verdict();
+        let buf = Buffer::new(Memory::Device, 16 * MIB);
+        let stream = Stream::new(StreamKind::NonBlocking);
+        let set_limit = |cur: libc::rlim_t| {
+            let lim = libc::rlimit { rlim_cur: cur, rlim_max: libc::RLIM_INFINITY };
+            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &lim) }, 0);
+        };
+        set_limit((10 * MIB) as libc::rlim_t);
+        spin(stream.raw, 20_000_000);
+        let op = unsafe { file.write_async_raw(buf.data_ptr(), 16 * MIB, 0, stream.addr()) }.unwrap();
+        ok("cuMemsetD8Async after", unsafe { sys::cuMemsetD8Async(buf.base, 9, GUARD, stream.raw) });
+        stream.sync();
+        set_limit(libc::RLIM_INFINITY);
+        let err = op.wait().unwrap_err();
+        eprintln!("{mode:?}: write across the limit: {err}");
+        assert!(matches!(err, Error::Io { .. } | Error::Cufile(_)), "{mode:?}: {err}");
+        let c = file.stats();
+        assert_eq!((c.write_calls, c.write_calls_failed, c.bytes_written), (1, 1, 0));
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
+    let _ctx = on_device0();
+    let data = random_bytes(4 * MIB, 248);
+    let tmp = file_with(&data);
+    let file = open_rw(&tmp, CompatMode::Auto);
+    let buf = Buffer::new(Memory::Device, 4 * MIB);
+    // Graph capture.
+    let stream = Stream::new(StreamKind::NonBlocking);
+    ok("cuStreamBeginCapture", unsafe { sys::cuStreamBeginCapture_v2(stream.raw, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) });
+    let err = unsafe { file.read_async_raw(buf.data_ptr(), 4 * MIB, 0, stream.addr()) }.err().unwrap();
+    assert_eq!(err.status(), gdsroute::Status::StreamCapturing, "{err}");
+    let mut graph: sys::CUgraph = std::ptr::null_mut();
+    ok("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(stream.raw, &mut graph) });
+    unsafe { sys::cuGraphDestroy(graph) };
+    // Freed early: the read still happens in stream order.
+    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+    spin(stream.raw, 100_000_000);
+    drop(unsafe { file.read_async_raw(buf.data_ptr(), 4 * MIB, 0, stream.addr()) }.unwrap());
+    xor(stream.raw, buf.base, buf.total(), KEY);
+    stream.sync();
+    check_read_bytes(&buf.contents(), &data, 4 * MIB, "freed early");
+    // The stream destroyed with calls queued: CUDA runs its work, the calls complete.
+    let doomed = Stream::new(StreamKind::Blocking);
+    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), doomed.raw) });
+    spin(doomed.raw, 100_000_000);
+    let ops: Vec<_> = (0..4).map(|i| unsafe { file.read_async_raw(buf.data_ptr().wrapping_add(i * MIB), MIB, (i * MIB) as u64, doomed.addr()) }.unwrap()).collect();
+    xor(doomed.raw, buf.base, buf.total(), KEY);
+    drop(doomed);
+    ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+    for op in &ops {
+        assert_eq!(op.wait().unwrap(), MIB);
+    }
+    check_read_bytes(&buf.contents(), &data, 4 * MIB, "stream destroyed with calls queued");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn the_blocking_fallback_synchronises_and_reads_before_returning() {
+    let _ctx = on_device0();
+    let data = random_bytes(4 * MIB, 249);
+    let tmp = file_with(&data);
+    let file = open_rw(&tmp, CompatMode::Auto);
+    let buf = Buffer::new(Memory::Device, 4 * MIB);
+    let stream = Stream::new(StreamKind::Blocking);
+    settings::set_stream_ordered(false);
+    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+    spin(stream.raw, 50_000_000);
+    let op = unsafe { file.read_async_raw(buf.data_ptr(), 4 * MIB, 0, stream.addr()) }.unwrap();
+    settings::set_stream_ordered(true);
+    assert!(op.is_done(), "the blocking fallback returned before the read ended");
+    xor(stream.raw, buf.base, buf.total(), KEY);
+    stream.sync();
+    assert_eq!(op.wait().unwrap(), 4 * MIB);
+    check_read_bytes(&buf.contents(), &data, 4 * MIB, "blocking fallback");
+    let c = file.stats();
+    assert_eq!((c.stream_calls_blocking_setting, c.stream_calls_ordered), (1, 0));
+}
+
+/// Median of `xs` (sorted in place).
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    xs[xs.len() / 2]
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn figures_blocked_time_and_rates_printed() {
+    let _ctx = on_device0();
+    let size = 1 << 30;
+    let data = random_bytes(size, 250);
+    let tmp = file_with(&data);
+    drop(data);
+    let stream = Stream::new(StreamKind::NonBlocking);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        let buf = Buffer::new(Memory::Device, size);
+        // Warm: the file in the page cache, the pool's buffers made.
+        assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
+        for ordered in [true, false] {
+            settings::set_stream_ordered(ordered);
+            let mut blocked = Vec::new();
+            for _ in 0..10 {
+                spin(stream.raw, 500_000_000);
+                let t = Instant::now();
+                let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+                blocked.push(t.elapsed().as_secs_f64() * 1e3);
+                stream.sync();
+                assert_eq!(op.wait().unwrap(), size);
+            }
+            println!("FIGURE {mode:?} stream_ordered={ordered}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
+        }
+        settings::set_stream_ordered(true);
+        // Rates: from the call to cuStreamSynchronize, beside pread/pwrite waited for.
+        let (mut async_read, mut sync_read, mut async_write, mut sync_write) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
+        let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+            stream.sync();
+            async_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            drop(op);
+            let t = Instant::now();
+            unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
+            sync_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            let t = Instant::now();
+            let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+            stream.sync();
+            async_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            drop(op);
+            let t = Instant::now();
+            unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
+            sync_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+        }
+        println!(
+            "FIGURE {mode:?} 1 GiB GB/s, median of 5: read_async {:.2} vs pread {:.2}; write_async {:.2} vs pwrite {:.2}",
+            median(&mut async_read),
+            median(&mut sync_read),
+            median(&mut async_write),
+            median(&mut sync_write)
+        );
+        println!("FIGURE {mode:?} counters: {}", file.stats().summary());
+    }
+}
