@@ -90,6 +90,34 @@ DONE:
 }
 "#;
 
+/// Turns a hang (a stream waiting on a transfer that waits for the stream) into a failure: aborts
+/// the process, naming the test, if it is still alive after `limit_s` seconds. Not a timing
+/// check: the limits are minutes, many times what the tests take.
+struct Watchdog(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Watchdog {
+    fn new(what: &'static str, limit_s: u64) -> Watchdog {
+        let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let watched = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let (lock, cv) = &*watched;
+            let (finished, _) = cv.wait_timeout_while(lock.lock().unwrap(), std::time::Duration::from_secs(limit_s), |d| !*d).unwrap();
+            if !*finished {
+                eprintln!("HANG: {what} still running after {limit_s} s; aborting");
+                std::process::abort();
+            }
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+}
+
 struct Kernels {
     spin: sys::CUfunction,
     xor: sys::CUfunction,
@@ -287,6 +315,7 @@ fn ordered_read(file: &File, buf: &Buffer, stream: &Stream, data: &[u8], size: u
 #[test]
 #[ignore = "needs a GPU"]
 fn reads_are_ordered_on_every_stream_memory_and_route() {
+    let _watchdog = Watchdog::new("reads_are_ordered_on_every_stream_memory_and_route", 240);
     let _ctx = on_device0();
     let data = random_bytes(9 * MIB + 777, 240);
     let tmp = file_with(&data);
@@ -313,6 +342,7 @@ fn reads_are_ordered_on_every_stream_memory_and_route() {
 #[test]
 #[ignore = "needs a GPU"]
 fn reads_into_pageable_memory_are_ordered_too() {
+    let _watchdog = Watchdog::new("reads_into_pageable_memory_are_ordered_too", 240);
     let _ctx = on_device0();
     let data = random_bytes(3 * MIB, 241);
     let tmp = file_with(&data);
@@ -334,6 +364,7 @@ fn reads_into_pageable_memory_are_ordered_too() {
 #[test]
 #[ignore = "needs a GPU"]
 fn writes_are_ordered_on_every_stream_memory_and_route() {
+    let _watchdog = Watchdog::new("writes_are_ordered_on_every_stream_memory_and_route", 240);
     let _ctx = on_device0();
     for mode in [CompatMode::On, CompatMode::Auto] {
         for kind in STREAMS {
@@ -371,6 +402,7 @@ fn writes_are_ordered_on_every_stream_memory_and_route() {
 #[test]
 #[ignore = "needs a GPU"]
 fn many_calls_in_flight_on_one_stream_and_across_streams() {
+    let _watchdog = Watchdog::new("many_calls_in_flight_on_one_stream_and_across_streams", 240);
     let _ctx = on_device0();
     settings::set_num_threads(4).unwrap();
     let piece = 2 * MIB + 5;
@@ -425,6 +457,7 @@ fn many_calls_in_flight_on_one_stream_and_across_streams() {
 #[test]
 #[ignore = "needs a GPU"]
 fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
+    let _watchdog = Watchdog::new("synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock", 240);
     let _ctx = on_device0();
     let data = random_bytes(8 * MIB, 245);
     let tmp = file_with(&data);
@@ -453,6 +486,7 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
 #[test]
 #[ignore = "needs a GPU"]
 fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
+    let _watchdog = Watchdog::new("the_pointer_form_takes_size_and_offset_when_the_stream_gets_there", 240);
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 246);
     let tmp = file_with(&data);
@@ -496,6 +530,7 @@ fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
 #[test]
 #[ignore = "needs a GPU"]
 fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
+    let _watchdog = Watchdog::new("end_of_file_and_a_file_size_limit_come_through_the_operation", 240);
     let _ctx = on_device0();
     let data = random_bytes(3 * MIB + 11, 247);
     let tmp = file_with(&data);
@@ -538,6 +573,7 @@ fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
 #[test]
 #[ignore = "needs a GPU"]
 fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
+    let _watchdog = Watchdog::new("a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe", 240);
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 248);
     let tmp = file_with(&data);
@@ -575,6 +611,7 @@ fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
 #[test]
 #[ignore = "needs a GPU"]
 fn the_blocking_fallback_synchronises_and_reads_before_returning() {
+    let _watchdog = Watchdog::new("the_blocking_fallback_synchronises_and_reads_before_returning", 240);
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 249);
     let tmp = file_with(&data);
@@ -604,6 +641,7 @@ fn median(xs: &mut [f64]) -> f64 {
 #[test]
 #[ignore = "needs a GPU"]
 fn figures_blocked_time_and_rates_printed() {
+    let _watchdog = Watchdog::new("figures_blocked_time_and_rates_printed", 900);
     let _ctx = on_device0();
     let size = 1 << 30;
     let data = random_bytes(size, 250);

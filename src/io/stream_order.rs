@@ -145,6 +145,8 @@ impl StreamCall {
     /// Marks the call's point on its stream, or (no stream wait, or the setting off) synchronises
     /// the stream, and counts which on `stats`. Errors: the stream is being captured
     /// (`StreamCapturing`); no context for a default stream; the driver's errors.
+    // The match has one arm outside tests.
+    #[allow(clippy::infallible_destructuring_match)]
     pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: bool) -> Result<(Marked, Params)> {
         let stream = match self.stream {
             StreamSource::Cuda(stream) => stream,
