@@ -633,10 +633,22 @@ typedef struct {
    */
   uint64_t stream_calls_blocking_setting;
   /**
-   * `gdsroute_stream_register` calls that registered nothing because cuFile does not serve the
-   * process's stream-ordered calls (a counted no-op).
+   * `gdsroute_stream_register` calls that registered nothing with cuFile (`GDSROUTE_CUFILE_ASYNC`
+   * is `tasks`, the default; cuFile unavailable or without the stream API; a default stream):
+   * a counted no-op.
    */
   uint64_t stream_registrations_skipped;
+  /**
+   * Stream-ordered calls queued on their stream by cuFile itself (`cuFileReadAsync` /
+   * `cuFileWriteAsync`, under `GDSROUTE_CUFILE_ASYNC=native` on a registered stream); their
+   * transfer counts as one cuFile task.
+   */
+  uint64_t stream_calls_cufile_async;
+  /**
+   * `gdsroute_stream_register` calls that registered the stream with cuFile
+   * (`cuFileStreamRegister`, under `GDSROUTE_CUFILE_ASYNC=native`).
+   */
+  uint64_t stream_registrations_cufile;
 } gdsroute_stats;
 
 /**
@@ -1008,10 +1020,10 @@ gdsroute_status gdsroute_file_pwrite(const gdsroute_file *file,
  * queued on the stream before this call, and the work queued after it sees the bytes read. The
  * calling thread is not blocked (unless the stream cannot wait on the host, below).
  *
- * The operation settles once the stream has passed the read: `gdsroute_op_wait` (which waits
- * for the stream to get there and the read to end), `gdsroute_op_poll` (never blocks), or the
- * stream itself (after `cuStreamSynchronize` or an event recorded after this call completed,
- * `gdsroute_op_wait` returns at once). Its result is as `gdsroute_file_pread`'s: the bytes read,
+ * The operation settles when the read has ended, just before the stream is let past it:
+ * `gdsroute_op_wait` (which waits for the stream to get there and the read to end),
+ * `gdsroute_op_poll` (never blocks), or the stream itself (after `cuStreamSynchronize` or an
+ * event recorded after this call completed, `gdsroute_op_wait` returns at once). Its result is as `gdsroute_file_pread`'s: the bytes read,
  * fewer only at end of file (where the file ends when the stream reaches the call, so a
  * stream-ordered write before it counts); errors after every task stopped, never at the call.
  * `gdsroute_op_free` does not wait for a stream-ordered operation: the read still happens in
@@ -1442,18 +1454,24 @@ int32_t gdsroute_last_error_errno(void);
 size_t gdsroute_last_error_message(char *buf, size_t buf_len);
 
 /**
- * Registers `stream` for stream-ordered calls, with cuFile's flags (`CU_FILE_STREAM_*`: 1 buffer
- * offset fixed at submission, 2 file offset fixed, 4 size fixed, 8 page-aligned inputs), as
- * KvikIO's `stream_register`. Optional: every stream works unregistered. This version serves
- * every stream-ordered call through its own waiter, on every route, and registers nothing with
- * cuFile: the call validates its arguments and is counted (`stream_registrations_skipped`).
- * Errors: `INVALID_ARGUMENT` (a flag outside 0..15).
+ * Registers `stream` (a `CUstream`) for stream-ordered calls, with cuFile's flags
+ * (`CU_FILE_STREAM_*`: 1 buffer offset fixed at submission, 2 file offset fixed, 4 size fixed, 8
+ * page-aligned inputs), as KvikIO's `stream_register`. Optional: every stream works
+ * unregistered, on every route, through gdsroute's own stream mode. Under
+ * `GDSROUTE_CUFILE_ASYNC=native` it calls `cuFileStreamRegister` (opening cuFile if needed), and
+ * later calls on this stream that cuFile serves go through `cuFileReadAsync` /
+ * `cuFileWriteAsync` (counted in `stream_registrations_cufile`); deregister such a stream before
+ * destroying it, and after a CUDA error on it (cuFile's rule). Otherwise, and for a default
+ * stream, nothing is registered and the call is counted (`stream_registrations_skipped`).
+ * Errors: `INVALID_ARGUMENT` (a flag outside 0..15), `CUDA_ERROR` (a bad stream, under
+ * `native`), `CUFILE_ERROR` (cuFile refused).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_stream_register(void *stream, uint32_t flags);
 
 /**
- * Undoes `gdsroute_stream_register` (KvikIO's `stream_deregister`); call it before destroying a
- * registered stream. A stream never registered is accepted. Never fails.
+ * Undoes `gdsroute_stream_register` (KvikIO's `stream_deregister`): `cuFileStreamDeregister`
+ * for a stream registered with cuFile, nothing for another (a stream never registered is
+ * accepted). Errors: `CUDA_ERROR`, `CUFILE_ERROR`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_stream_deregister(void *stream);
 

@@ -353,9 +353,17 @@ pub struct Counters {
     /// Stream-ordered calls that blocked the same way because the `GDSROUTE_STREAM_ORDERED`
     /// setting is off.
     pub stream_calls_blocking_setting: u64,
-    /// `gdsroute_stream_register` calls that registered nothing because cuFile does not serve the
-    /// process's stream-ordered calls (a counted no-op).
+    /// `gdsroute_stream_register` calls that registered nothing with cuFile (`GDSROUTE_CUFILE_ASYNC`
+    /// is `tasks`, the default; cuFile unavailable or without the stream API; a default stream):
+    /// a counted no-op.
     pub stream_registrations_skipped: u64,
+    /// Stream-ordered calls queued on their stream by cuFile itself (`cuFileReadAsync` /
+    /// `cuFileWriteAsync`, under `GDSROUTE_CUFILE_ASYNC=native` on a registered stream); their
+    /// transfer counts as one cuFile task.
+    pub stream_calls_cufile_async: u64,
+    /// `gdsroute_stream_register` calls that registered the stream with cuFile
+    /// (`cuFileStreamRegister`, under `GDSROUTE_CUFILE_ASYNC=native`).
+    pub stream_registrations_cufile: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

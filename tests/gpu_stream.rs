@@ -632,6 +632,50 @@ fn the_blocking_fallback_synchronises_and_reads_before_returning() {
     assert_eq!((c.stream_calls_blocking_setting, c.stream_calls_ordered), (1, 0));
 }
 
+#[test]
+#[ignore = "needs a GPU"]
+fn native_cufile_async_on_a_registered_stream() {
+    let _watchdog = Watchdog::new("native_cufile_async_on_a_registered_stream", 240);
+    let _ctx = on_device0();
+    let data = random_bytes(9 * MIB + 777, 251);
+    let tmp = file_with(&data);
+    settings::set_cufile_async_native(true);
+    for kind in [StreamKind::NonBlocking, StreamKind::Blocking] {
+        let stream = Stream::new(kind);
+        let registered = gdsroute::stream::register_stream(stream.addr(), 0).unwrap();
+        let file = open_rw(&tmp, CompatMode::Auto);
+        let serves = file.cufile_verdict().unwrap().is_ok();
+        eprintln!("{kind:?}: registered with cuFile {registered}, cuFile serves the file {serves}");
+        for memory in [Memory::Device, Memory::Managed] {
+            for (size, offset) in [(5 * MIB + 3, 4097u64), (3 * MIB, (8 * MIB) as u64)] {
+                let buf = Buffer::new(memory, size);
+                ordered_read(&file, &buf, &stream, &data, size, offset, &format!("native {kind:?} {memory:?} {size} at {offset}"));
+            }
+        }
+        // A write through cuFileWriteAsync, read back.
+        let out = file_with(&random_bytes(MIB, 252));
+        let wfile = open_rw(&out, CompatMode::Auto);
+        let buf = Buffer::new(Memory::Device, 2 * MIB);
+        let produced = random_bytes(buf.total(), 253);
+        buf.upload(&produced);
+        let op = unsafe { wfile.write_async_raw(buf.data_ptr(), 2 * MIB, 100, stream.addr()) }.unwrap();
+        ok("cuMemsetD8Async after", unsafe { sys::cuMemsetD8Async(buf.base, 0, buf.total(), stream.raw) });
+        stream.sync();
+        assert_eq!(op.wait().unwrap(), 2 * MIB);
+        let back = std::fs::read(out.path()).unwrap();
+        assert!(back[100..100 + 2 * MIB] == produced[GUARD..GUARD + 2 * MIB], "native write {kind:?}");
+        let c = file.stats();
+        eprintln!("{kind:?}: {}", c.summary());
+        if registered && serves {
+            assert_eq!(c.stream_calls_cufile_async, c.calls, "every call through cuFileReadAsync");
+        } else {
+            assert_eq!(c.stream_calls_ordered, c.calls, "every call through the stream mode");
+        }
+        gdsroute::stream::deregister_stream(stream.addr()).unwrap();
+    }
+    settings::set_cufile_async_native(false);
+}
+
 /// Median of `xs` (sorted in place).
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -653,8 +697,12 @@ fn figures_blocked_time_and_rates_printed() {
         let buf = Buffer::new(Memory::Device, size);
         // Warm: the file in the page cache, the pool's buffers made.
         assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
-        for ordered in [true, false] {
+        for (ordered, native) in [(true, false), (true, true), (false, false)] {
             settings::set_stream_ordered(ordered);
+            settings::set_cufile_async_native(native);
+            if native {
+                gdsroute::stream::register_stream(stream.addr(), 0).unwrap();
+            }
             let mut blocked = Vec::new();
             for _ in 0..10 {
                 spin(stream.raw, 500_000_000);
@@ -664,7 +712,11 @@ fn figures_blocked_time_and_rates_printed() {
                 stream.sync();
                 assert_eq!(op.wait().unwrap(), size);
             }
-            println!("FIGURE {mode:?} stream_ordered={ordered}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
+            if native {
+                gdsroute::stream::deregister_stream(stream.addr()).unwrap();
+            }
+            settings::set_cufile_async_native(false);
+            println!("FIGURE {mode:?} stream_ordered={ordered} cufile_async_native={native}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
         }
         settings::set_stream_ordered(true);
         // Rates: from the call to cuStreamSynchronize, beside pread/pwrite waited for.
@@ -696,6 +748,26 @@ fn figures_blocked_time_and_rates_printed() {
             median(&mut async_write),
             median(&mut sync_write)
         );
+        // The same rates through cuFileReadAsync/WriteAsync on a registered stream (the cuFile
+        // route only: with the udev record).
+        settings::set_cufile_async_native(true);
+        gdsroute::stream::register_stream(stream.addr(), 0).unwrap();
+        let (mut native_read, mut native_write) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let t = Instant::now();
+            let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+            stream.sync();
+            native_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            drop(op);
+            let t = Instant::now();
+            let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+            stream.sync();
+            native_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            drop(op);
+        }
+        gdsroute::stream::deregister_stream(stream.addr()).unwrap();
+        settings::set_cufile_async_native(false);
+        println!("FIGURE {mode:?} 1 GiB GB/s, median of 5, cufile_async_native: read_async {:.2}; write_async {:.2}", median(&mut native_read), median(&mut native_write));
         println!("FIGURE {mode:?} counters: {}", file.stats().summary());
     }
 }

@@ -15,12 +15,13 @@ use crate::error::Result;
 use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
+use crate::backend::cufile;
 use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::task_source::Task;
 use crate::io::task_split::{self, Chunk, Split};
 use crate::io::thread_pool;
-use crate::settings::{self, CompatMode, Snapshot};
-use crate::stats::{self, Route, StatsCell};
+use crate::settings::{self, CompatMode, CufileAsync, Snapshot};
+use crate::stats::{self, Route, StatsCell, TaskOutcome};
 use crate::sys::cuda::{self, MemoryKind};
 use std::sync::Arc;
 
@@ -140,6 +141,11 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         // A handle opened "r" is refused at the call, as `submit` refuses it.
         file.extent(Direction::Write, 0, request.offset)?;
     }
+    // SAFETY: forwarded from the caller.
+    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call)? } {
+        counted.handed_over();
+        return Ok(operation);
+    }
     let (marked, params) = call.mark(stats, ordered_setting)?;
     // The transfer counts the call (a failure before it starts is counted by `stream_order`).
     counted.handed_over();
@@ -153,6 +159,43 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         unsafe { submit_on_file(&handle, compat_mode, file, request, start) }
     };
     stream_order::run_marked(marked, params, request, Arc::clone(stats), transfer)
+}
+
+/// A stream-ordered call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`,
+/// `backend::cufile::stream_ordered`): only where the call's route is cuFile, its stream was
+/// registered with cuFile, and its size and offset are given. `None` otherwise: the stream mode
+/// takes it. Counted as a call of one cuFile task when the stream passed it.
+///
+/// # Safety
+/// As `submit`, until the stream has passed the call.
+unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall) -> Result<Option<Operation>> {
+    let Some(stream) = call.stream.cuda() else { return Ok(None) };
+    let snapshot = settings::global()?.snapshot();
+    if snapshot.cufile_async != CufileAsync::Native || !matches!(call.params, Params::Given) || !cufile::stream_ordered::is_registered(stream) {
+        return Ok(None);
+    }
+    let Some(Planned { call: planned, .. }) = plan_call(file, request, snapshot, compat_mode, snapshot.gds_threshold, true)? else { return Ok(None) };
+    let (Route::Cufile, Target::Device { kind, .. }) = (planned.plan.route, planned.target) else { return Ok(None) };
+    let Ok(registered) = file.cufile(compat_mode) else { return Ok(None) };
+    let direction = request.direction;
+    let submit = || {
+        // SAFETY: the caller keeps the buffer valid until the stream passed the call; the
+        // stream's context is current (`run_native`); the buffer is its own base (offset 0).
+        unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) }
+    };
+    let (handle, file) = (Arc::clone(stats), Arc::clone(file));
+    let finish = move |submitted: cufile::stream_ordered::Submitted| {
+        let result = submitted.result();
+        if direction == Direction::Write {
+            // Windows registered while the write ran must not serve later reads.
+            file.page_cache.file_written();
+        }
+        let outcome = TaskOutcome { bytes: *result.as_ref().unwrap_or(&0), ..TaskOutcome::default() };
+        stats::record_task(&handle, direction, Route::Cufile, kind.device_ordinal(), &outcome, result.is_err());
+        stats::record_call(&handle, direction, request.size as u64, outcome.bytes as u64, result.is_err());
+        result
+    };
+    stream_order::run_native(stream, request, Arc::clone(stats), submit, finish)
 }
 
 /// `submit` on a file already taken from its handle (not generic, so that `submit` and

@@ -57,6 +57,20 @@ impl Gate for CudaGate {
     }
 }
 
+/// The gate of a call cuFile queued on the stream itself (`cuFileReadAsync`): an event recorded
+/// after it; the stream needs no release.
+struct EventGate {
+    event: StreamEvent,
+}
+
+impl Gate for EventGate {
+    fn is_reached(&self) -> Result<bool> {
+        Ok(self.event.is_reached()?)
+    }
+
+    fn release(&self) {}
+}
+
 /// A call's size and file offset: given at the call, or behind the caller's pointers, read when
 /// the stream reaches the call (KvikIO's `read_async(..., size_p, file_offset_p, bytes_p, stream)`),
 /// which then also receives the bytes moved.
@@ -133,6 +147,17 @@ pub(crate) enum StreamSource {
     Fake(Box<dyn Gate>),
 }
 
+impl StreamSource {
+    /// The caller's CUDA stream; `None` for a test's gate.
+    pub(crate) fn cuda(&self) -> Option<CallerStream> {
+        match self {
+            StreamSource::Cuda(stream) => Some(*stream),
+            #[cfg(test)]
+            StreamSource::Fake(_) => None,
+        }
+    }
+}
+
 /// What the call does, decided at the call (`mark`).
 pub(crate) enum Marked {
     /// Queued behind its gate.
@@ -158,11 +183,7 @@ impl StreamCall {
         };
         let (context, _scope) = cuda::enter_context_of(stream)?;
         if stream.is_capturing()? {
-            return Err(Error::StreamCapturing(
-                "the stream is being captured into a CUDA graph: a stream-ordered read or write runs on the host and cannot be captured; \
-                 call it on a stream that is not capturing"
-                    .into(),
-            ));
+            return Err(capturing());
         }
         let blocking = if !ordered_setting {
             Some(StreamMode::BlockingSetting)
@@ -217,6 +238,47 @@ pub(crate) fn run_marked(
     let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params, settler, stats };
     waiter()?.queue(queued);
     Ok(operation)
+}
+
+/// A call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`): with the
+/// stream's context current and the stream checked for graph capture, `submit` queues it and
+/// returns what gives its result once the stream passed it; an event recorded after it tells
+/// the waiter when, and the caller's operation settles then with that result (`finish` counts
+/// it). `None` from `submit`: cuFile cannot take it after all (the caller takes the stream mode).
+pub(crate) fn run_native<R: Send + 'static>(
+    stream: CallerStream,
+    request: Request,
+    stats: Arc<StatsCell>,
+    submit: impl FnOnce() -> Option<Result<R>>,
+    finish: impl FnOnce(R) -> Result<usize> + Send + 'static,
+) -> Result<Option<Operation>> {
+    let (context, _scope) = cuda::enter_context_of(stream)?;
+    if stream.is_capturing()? {
+        return Err(capturing());
+    }
+    let Some(submitted) = submit() else { return Ok(None) };
+    let submitted = submitted?;
+    let event = StreamEvent::record(stream, context)?;
+    stats::record_stream_call(&stats, StreamMode::CufileAsync);
+    let (direction, handle) = (request.direction, Arc::clone(&stats));
+    let start = move |_: Request| {
+        let (operation, settler) = Operation::awaiting(direction, handle);
+        settler.settle(finish(submitted));
+        Ok(operation)
+    };
+    let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
+    let ticket = Arc::new(Ticket { gate: Box::new(EventGate { event }), released: AtomicBool::new(false) });
+    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params: Params::Given, settler, stats };
+    waiter()?.queue(queued);
+    Ok(Some(operation))
+}
+
+fn capturing() -> Error {
+    Error::StreamCapturing(
+        "the stream is being captured into a CUDA graph: a stream-ordered read or write runs on the host and cannot be captured; \
+         call it on a stream that is not capturing"
+            .into(),
+    )
 }
 
 /// A queued call's gate, released once (by the end of its transfer, or at exit).

@@ -183,6 +183,8 @@ pub(crate) enum StreamMode {
     BlockingNoStreamWait,
     /// The same because the `stream_ordered` setting is off.
     BlockingSetting,
+    /// Queued on its stream by cuFile itself (`cuFileReadAsync` / `cuFileWriteAsync`).
+    CufileAsync,
 }
 
 /// Counts a stream-ordered call by how it ran, process-wide and on the handle (its bytes and
@@ -194,13 +196,19 @@ pub(crate) fn record_stream_call(handle: &StatsCell, how: StreamMode) {
             StreamMode::Ordered => totals.stream_calls_ordered += 1,
             StreamMode::BlockingNoStreamWait => totals.stream_calls_blocking_no_stream_wait += 1,
             StreamMode::BlockingSetting => totals.stream_calls_blocking_setting += 1,
+            StreamMode::CufileAsync => totals.stream_calls_cufile_async += 1,
         }
     }
 }
 
-/// Counts a stream registration that did nothing (cuFile does not serve stream-ordered calls).
-pub(crate) fn record_stream_registration_skipped() {
-    global().lock().totals.stream_registrations_skipped += 1;
+/// Counts a stream registration: with cuFile (`true`), or one that did nothing (`false`).
+pub(crate) fn record_stream_registration(with_cufile: bool) {
+    let totals = &mut global().lock().totals;
+    if with_cufile {
+        totals.stream_registrations_cufile += 1;
+    } else {
+        totals.stream_registrations_skipped += 1;
+    }
 }
 
 /// A call in progress: unless its result was recorded (`finish`) or handed to an operation
@@ -280,8 +288,15 @@ mod tests {
         let after = global().snapshot();
         assert!(after.stream_calls_ordered >= before.stream_calls_ordered + 2);
         let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
-        assert_eq!(&names[names.len() - 4..], ["stream_calls_ordered", "stream_calls_blocking_no_stream_wait", "stream_calls_blocking_setting", "stream_registrations_skipped"]);
+        assert_eq!(
+            &names[names.len() - 6..],
+            ["stream_calls_ordered", "stream_calls_blocking_no_stream_wait", "stream_calls_blocking_setting", "stream_registrations_skipped", "stream_calls_cufile_async", "stream_registrations_cufile"]
+        );
+        record_stream_call(&handle, StreamMode::CufileAsync);
+        assert_eq!(handle.snapshot().stream_calls_cufile_async, 1);
         assert!(c.summary().ends_with("; 4 stream-ordered calls: 2 queued on their streams, 2 blocking (1 no stream wait, 1 setting off)"), "{}", c.summary());
+        let c = Counters { stream_calls_cufile_async: 3, stream_calls_ordered: 1, ..Counters::default() };
+        assert!(c.summary().ends_with("; 4 stream-ordered calls: 1 queued on their streams, 3 through cuFileReadAsync/WriteAsync"), "{}", c.summary());
     }
 
     #[test]
