@@ -115,6 +115,8 @@ fn more_calls_on_one_stream_than_pool_threads_run_in_stream_order() {
     for (i, op) in ops.iter().enumerate() {
         assert_eq!(op.wait().unwrap(), piece, "call {i}");
     }
+    // An operation settles just before its call releases the stream.
+    stream.wait_released(calls);
     assert_eq!(stream.released(), (0..calls).collect::<Vec<_>>(), "released out of stream order");
     for (i, b) in buffers.iter().enumerate() {
         assert!(b[4..4 + piece] == data[i * piece..(i + 1) * piece], "bytes of call {i}");
@@ -166,6 +168,7 @@ fn end_of_file_is_a_short_count_and_errors_come_through_the_operation() {
     faulty.state.lock().unwrap().fault = Some("CUDA_ERROR_ILLEGAL_ADDRESS".into());
     let err = op.wait().unwrap_err();
     assert!(matches!(err, Error::Cuda(ref m) if m.contains("ILLEGAL")), "{err}");
+    faulty.wait_released(1);
     assert_eq!(faulty.released(), [0]);
     assert_eq!(file.stats().calls_failed, 1);
 }
@@ -228,6 +231,7 @@ fn the_pointer_form_reads_size_and_offset_when_the_stream_gets_there() {
     let op = queue(&file, Direction::Read, buf.as_mut_ptr(), 0, 0, stream.gate(), params).unwrap();
     assert!(matches!(op.wait(), Err(Error::Overflow(_))));
     assert_eq!(*bytes, -1);
+    stream.wait_released(3);
     assert_eq!(stream.released(), [0, 1, 2]);
 }
 

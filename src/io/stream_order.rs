@@ -227,16 +227,24 @@ pub(crate) fn run_marked(
 ) -> Result<Operation> {
     let gate = match marked {
         Marked::Blocking => {
-            let operation = start(params.resolve(request))?;
+            let operation = start(params.resolve(request)).inspect_err(|e| params.report(&Err(e.clone())))?;
             params.report(&operation.wait_in(crate::io::thread_pool::global().ok()));
             return Ok(operation);
         }
         Marked::Ordered(gate) => gate,
     };
+    let waiter = match waiter() {
+        Ok(waiter) => waiter,
+        Err(e) => {
+            // The stream already waits for this call: it must not wait forever.
+            gate.release();
+            return Err(e);
+        }
+    };
     let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
     let ticket = Arc::new(Ticket { gate, released: AtomicBool::new(false) });
     let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params, settler, stats };
-    waiter()?.queue(queued);
+    waiter.queue(queued);
     Ok(operation)
 }
 
@@ -252,13 +260,22 @@ pub(crate) fn run_native<R: Send + 'static>(
     submit: impl FnOnce() -> Option<Result<R>>,
     finish: impl FnOnce(R) -> Result<usize> + Send + 'static,
 ) -> Result<Option<Operation>> {
+    let waiter = waiter()?;
     let (context, _scope) = cuda::enter_context_of(stream)?;
     if stream.is_capturing()? {
         return Err(capturing());
     }
     let Some(submitted) = submit() else { return Ok(None) };
     let submitted = submitted?;
-    let event = StreamEvent::record(stream, context)?;
+    let event = match StreamEvent::record(stream, context) {
+        Ok(event) => event,
+        Err(e) => {
+            // cuFile owns the argument block until the stream passed the call, which can no
+            // longer be told: leaked rather than freed under it.
+            std::mem::forget(submitted);
+            return Err(e.into());
+        }
+    };
     stats::record_stream_call(&stats, StreamMode::CufileAsync);
     let (direction, handle) = (request.direction, Arc::clone(&stats));
     let start = move |_: Request| {
@@ -269,7 +286,7 @@ pub(crate) fn run_native<R: Send + 'static>(
     let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
     let ticket = Arc::new(Ticket { gate: Box::new(EventGate { event }), released: AtomicBool::new(false) });
     let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params: Params::Given, settler, stats };
-    waiter()?.queue(queued);
+    waiter.queue(queued);
     Ok(Some(operation))
 }
 
@@ -334,10 +351,14 @@ impl Queued {
     /// The stream failed before the call (an earlier fault on it), or the process is exiting:
     /// the call fails with that, counted as a call that moved nothing.
     fn fail(self, error: Error) {
-        stats::record_rejected_call(Some(&self.stats), self.request.0.direction);
-        self.params.report(&Err(error.clone()));
-        self.settler.settle(Err(error));
-        self.ticket.release();
+        let Queued { ticket, start, request, params, settler, stats } = self;
+        // Not dropped: a call cuFile queued owns its argument block through it, and cuFile may
+        // still write it (leaked instead, with the file it holds: on faults and at exit only).
+        std::mem::forget(start);
+        stats::record_rejected_call(Some(&stats), request.0.direction);
+        params.report(&Err(error.clone()));
+        settler.settle(Err(error));
+        ticket.release();
     }
 }
 

@@ -45,6 +45,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     // Stream-ordered calls (`stream`); all from CUDA 10 or earlier. `cuStreamWaitValue32_v2`
     // (11.7) is optional: `has_symbol`.
     "cuEventQuery",
+    "cuEventDestroy_v2",
     "cuStreamGetCtx",
     "cuStreamIsCapturing",
     "cuMemHostAlloc",

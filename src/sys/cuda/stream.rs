@@ -5,14 +5,13 @@
 //! memory (`FlagWord`, `cuStreamWaitValue32_v2`) that the host releases with a store. Bindings
 //! only; the engine's stream mode (`io::stream_order`) decides what to do with them.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cudarc::driver::sys::{self, CUevent, CUstream};
-use once_cell::sync::{Lazy, OnceCell};
+use once_cell::sync::OnceCell;
 
-use super::context::{ContextHandle, ScopedContext, current_context};
+use super::context::{ContextHandle, ScopedContext, current_context, primary_context};
 use super::driver::{cuda, has_symbol};
 use super::error::{CudaFailure, check};
 
@@ -115,8 +114,9 @@ pub(crate) fn stream_wait_available() -> bool {
     *PRESENT.get_or_init(|| cuda().is_ok() && has_symbol("cuStreamWaitValue32_v2"))
 }
 
-/// An event recorded on a caller's stream and queried from another thread. Events are created
-/// per context on first need and reused (`EventPool`), never destroyed, like the worker streams.
+/// An event recorded on a caller's stream and queried from another thread; destroyed when
+/// dropped (not pooled: a caller may destroy its context, and a later context at the same
+/// address must not be handed that context's events).
 #[derive(Debug)]
 pub(crate) struct StreamEvent {
     raw: usize,
@@ -130,21 +130,24 @@ impl StreamEvent {
     /// Errors: `Unavailable`/`Forked`; the CUresult of `cuEventCreate` or `cuEventRecord`.
     pub(crate) fn record(stream: CallerStream, context: ContextHandle) -> Result<StreamEvent, CudaFailure> {
         cuda()?;
-        let event = EVENTS.take(context)?;
+        let mut raw: CUevent = std::ptr::null_mut();
+        // SAFETY: cuda() succeeded; `context` is current (the caller's contract); valid out-pointer.
+        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) })?;
+        let event = StreamEvent { raw: raw as usize, context };
         // SAFETY: the event belongs to `context`, current on this thread, as is the stream's.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(event.raw as CUevent, stream.as_raw()) })?;
+        check("cuEventRecord", unsafe { sys::cuEventRecord(raw, stream.as_raw()) })?;
         Ok(event)
     }
 
     /// True once the work before the event has finished; never blocks.
     ///
-    /// Errors: `Unavailable`/`Forked`; a CUresult other than `CUDA_ERROR_NOT_READY` (an earlier
-    /// fault on the stream: `CUDA_ERROR_ILLEGAL_ADDRESS`, ...).
+    /// Errors: `Unavailable`/`Forked`; the context is gone (`cuCtxPushCurrent`); a CUresult other
+    /// than `CUDA_ERROR_NOT_READY` (an earlier fault on the stream: `CUDA_ERROR_ILLEGAL_ADDRESS`, ...).
     pub(crate) fn is_reached(&self) -> Result<bool, CudaFailure> {
         cuda()?;
         // Its context current while it is asked (the waiter thread has none of its own).
         let _scope = ScopedContext::push(self.context)?;
-        // SAFETY: a live event (never destroyed) of the context made current above.
+        // SAFETY: a live event of the context made current above.
         match unsafe { sys::cuEventQuery(self.raw as CUevent) } {
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             r => check("cuEventQuery", r).map(|()| true),
@@ -154,30 +157,11 @@ impl StreamEvent {
 
 impl Drop for StreamEvent {
     fn drop(&mut self) {
-        // Reused only once nothing waits for it any more: its owner is done with it.
-        EVENTS.give_back(self.raw, self.context);
-    }
-}
-
-/// Unused events by context.
-struct EventPool(Lazy<Mutex<HashMap<ContextHandle, Vec<usize>>>>);
-
-static EVENTS: EventPool = EventPool(Lazy::new(|| Mutex::new(HashMap::new())));
-
-impl EventPool {
-    fn take(&self, context: ContextHandle) -> Result<StreamEvent, CudaFailure> {
-        let reused = self.0.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&context).and_then(Vec::pop);
-        if let Some(raw) = reused {
-            return Ok(StreamEvent { raw, context });
-        }
-        let mut raw: CUevent = std::ptr::null_mut();
-        // SAFETY: cuda() succeeded (the caller checked); `context` is current; valid out-pointer.
-        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) })?;
-        Ok(StreamEvent { raw: raw as usize, context })
-    }
-
-    fn give_back(&self, raw: usize, context: ContextHandle) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(context).or_default().push(raw);
+        // A forked child, or a context the caller destroyed (which took the event with it):
+        // nothing to do.
+        let Ok(_scope) = ScopedContext::push(self.context) else { return };
+        // SAFETY: created by `record`, destroyed once; a pending event is released when done.
+        let _ = unsafe { sys::cuEventDestroy_v2(self.raw as CUevent) };
     }
 }
 
@@ -199,16 +183,20 @@ static FREE_WORDS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 impl FlagWord {
     /// A free word and the value a wait on it must reach to be released: one past its current
-    /// value. Needs some context current (the allocation is portable).
+    /// value. A new slab is allocated in device 0's primary context, which this library retains
+    /// for the life of the process (memory of a context the caller destroys would go with it);
+    /// portable, it is mapped in every context.
     ///
-    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuMemHostAlloc` (a new slab).
+    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuDevicePrimaryCtxRetain` or
+    /// `cuMemHostAlloc` (a new slab).
     pub(crate) fn take() -> Result<(FlagWord, u32), CudaFailure> {
         cuda()?;
         let mut free = FREE_WORDS.lock().unwrap_or_else(|p| p.into_inner());
         if free.is_empty() {
+            let _scope = ScopedContext::push(primary_context(0)?)?;
             let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
             let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
-            // SAFETY: cuda() succeeded; a context is current (the caller's contract); valid out-pointer.
+            // SAFETY: cuda() succeeded; a context is current (pushed above); valid out-pointer.
             check("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut host, SLAB_WORDS * 4, flags) })?;
             // cuMemHostAlloc's memory is page-aligned and zeroed by the kernel; made atomic words here.
             free.extend((0..SLAB_WORDS).rev().map(|i| host as usize + 4 * i));
