@@ -8,7 +8,7 @@ use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::io::operation::Operation;
 use crate::io::request::Request;
-use crate::io::stream_order::{Gate, ParamPointers, Params, StreamSource};
+use crate::io::stream_order::{Gate, ParamPointers, Params, StreamKey, StreamSource};
 use crate::settings::CompatMode;
 use crate::test_support::{random_bytes, temp_file_in};
 use std::sync::{Arc, Condvar, Mutex};
@@ -48,6 +48,11 @@ impl Gate for FakeGate {
         let mut state = self.stream.state.lock().unwrap();
         state.released.push(self.index);
         self.stream.changed.notify_all();
+    }
+
+    /// Its stream's own key, so that the waiter asks only its first queued call, as for CUDA.
+    fn stream(&self) -> Option<StreamKey> {
+        Some(StreamKey::for_tests(Arc::as_ptr(&self.stream) as usize))
     }
 }
 

@@ -158,7 +158,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     counted.handed_over();
     let start = match marked {
         Marked::Blocking => Start::Now,
-        Marked::Ordered(_) => Start::StreamReached,
+        Marked::Ordered(..) => Start::StreamReached,
     };
     let handle = Arc::clone(stats);
     let transfer = move |request: Request| {

@@ -38,6 +38,35 @@ pub(crate) trait Gate: Send + Sync {
     fn is_reached(&self) -> Result<bool>;
     /// Lets the stream go past the call. Called once.
     fn release(&self);
+    /// The stream, where known: a later call on the same stream cannot be reached before an
+    /// earlier one was released, so the waiter asks only the first queued call of each stream.
+    fn stream(&self) -> Option<StreamKey> {
+        None
+    }
+}
+
+/// One stream as the waiter tells streams apart: the context, the handle, and for the
+/// per-thread default stream the thread that named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct StreamKey {
+    context: usize,
+    stream: CallerStream,
+    thread: i32,
+}
+
+impl StreamKey {
+    /// A key of its own for test stream `n` (the CPU tests' fake streams).
+    #[cfg(test)]
+    pub(crate) fn for_tests(n: usize) -> StreamKey {
+        StreamKey { context: n, stream: CallerStream::from_raw(0x10), thread: 0 }
+    }
+
+    /// The key of `stream` (of `context`), named on the calling thread.
+    fn of(stream: CallerStream, context: cuda::ContextHandle) -> StreamKey {
+        // SAFETY: gettid has no preconditions.
+        let thread = if stream.is_per_thread() { unsafe { libc::gettid() } } else { 0 };
+        StreamKey { context: context.as_raw() as usize, stream, thread }
+    }
 }
 
 /// The gate of a call on a CUDA stream: an event recorded on it, then a wait on a flag word.
@@ -45,6 +74,7 @@ struct CudaGate {
     event: StreamEvent,
     flag: FlagWord,
     value: u32,
+    key: StreamKey,
 }
 
 impl Gate for CudaGate {
@@ -55,12 +85,17 @@ impl Gate for CudaGate {
     fn release(&self) {
         self.flag.release(self.value);
     }
+
+    fn stream(&self) -> Option<StreamKey> {
+        Some(self.key)
+    }
 }
 
 /// The gate of a call cuFile queued on the stream itself (`cuFileReadAsync`): an event recorded
 /// after it; the stream needs no release.
 struct EventGate {
     event: StreamEvent,
+    key: StreamKey,
 }
 
 impl Gate for EventGate {
@@ -69,6 +104,10 @@ impl Gate for EventGate {
     }
 
     fn release(&self) {}
+
+    fn stream(&self) -> Option<StreamKey> {
+        Some(self.key)
+    }
 }
 
 /// A call's size and file offset: given at the call, or behind the caller's pointers, read when
@@ -160,8 +199,8 @@ impl StreamSource {
 
 /// What the call does, decided at the call (`mark`).
 pub(crate) enum Marked {
-    /// Queued behind its gate.
-    Ordered(Box<dyn Gate>),
+    /// Queued behind its gate, `Mark` its place among all marks.
+    Ordered(Box<dyn Gate>, Mark),
     /// The stream was synchronised: move the bytes now, on the calling thread.
     Blocking,
 }
@@ -178,7 +217,7 @@ impl StreamCall {
             #[cfg(test)]
             StreamSource::Fake(gate) => {
                 stats::record_stream_call(stats, StreamMode::Ordered);
-                return Ok((Marked::Ordered(gate), self.params));
+                return Ok((Marked::Ordered(gate, Mark::next(&mut MARKS.lock().unwrap_or_else(|p| p.into_inner()))), self.params));
             }
         };
         let (context, _scope) = cuda::enter_context_of(stream)?;
@@ -197,22 +236,45 @@ impl StreamCall {
             stats::record_stream_call(stats, reason);
             return Ok((Marked::Blocking, self.params));
         }
+        // Under the marks' lock: two threads marking calls on one stream get marks in the order
+        // of their calls on it (`Mark`).
+        let mut marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
         let event = StreamEvent::record(stream, context)?;
         let (flag, value) = FlagWord::take()?;
+        let mark = Mark::next(&mut marks);
         match stream.wait_for(&flag, value) {
             Ok(()) => {}
             Err(e) if e.code() == Some(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_SUPPORTED as u32) => {
                 // The event recorded above completes on its own; nothing waits for it.
+                drop(marks);
                 stream.synchronize()?;
                 stats::record_stream_call(stats, StreamMode::BlockingNoStreamWait);
                 return Ok((Marked::Blocking, self.params));
             }
             Err(e) => return Err(e.into()),
         }
+        drop(marks);
         stats::record_stream_call(stats, StreamMode::Ordered);
-        Ok((Marked::Ordered(Box::new(CudaGate { event, flag, value })), self.params))
+        let key = StreamKey::of(stream, context);
+        Ok((Marked::Ordered(Box::new(CudaGate { event, flag, value, key }), mark), self.params))
     }
 }
+
+/// A call's place among all calls marked on streams: the waiter keeps its queue in this order,
+/// so that for each stream the first queued call is the first on the stream (it asks only that
+/// one: `Gate::stream`), whatever order the marking threads queue them in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Mark(u64);
+
+impl Mark {
+    fn next(last: &mut u64) -> Mark {
+        *last += 1;
+        Mark(*last)
+    }
+}
+
+/// The last mark given; held while a call is marked on its stream.
+static MARKS: Mutex<u64> = Mutex::new(0);
 
 /// Runs `start` (the transfer, a parallel call of the engine) with the request resolved once the
 /// stream reached the call; for a blocking call, now, waiting for it. Returns the caller's
@@ -225,13 +287,13 @@ pub(crate) fn run_marked(
     stats: Arc<StatsCell>,
     start: impl FnOnce(Request) -> Result<Operation> + Send + 'static,
 ) -> Result<Operation> {
-    let gate = match marked {
+    let (gate, mark) = match marked {
         Marked::Blocking => {
             let operation = start(params.resolve(request)).inspect_err(|e| params.report(&Err(e.clone())))?;
             params.report(&operation.wait_in(crate::io::thread_pool::global().ok()));
             return Ok(operation);
         }
-        Marked::Ordered(gate) => gate,
+        Marked::Ordered(gate, mark) => (gate, mark),
     };
     let waiter = match waiter() {
         Ok(waiter) => waiter,
@@ -243,7 +305,7 @@ pub(crate) fn run_marked(
     };
     let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
     let ticket = Arc::new(Ticket { gate, released: AtomicBool::new(false) });
-    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params, settler, stats };
+    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params, settler, stats, mark };
     waiter.queue(queued);
     Ok(operation)
 }
@@ -265,6 +327,7 @@ pub(crate) fn run_native<R: Send + 'static>(
     if stream.is_capturing()? {
         return Err(capturing());
     }
+    let mut marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
     let Some(submitted) = submit() else { return Ok(None) };
     let submitted = submitted?;
     let event = match StreamEvent::record(stream, context) {
@@ -276,6 +339,8 @@ pub(crate) fn run_native<R: Send + 'static>(
             return Err(e.into());
         }
     };
+    let mark = Mark::next(&mut marks);
+    drop(marks);
     stats::record_stream_call(&stats, StreamMode::CufileAsync);
     let (direction, handle) = (request.direction, Arc::clone(&stats));
     let start = move |_: Request| {
@@ -284,8 +349,9 @@ pub(crate) fn run_native<R: Send + 'static>(
         Ok(operation)
     };
     let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
-    let ticket = Arc::new(Ticket { gate: Box::new(EventGate { event }), released: AtomicBool::new(false) });
-    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params: Params::Given, settler, stats };
+    let key = StreamKey::of(stream, context);
+    let ticket = Arc::new(Ticket { gate: Box::new(EventGate { event, key }), released: AtomicBool::new(false) });
+    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params: Params::Given, settler, stats, mark };
     waiter.queue(queued);
     Ok(Some(operation))
 }
@@ -327,6 +393,7 @@ struct Queued {
     settler: Settler,
     /// Where the call is counted when it fails before its transfer started.
     stats: Arc<StatsCell>,
+    mark: Mark,
 }
 
 impl Queued {
@@ -335,7 +402,7 @@ impl Queued {
     /// a caller who saw the stream pass the call, e.g. after `cuStreamSynchronize`, finds the
     /// operation settled).
     fn start(self) {
-        let Queued { ticket, start, request, params, settler, stats: _ } = self;
+        let Queued { ticket, start, request, params, settler, .. } = self;
         let request = params.resolve(request.0);
         let finish = move |outcome: &Result<usize>| {
             params.report(outcome);
@@ -351,7 +418,7 @@ impl Queued {
     /// The stream failed before the call (an earlier fault on it), or the process is exiting:
     /// the call fails with that, counted as a call that moved nothing.
     fn fail(self, error: Error) {
-        let Queued { ticket, start, request, params, settler, stats } = self;
+        let Queued { ticket, start, request, params, settler, stats, .. } = self;
         // Not dropped: a call cuFile queued owns its argument block through it, and cuFile may
         // still write it (leaked instead, with the file it holds: on faults and at exit only).
         std::mem::forget(start);
@@ -412,7 +479,9 @@ impl Waiter {
         }
         state.live.retain(|t| t.strong_count() > 0);
         state.live.push(Arc::downgrade(&queued.ticket));
-        state.queued.push(queued);
+        // In mark order (usually the end: marks are queued in the order they were given).
+        let at = state.queued.partition_point(|q| q.mark < queued.mark);
+        state.queued.insert(at, queued);
         self.wake.notify_one();
     }
 
@@ -430,10 +499,20 @@ impl Waiter {
             }
             let mut ready = Vec::new();
             let mut failed = Vec::new();
+            // Streams whose first queued call is not reached: their later calls cannot be.
+            let mut held: Vec<StreamKey> = Vec::new();
             let mut i = 0;
             while i < state.queued.len() {
+                let stream = state.queued[i].ticket.gate.stream();
+                if stream.is_some_and(|key| held.contains(&key)) {
+                    i += 1;
+                    continue;
+                }
                 match state.queued[i].ticket.gate.is_reached() {
-                    Ok(false) => i += 1,
+                    Ok(false) => {
+                        held.extend(stream);
+                        i += 1;
+                    }
                     Ok(true) => ready.push(state.queued.remove(i)),
                     Err(e) => failed.push((state.queued.remove(i), e)),
                 }

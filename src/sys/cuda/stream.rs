@@ -36,6 +36,11 @@ impl CallerStream {
         self.0 as CUstream
     }
 
+    /// True for `CU_STREAM_PER_THREAD`, which names a different stream on each thread.
+    pub(crate) fn is_per_thread(self) -> bool {
+        self.0 == STREAM_PER_THREAD
+    }
+
     /// True for the two default streams, which name a stream of the calling thread's current
     /// context (and, for the per-thread one, of the calling thread) rather than one object.
     pub(crate) fn is_default(self) -> bool {
