@@ -12,6 +12,7 @@ use cudarc::driver::sys::{self, CUevent, CUstream};
 use once_cell::sync::OnceCell;
 
 use super::context::{ContextHandle, ScopedContext, current_context, primary_context};
+use super::device::current_device;
 use super::driver::{cuda, has_symbol};
 use super::error::{CudaFailure, check};
 
@@ -188,17 +189,19 @@ static FREE_WORDS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 impl FlagWord {
     /// A free word and the value a wait on it must reach to be released: one past its current
-    /// value. A new slab is allocated in device 0's primary context, which this library retains
-    /// for the life of the process (memory of a context the caller destroys would go with it);
-    /// portable, it is mapped in every context.
+    /// value. A new slab is allocated in the primary context of the current context's device,
+    /// which this library retains for the life of the process (memory of a context the caller
+    /// destroys would go with it); portable, it is mapped in every context. Needs a current
+    /// context.
     ///
-    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuDevicePrimaryCtxRetain` or
-    /// `cuMemHostAlloc` (a new slab).
+    /// Errors: `Unavailable`/`Forked`; `NoContext`; the CUresult of `cuCtxGetDevice`,
+    /// `cuDevicePrimaryCtxRetain` or `cuMemHostAlloc` (a new slab).
     pub(crate) fn take() -> Result<(FlagWord, u32), CudaFailure> {
         cuda()?;
         let mut free = FREE_WORDS.lock().unwrap_or_else(|p| p.into_inner());
         if free.is_empty() {
-            let _scope = ScopedContext::push(primary_context(0)?)?;
+            let device = current_device()?.ok_or(CudaFailure::NoContext("FlagWord::take"))?;
+            let _scope = ScopedContext::push(primary_context(device)?)?;
             let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
             let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
             // SAFETY: cuda() succeeded; a context is current (pushed above); valid out-pointer.
