@@ -16,7 +16,7 @@
  *                     POSIX and succeed), an OFF open or read (must fail with a status), the
  *                     counters, a second shutdown; return
  *   sigterm           read in a loop until killed (the suite sends SIGTERM)
- *   exit-stream-queued  queue ~50 ms of memsets on a stream, then 8 stream-ordered reads of
+ *   exit-stream-queued  queue 300 memsets of the buffer on a stream, then 8 stream-ordered reads of
  *                     SIZE/8 bytes behind them (gdsroute_file_read_async), and call exit(0) at
  *                     once: the library must release the streams' waits at exit (no hang)
  *   main-return-stream-queued   the same, returning from main instead
@@ -153,8 +153,8 @@ int main(int argc, char **argv) {
     if (strstr(mode, "stream-queued") != NULL) {
         void *stream = NULL;
         if (cu_stream_create(&stream, 0) != 0) return 3;
-        /* GPU work ahead of the reads: memsets of the whole buffer (about 0.2 ms each per 64 MiB
-         * on an H200, so a few hundred of them), then the reads, none waited for. */
+        /* GPU work ahead of the reads (300 memsets of the whole buffer), then the reads, none
+         * waited for: at exit they are queued or running. */
         for (int i = 0; i < 300; i++)
             if (cu_memset_async(device, (unsigned char)i, size, stream) != 0) return 3;
         for (int i = 0; i < 8; i++) {

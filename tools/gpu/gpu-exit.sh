@@ -19,7 +19,7 @@ fi
 python3 "$suite" "$D" "$F" main-return=200 > /tmp/gdsroute-exit-main.log 2>&1 &
 main_pid=$!
 python3 "$suite" "$D" "$F" exit-in-flight=50 exit-in-flight-bounce=50 exit-from-thread=50 leak=50 \
-    shutdown-then-calls=50 dlopen=50 sigterm=50
+    shutdown-then-calls=50 dlopen=50 sigterm=50 exit-stream-queued=50 main-return-stream-queued=50
 other=$?
 wait $main_pid
 main=$?
