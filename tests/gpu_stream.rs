@@ -720,6 +720,92 @@ fn native_cufile_async_on_a_registered_stream() {
     settings::set_cufile_async_native(false);
 }
 
+/// An event without timing, destroyed when dropped.
+struct Event(sys::CUevent);
+
+impl Event {
+    fn new() -> Event {
+        let mut e: sys::CUevent = std::ptr::null_mut();
+        ok("cuEventCreate", unsafe { sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) });
+        Event(e)
+    }
+
+    fn record(&self, stream: &Stream) {
+        ok("cuEventRecord", unsafe { sys::cuEventRecord(self.0, stream.raw) });
+    }
+
+    fn wait_on(&self, stream: &Stream) {
+        ok("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream.raw, self.0, 0) });
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// Issue 24's third target, printed: reads on stream A into buffer k+1 while a kernel on stream
+/// B works on buffer k (events between the streams, the kernel as long as a read), against the
+/// slower of the two alone. 16 rounds, so that perfect overlap gives 16/17 = 0.94.
+#[test]
+#[ignore = "needs a GPU"]
+fn figures_overlap_printed() {
+    let _watchdog = Watchdog::new("figures_overlap_printed", 900);
+    let _ctx = on_device0();
+    let data = random_bytes(1 << 30, 254);
+    let tmp = file_with(&data);
+    drop(data);
+    let (a, b) = (Stream::new(StreamKind::NonBlocking), Stream::new(StreamKind::NonBlocking));
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        for size in [64 * MIB, 1 << 30] {
+            let bufs = [Buffer::new(Memory::Device, size), Buffer::new(Memory::Device, size)];
+            assert_eq!(unsafe { file.pread_raw(bufs[0].data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
+            let mut reads = Vec::new();
+            for _ in 0..5 {
+                let t = Instant::now();
+                let op = unsafe { file.read_async_raw(bufs[0].data_ptr(), size, 0, a.addr()) }.unwrap();
+                a.sync();
+                reads.push(t.elapsed().as_secs_f64());
+                drop(op);
+            }
+            let read_s = median(&mut reads);
+            let t = Instant::now();
+            spin(b.raw, (read_s * 1e9) as u64);
+            b.sync();
+            let kernel_s = t.elapsed().as_secs_f64();
+            let rounds = 16;
+            let (read_done, kernel_done): (Vec<Event>, Vec<Event>) = (0..rounds).map(|_| (Event::new(), Event::new())).unzip();
+            let mut ops = Vec::new();
+            let t = Instant::now();
+            for k in 0..rounds {
+                if k >= 2 {
+                    kernel_done[k - 2].wait_on(&a); // the buffer is free again
+                }
+                ops.push(unsafe { file.read_async_raw(bufs[k % 2].data_ptr(), size, 0, a.addr()) }.unwrap());
+                read_done[k].record(&a);
+                read_done[k].wait_on(&b);
+                spin(b.raw, (read_s * 1e9) as u64);
+                kernel_done[k].record(&b);
+            }
+            b.sync();
+            let loop_s = t.elapsed().as_secs_f64();
+            for op in &ops {
+                assert_eq!(op.wait().unwrap(), size);
+            }
+            let ratio = (rounds as f64 / loop_s) / (1.0 / read_s.max(kernel_s));
+            println!(
+                "FIGURE {mode:?} overlap {} MiB: read alone {:.1} ms, kernel alone {:.1} ms, loop {:.1} ms per round, rate {ratio:.2} of the slower alone (target 0.9)",
+                size / MIB,
+                read_s * 1e3,
+                kernel_s * 1e3,
+                loop_s * 1e3 / rounds as f64
+            );
+        }
+    }
+}
+
 /// Median of `xs` (sorted in place).
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
