@@ -271,3 +271,43 @@ fn freeing_an_operation_early_does_not_wait_and_the_transfer_still_happens() {
     stream.wait_released(1);
     assert!(buf == data);
 }
+
+/// At exit the calls still queued release their streams (a stream must never be left waiting):
+/// a child process queues three calls on a stream whose earlier work never ends and exits.
+#[test]
+fn exiting_with_calls_queued_releases_every_stream() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["api::stream_order_tests::exit_child_with_calls_queued", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{:?}: {text}", out.status);
+    assert!(text.contains("calls queued, exiting"), "the child did not run: {text}");
+    for i in 0..3 {
+        assert!(text.contains(&format!("stream released by call {i}")), "call {i} left its stream waiting: {text}");
+    }
+}
+
+/// The child of `exiting_with_calls_queued_releases_every_stream`.
+#[test]
+#[ignore = "a child process of exiting_with_calls_queued_releases_every_stream"]
+fn exit_child_with_calls_queued() {
+    /// A gate never reached, which says when it is released.
+    struct Held(usize);
+    impl Gate for Held {
+        fn is_reached(&self) -> Result<bool> {
+            Ok(false)
+        }
+        fn release(&self) {
+            eprintln!("stream released by call {}", self.0);
+        }
+    }
+    let tmp = temp_file_in(None, &[7u8; 4096]);
+    let file = open(&tmp, "r");
+    let mut buf = vec![0u8; 4096];
+    let ops: Vec<Operation> =
+        (0..3).map(|i| queue(&file, Direction::Read, buf.as_mut_ptr(), 4096, 0, StreamSource::Fake(Box::new(Held(i))), Params::Given).unwrap()).collect();
+    eprintln!("calls queued, exiting");
+    std::mem::forget(ops);
+    std::process::exit(0);
+}
