@@ -2,11 +2,13 @@
 //! `write_async`) that never blocks the caller. At the call (`mark`) an event is recorded on the
 //! stream and the stream is made to wait on a flag word (`cuStreamWaitValue32_v2` on pinned,
 //! device-mapped host memory); the call returns an operation at once. One process-wide waiter
-//! thread (started at the first such call) watches the events of every call queued so far; when
-//! the stream has reached a call, the waiter hands the transfer to the engine as a parallel call
-//! (`engine::submit` with `Start::StreamReached`: the usual routes, tasks on the pool), and when
-//! its last task stops, the flag is released and the caller's operation settles. The stream's
-//! later work then sees the bytes.
+//! thread (started at the first such call) watches the events of the calls queued so far (of each
+//! stream the first); when the stream has reached a call, the waiter hands the transfer to the
+//! engine as a parallel call (`engine::submit` with `Start::StreamReached`: the usual routes,
+//! tasks on the pool), and when its last task stops, the caller's operation settles and the flag
+//! is released. The stream's later work then sees the bytes. A call that cuFile queues on the
+//! stream itself (`GDSROUTE_CUFILE_ASYNC=native`, `run_native`) only has its event watched, so that
+//! its operation settles and its argument block is freed once the stream passed it.
 //!
 //! Why so: pool workers never wait for an event (only the waiter does, and it never waits for a
 //! transfer), so however many calls are queued on one stream, the transfers of those the stream
