@@ -123,17 +123,13 @@ impl PageCache {
     }
 }
 
-/// Drops forgotten windows (which unregisters them), after the lock. In a task of a
-/// stream-ordered call, on a thread of its own: `cuMemHostUnregister` may wait for the device to
-/// go idle, and a caller's stream waits for the task (`cuda::StreamOrderedTask`). Forgotten, the
-/// windows serve no read any more either way.
+/// Drops forgotten windows (which unregisters them), after the lock; in a task of a
+/// stream-ordered call on a thread of its own (`cuda::outside_stream_ordered_task`). Forgotten,
+/// the windows serve no read any more either way.
 pub(super) fn release_windows(stale: HashMap<u64, WindowState>) {
-    if stale.is_empty() || !crate::sys::cuda::in_stream_ordered_task() {
-        drop(stale);
-        return;
+    if !stale.is_empty() {
+        crate::sys::cuda::outside_stream_ordered_task(move || drop(stale));
     }
-    // Without a thread (spawn failed), the closure and the windows are dropped here after all.
-    let _ = std::thread::Builder::new().name("gdsroute-unregister".into()).spawn(move || drop(stale));
 }
 
 #[cfg(test)]

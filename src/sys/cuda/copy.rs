@@ -39,8 +39,8 @@ thread_local! {
 /// `thread_stream` then hands out the thread's non-blocking stream (`CU_STREAM_NON_BLOCKING`)
 /// instead of its blocking one (a copy on a blocking stream waits for the legacy default stream,
 /// which waits for that stream, or is it: a deadlock), and calls that may wait for the device to
-/// go idle (`cuMemHostUnregister` of page-cache windows) are left to another thread
-/// (`in_stream_ordered_task`). Synchronous calls keep the blocking stream, ordered after the
+/// go idle (`cuMemHostUnregister` of page-cache windows and of stale bounce buffers) are left to
+/// another thread (`outside_stream_ordered_task`). Synchronous calls keep the blocking stream, ordered after the
 /// legacy stream's work as in KvikIO.
 pub(crate) struct StreamOrderedTask {
     was: bool,
@@ -52,9 +52,15 @@ impl StreamOrderedTask {
     }
 }
 
-/// True while the calling thread runs a task of a stream-ordered call (`StreamOrderedTask`).
-pub(crate) fn in_stream_ordered_task() -> bool {
-    NON_BLOCKING.get()
+/// Runs `f`, a call that may wait for the device to go idle (`cuMemHostUnregister`), now; or, in a
+/// task of a stream-ordered call (`StreamOrderedTask`), on a thread of its own, since the caller's
+/// stream waits for the task. (Without a thread, should the spawn fail, it runs here after all.)
+pub(crate) fn outside_stream_ordered_task(f: impl FnOnce() + Send + 'static) {
+    if !NON_BLOCKING.get() {
+        return f();
+    }
+    // A failed spawn drops the closure, which holds what `f` would release: it is released here.
+    let _ = std::thread::Builder::new().name("gdsroute-release".into()).spawn(f);
 }
 
 impl Drop for StreamOrderedTask {
