@@ -13,7 +13,7 @@
 //!   memset after it clears the source: the file must hold the produced bytes, and nothing around
 //!   the range may change.
 //! - Many calls in flight: 48 reads on one stream (more than pool threads) with a kernel between
-//!   each two, and 4 streams x 12 reads, every byte checked.
+//!   each two, and 4 streams x 12 reads, every byte checked; streams of two contexts.
 //! - Synchronous CUDA calls of the host while calls are queued on a blocking stream (a legacy
 //!   `cuMemsetD8` waits for every blocking stream: the transfer must not wait for it in turn).
 //! - End of file (a short count), a write across `RLIMIT_FSIZE` (an error through the operation,
@@ -718,6 +718,56 @@ fn native_cufile_async_on_a_registered_stream() {
         gdsroute::stream::deregister_stream(stream.addr()).unwrap();
     }
     settings::set_cufile_async_native(false);
+}
+
+/// Calls on streams of two contexts of one device (the primary one and one made with
+/// `cuCtxCreate`), issued from a thread whose current context is the primary one: each call runs
+/// in its stream's context. Work after the read is a copy to pinned host memory on the same
+/// stream (kernels are loaded in the primary context only).
+#[test]
+#[ignore = "needs a GPU"]
+fn calls_on_streams_of_two_contexts() {
+    let _watchdog = Watchdog::new("calls_on_streams_of_two_contexts", 240);
+    let primary = on_device0();
+    let data = random_bytes(8 * MIB, 255);
+    let tmp = file_with(&data);
+    let mut second: sys::CUcontext = std::ptr::null_mut();
+    ok("cuCtxCreate_v4", unsafe { sys::cuCtxCreate_v4(&mut second, std::ptr::null_mut(), 0, 0) });
+    // cuCtxCreate made it current: a stream and memory of it, then back to the primary one.
+    let mut stream2: sys::CUstream = std::ptr::null_mut();
+    ok("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut stream2, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32) });
+    let mut dev2 = 0;
+    ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev2, 4 * MIB) });
+    let mut host2: *mut c_void = std::ptr::null_mut();
+    ok("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut host2, 4 * MIB, sys::CU_MEMHOSTALLOC_PORTABLE) });
+    let mut popped: sys::CUcontext = std::ptr::null_mut();
+    ok("cuCtxPopCurrent", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+    assert_eq!(popped, second);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        let stream1 = Stream::new(StreamKind::NonBlocking);
+        let buf1 = Buffer::new(Memory::Device, 4 * MIB);
+        for round in 0..3u64 {
+            let offset = round * MIB as u64;
+            ok("cuMemsetD8Async ctx2", unsafe { sys::cuMemsetD8Async(dev2, POISON, 4 * MIB, stream2) });
+            let op2 = unsafe { file.read_async_raw(dev2 as *mut u8, 4 * MIB, offset, stream2 as usize) }.unwrap();
+            ok("cuMemcpyDtoHAsync ctx2", unsafe { sys::cuMemcpyDtoHAsync_v2(host2, dev2, 4 * MIB, stream2) });
+            ordered_read(&file, &buf1, &stream1, &data, 4 * MIB, offset, &format!("{mode:?} primary context, round {round}"));
+            ok("cuStreamSynchronize ctx2", unsafe { sys::cuStreamSynchronize(stream2) });
+            assert_eq!(op2.wait().unwrap(), 4 * MIB);
+            let got = unsafe { std::slice::from_raw_parts(host2.cast::<u8>(), 4 * MIB) };
+            assert!(got == &data[offset as usize..offset as usize + 4 * MIB], "{mode:?} second context, round {round}");
+        }
+    }
+    ok("cuCtxPushCurrent", unsafe { sys::cuCtxPushCurrent_v2(second) });
+    unsafe {
+        sys::cuStreamDestroy_v2(stream2);
+        sys::cuMemFree_v2(dev2);
+        sys::cuMemFreeHost(host2);
+    }
+    ok("cuCtxPopCurrent", unsafe { sys::cuCtxPopCurrent_v2(&mut popped) });
+    ok("cuCtxDestroy", unsafe { sys::cuCtxDestroy_v2(second) });
+    drop(primary);
 }
 
 /// An event without timing, destroyed when dropped.
