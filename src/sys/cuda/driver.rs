@@ -46,6 +46,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     // (11.7) is optional: `has_symbol`.
     "cuEventQuery",
     "cuEventDestroy_v2",
+    "cuDeviceGetAttribute",
     "cuStreamGetCtx",
     "cuStreamIsCapturing",
     "cuMemHostAlloc",

@@ -36,7 +36,7 @@ pub(crate) use pinned::PinnedAllocation;
 pub use pointer::{MemoryKind, classify};
 pub(crate) use pointer::allocation_range;
 pub(crate) use registered::{FileMapping, RegisteredMapping};
-pub(crate) use stream::{CallerStream, FlagWord, StreamEvent, enter_context_of, stream_wait_available};
+pub(crate) use stream::{CallerStream, FlagWord, StreamEvent, describe_stream_wait, enter_context_of, stream_wait_available};
 
 #[cfg(test)]
 mod gpu_tests;

@@ -120,6 +120,33 @@ pub(crate) fn stream_wait_available() -> bool {
     *PRESENT.get_or_init(|| cuda().is_ok() && has_symbol("cuStreamWaitValue32_v2"))
 }
 
+/// One line for diagnostics: how stream-ordered calls will run on this machine, with what the
+/// driver says of stream memory operations on device 0 (`CAN_USE_STREAM_MEM_OPS_V1` and
+/// `CAN_USE_STREAM_WAIT_VALUE_NOR`: the `_v1` attribute read 0 on the H200 machine although the
+/// `_v2` calls worked, so they are shown, not obeyed; gdsroute uses greater-or-equal waits, not
+/// NOR, and falls back only when the call itself is refused).
+pub(crate) fn describe_stream_wait() -> String {
+    if let Err(e) = cuda() {
+        return format!("need CUDA ({e})");
+    }
+    if !stream_wait_available() {
+        return "blocking (KvikIO's fallback): the driver lacks cuStreamWaitValue32_v2".into();
+    }
+    let attribute = |which: sys::CUdevice_attribute| {
+        let mut value = -1;
+        let mut device: sys::CUdevice = 0;
+        // SAFETY: cuda() succeeded; valid out-pointers; ordinal 0 exists when any device does.
+        let ok = unsafe { sys::cuDeviceGet(&mut device, 0) } == sys::CUresult::CUDA_SUCCESS
+            && unsafe { sys::cuDeviceGetAttribute(&mut value, which, device) } == sys::CUresult::CUDA_SUCCESS;
+        if ok { value.to_string() } else { "unknown".into() }
+    };
+    format!(
+        "queued on their streams (cuStreamWaitValue32_v2 present; device 0 attributes: stream mem ops v1 {}, wait value NOR {})",
+        attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1),
+        attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR)
+    )
+}
+
 /// An event recorded on a caller's stream and queried from another thread; destroyed when
 /// dropped (not pooled: a caller may destroy its context, and a later context at the same
 /// address must not be handed that context's events).
