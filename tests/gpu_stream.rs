@@ -296,6 +296,9 @@ impl Buffer {
 
     /// Copies the whole allocation back (after the stream's work: the caller synchronised).
     fn contents(&self) -> Vec<u8> {
+        if self.memory == Memory::Pinned {
+            return unsafe { std::slice::from_raw_parts(self.host, self.total()) }.to_vec();
+        }
         let mut back = vec![0u8; self.total()];
         ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), self.base, self.total()) });
         back
@@ -303,6 +306,10 @@ impl Buffer {
 
     fn upload(&self, bytes: &[u8]) {
         assert_eq!(bytes.len(), self.total());
+        if self.memory == Memory::Pinned {
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.host, bytes.len()) };
+            return;
+        }
         ok("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(self.base, bytes.as_ptr().cast(), bytes.len()) });
     }
 }
