@@ -73,6 +73,9 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         // SAFETY: forwarded from the caller (valid until the stream passed the call).
         Start::OnStream(call) => return unsafe { on_stream(stats, compat_mode, open_file, request, call) },
     };
+    // On the waiter thread, the planning (a write drops page-cache windows) is part of the
+    // stream-ordered call too; each task enters its own below.
+    let _planning = stream_ordered.then(cuda::StreamOrderedTask::enter);
     let event = match request.direction {
         Direction::Read => "pread",
         Direction::Write => "pwrite",
