@@ -195,6 +195,8 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
     };
     let (handle, file) = (Arc::clone(stats), Arc::clone(file));
     let finish = move |submitted: cufile::stream_ordered::Submitted| {
+        // On the waiter thread, which must not wait for the device (other streams wait for it).
+        let _task = cuda::StreamOrderedTask::enter();
         let result = submitted.result();
         if direction == Direction::Write {
             // Windows registered while the write ran must not serve later reads.
