@@ -149,13 +149,12 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         counted.handed_over();
         return Ok(operation);
     }
-    if let Params::Given = call.params {
-        // The route's one-time preparation (cuFile's driver open and the file's registration,
-        // on the first cuFile call) happens here, before the stream waits for the call, not on
-        // the waiter thread while it does; an error shows again, and counts, when the stream
-        // reaches the call.
-        let _ = target_of(request.buf).and_then(|target| plan(&file, &target, request.size, settings::global()?.snapshot().gds_threshold, compat_mode));
-    }
+    // The route's one-time preparation (cuFile's driver open and the file's registration, on the
+    // first cuFile call) happens here, before the stream waits for the call, not on the waiter
+    // thread while it does (the pointer form's size is not known yet: prepared as a large one);
+    // an error shows again, and counts, when the stream reaches the call.
+    let probe_size = if let Params::Given = call.params { request.size } else { usize::MAX };
+    let _ = target_of(request.buf).and_then(|target| plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode));
     let (marked, params) = call.mark(stats, ordered_setting)?;
     // The transfer counts the call (a failure before it starts is counted by `stream_order`).
     counted.handed_over();
