@@ -1161,13 +1161,17 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_op_poll(const gdsroute_op *op, bool *
  * callback); with one pool thread it only waits, as KvikIO does. Called from inside a pool task
  * it also runs other queued tasks (no deadlock). For a `gdsroute_file_pwrite` operation
  * `*bytes_read` receives the bytes written, always the whole request; on error no count is given
- * (see `gdsroute_file_pwrite` for what reached the file).
+ * (see `gdsroute_file_pwrite` for what reached the file). For a stream-ordered operation
+ * (`gdsroute_file_read_async`, ...) it waits until the stream has reached the call and its
+ * transfer ended; it returns at once once the stream has passed the call.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_op_wait(const gdsroute_op *op, size_t *bytes_read);
 
 /**
  * Frees an operation, first waiting for it if it is still running, as `gdsroute_op_wait` does
- * (so the buffer is no longer written when this returns). NULL is a no-op.
+ * (so the buffer is no longer written when this returns). NULL is a no-op. A stream-ordered
+ * operation is not waited for: its transfer still happens in stream order, and the buffer must
+ * stay valid until the stream has passed the call (`gdsroute_file_read_async`).
  */
 void gdsroute_op_free(gdsroute_op *op);
 
