@@ -1343,6 +1343,21 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(bool *ena
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(bool enabled);
 
 /**
+ * Reads whether stream-ordered calls that cuFile serves, on streams registered with
+ * `gdsroute_stream_register`, go through `cuFileReadAsync` / `cuFileWriteAsync`
+ * (`GDSROUTE_CUFILE_ASYNC=native`) into `*native`; false: `tasks`, the default (gdsroute's stream
+ * mode with parallel cuFile tasks).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_async_native(bool *native);
+
+/**
+ * Chooses `native` (true) or `tasks` (false) for `GDSROUTE_CUFILE_ASYNC`, for stream
+ * registrations and stream-ordered calls from now on (docs/routing.md, "Stream-ordered calls").
+ * Works whatever the environment held, as the other setters.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_async_native(bool native);
+
+/**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters
  * (`cufile_n_*`, deltas since cuFile was opened or `gdsroute_stats_reset`) when cuFile is in use
  * and has a statistics API (`cufile_stats_state`).

@@ -92,6 +92,8 @@ static gdsroute_status repair(const char *var) {
     if (strcmp(var, "GDSROUTE_CUFILE_FD") == 0) return gdsroute_settings_set_cufile_fd(GDSROUTE_CUFILE_FD_BUFFERED);
     if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_READ") == 0) return gdsroute_settings_set_auto_direct_io_read(true);
     if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_WRITE") == 0) return gdsroute_settings_set_auto_direct_io_write(true);
+    if (strcmp(var, "GDSROUTE_STREAM_ORDERED") == 0) return gdsroute_settings_set_stream_ordered(false);
+    if (strcmp(var, "GDSROUTE_CUFILE_ASYNC") == 0) return gdsroute_settings_set_cufile_async_native(true);
     fprintf(stderr, "no setter known for %s\n", var);
     check_failed++;
     return GDSROUTE_STATUS_INTERNAL;
@@ -132,6 +134,13 @@ static void check_repaired_values(const char *var) {
         CHECK(b);
     } else if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_WRITE") == 0) {
         CHECK_STATUS(gdsroute_settings_get_auto_direct_io_write(&b), GDSROUTE_STATUS_OK);
+        CHECK(b);
+    } else if (strcmp(var, "GDSROUTE_STREAM_ORDERED") == 0) {
+        b = true;
+        CHECK_STATUS(gdsroute_settings_get_stream_ordered(&b), GDSROUTE_STATUS_OK);
+        CHECK(!b);
+    } else if (strcmp(var, "GDSROUTE_CUFILE_ASYNC") == 0) {
+        CHECK_STATUS(gdsroute_settings_get_cufile_async_native(&b), GDSROUTE_STATUS_OK);
         CHECK(b);
     }
 }
