@@ -135,6 +135,11 @@ enum /* no tag before C23: gdsroute_status is the uint32_t typedef below */
    */
   GDSROUTE_STATUS_CUFILE_ERROR = 303,
   /**
+   * A stream-ordered call was given a stream that is being captured into a CUDA graph: its
+   * transfer would be recorded into the graph, not run, so it is refused.
+   */
+  GDSROUTE_STATUS_STREAM_CAPTURING = 304,
+  /**
    * A setting (environment variable or API value) is invalid.
    */
   GDSROUTE_STATUS_INVALID_SETTING = 400,
@@ -609,6 +614,41 @@ typedef struct {
    * cache (the `auto_direct_io_write` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_WRITE`).
    */
   uint64_t posix_direct_write_bytes;
+  /**
+   * Stream-ordered calls (`gdsroute_file_read_async`, `_write_async` and their `_ptr` forms, of
+   * either direction) queued on their stream without blocking the caller: the stream waits on
+   * a flag until gdsroute's waiter thread saw it reach the call and the transfer ran on the
+   * usual routes (their tasks are counted as any others).
+   */
+  uint64_t stream_calls_ordered;
+  /**
+   * Stream-ordered calls that synchronised the stream and then moved their bytes on the calling
+   * thread (KvikIO's behaviour) because the driver cannot make a stream wait on a flag
+   * (`cuStreamWaitValue32_v2` missing or not supported).
+   */
+  uint64_t stream_calls_blocking_no_stream_wait;
+  /**
+   * Stream-ordered calls that blocked the same way because the `GDSROUTE_STREAM_ORDERED`
+   * setting is off.
+   */
+  uint64_t stream_calls_blocking_setting;
+  /**
+   * `gdsroute_stream_register` calls that registered nothing with cuFile (`GDSROUTE_CUFILE_ASYNC`
+   * is `tasks`, the default; cuFile unavailable or without the stream API; a default stream):
+   * a counted no-op.
+   */
+  uint64_t stream_registrations_skipped;
+  /**
+   * Stream-ordered calls queued on their stream by cuFile itself (`cuFileReadAsync` /
+   * `cuFileWriteAsync`, under `GDSROUTE_CUFILE_ASYNC=native` on a registered stream); their
+   * transfer counts as one cuFile task.
+   */
+  uint64_t stream_calls_cufile_async;
+  /**
+   * `gdsroute_stream_register` calls that registered the stream with cuFile
+   * (`cuFileStreamRegister`, under `GDSROUTE_CUFILE_ASYNC=native`).
+   */
+  uint64_t stream_registrations_cufile;
 } gdsroute_stats;
 
 /**
@@ -989,6 +1029,98 @@ gdsroute_status gdsroute_file_pwrite(const gdsroute_file *file,
                                      gdsroute_op **op);
 
 /**
+ * Starts a stream-ordered read of `size` bytes at `file_offset` into `buf` (KvikIO's
+ * `read_async`), ordered on the CUDA stream `stream` (a `CUstream`; NULL (0) and
+ * `CU_STREAM_LEGACY` (1) name the legacy default stream of the calling thread's current context,
+ * `CU_STREAM_PER_THREAD` (2) the calling thread's per-thread default stream). Returns at once,
+ * whatever the stream has queued, with an operation in `*op`: the read happens after the work
+ * queued on the stream before this call, and the work queued after it sees the bytes read. The
+ * calling thread is not blocked (unless the stream cannot wait on the host, below).
+ *
+ * The operation settles when the read has ended, just before the stream is let past it:
+ * `gdsroute_op_wait` (which waits for the stream to get there and the read to end),
+ * `gdsroute_op_poll` (never blocks), or the stream itself (after `cuStreamSynchronize` or an
+ * event recorded after this call completed, `gdsroute_op_wait` returns at once). Its result is as `gdsroute_file_pread`'s: the bytes read,
+ * fewer only at end of file (where the file ends when the stream reaches the call, so a
+ * stream-ordered write before it counts); errors after every task stopped, never at the call.
+ * `gdsroute_op_free` does not wait for a stream-ordered operation: the read still happens in
+ * stream order; its result is then only in the counters. The buffer must stay valid until the
+ * stream has passed the call (freeing it earlier, e.g. with `cuMemFreeAsync` on another stream,
+ * is the caller's error). The handle may be closed or freed meanwhile. Destroying the stream
+ * with calls queued is allowed (CUDA runs its queued work first).
+ *
+ * Routes and counters as `gdsroute_file_pread`, plus `stream_calls_ordered`. Errors at the call:
+ * those of `gdsroute_file_pread` found before any I/O, `CUDA_UNAVAILABLE`, `CUDA_ERROR` (a bad
+ * stream, or no current context for a default stream), `STREAM_CAPTURING` (the stream is being
+ * captured into a CUDA graph: refused, as a host-side read cannot be captured). Where the driver
+ * cannot make a stream wait on a host flag (no `cuStreamWaitValue32_v2`), or the
+ * `GDSROUTE_STREAM_ORDERED` setting is off, this does what KvikIO does: synchronises the stream
+ * and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
+ * `stream_calls_blocking_setting`). At exit, the stream waits of calls not done are released
+ * (docs/routing.md, "Stream-ordered calls at exit").
+ * Ownership: free the operation with `gdsroute_op_free`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_read_async(const gdsroute_file *file,
+                                         void *buf,
+                                         size_t size,
+                                         uint64_t file_offset,
+                                         void *stream,
+                                         gdsroute_op **op);
+
+/**
+ * Starts a stream-ordered write of `size` bytes from `buf` at `file_offset` (KvikIO's
+ * `write_async`), ordered on `stream` as `gdsroute_file_read_async`: the write reads `buf`
+ * after the work queued before it on the stream (a kernel producing the data) and the work
+ * queued after it runs once the bytes are in the file (as `gdsroute_file_pwrite` leaves them:
+ * written, not synced). Its result is as `gdsroute_file_pwrite`'s (all of `size`, or an error
+ * after every task stopped); everything else as `gdsroute_file_read_async`, plus `EBADF` at the
+ * call for a handle opened "r". The buffer must stay valid and unchanged (but by the stream's
+ * earlier work) until the stream has passed the call.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_write_async(const gdsroute_file *file,
+                                          const void *buf,
+                                          size_t size,
+                                          uint64_t file_offset,
+                                          void *stream,
+                                          gdsroute_op **op);
+
+/**
+ * `gdsroute_file_read_async` in KvikIO's pointer form: the size and the file offset are read
+ * through `size_p` and `file_offset_p` when the stream reaches the call (so work queued before
+ * it may compute them), and the bytes read are written through `bytes_read_p` (-1 on error)
+ * before the stream's later work runs. The three pointers must be memory the host can access
+ * while the stream waits: pageable or pinned host memory, or managed memory on a system where
+ * the CPU may access it while GPU work runs (concurrent managed access); device memory is
+ * refused (`INVALID_ARGUMENT`). They must stay valid until the stream has passed the call (the
+ * operation's settling tells it too). The size and offset are checked when read: an invalid
+ * value fails the operation (`OVERFLOW`), not the call. `buf` must be valid for the size read.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_read_async_ptr(const gdsroute_file *file,
+                                             void *buf,
+                                             const size_t *size_p,
+                                             const uint64_t *file_offset_p,
+                                             ptrdiff_t *bytes_read_p,
+                                             void *stream,
+                                             gdsroute_op **op);
+
+/**
+ * `gdsroute_file_write_async` in KvikIO's pointer form, as `gdsroute_file_read_async_ptr`: the
+ * size and file offset read when the stream reaches the call, the bytes written (all of the
+ * size, or -1 on error) through `bytes_written_p` before the stream goes on.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_write_async_ptr(const gdsroute_file *file,
+                                              const void *buf,
+                                              const size_t *size_p,
+                                              const uint64_t *file_offset_p,
+                                              ptrdiff_t *bytes_written_p,
+                                              void *stream,
+                                              gdsroute_op **op);
+
+/**
  * `fsync(2)` of the file: every write that finished before this call (a returned
  * `gdsroute_file_write`, a waited-for `gdsroute_file_pwrite`) is on the storage device, data and
  * metadata, when it returns. Operations still running are not waited for. Allowed on any open
@@ -1046,13 +1178,17 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_op_poll(const gdsroute_op *op, bool *
  * callback); with one pool thread it only waits, as KvikIO does. Called from inside a pool task
  * it also runs other queued tasks (no deadlock). For a `gdsroute_file_pwrite` operation
  * `*bytes_read` receives the bytes written, always the whole request; on error no count is given
- * (see `gdsroute_file_pwrite` for what reached the file).
+ * (see `gdsroute_file_pwrite` for what reached the file). For a stream-ordered operation
+ * (`gdsroute_file_read_async`, ...) it waits until the stream has reached the call and its
+ * transfer ended; it returns at once once the stream has passed the call.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_op_wait(const gdsroute_op *op, size_t *bytes_read);
 
 /**
  * Frees an operation, first waiting for it if it is still running, as `gdsroute_op_wait` does
- * (so the buffer is no longer written when this returns). NULL is a no-op.
+ * (so the buffer is no longer written when this returns). NULL is a no-op. A stream-ordered
+ * operation is not waited for: its transfer still happens in stream order, and the buffer must
+ * stay valid until the stream has passed the call (`gdsroute_file_read_async`).
  */
 void gdsroute_op_free(gdsroute_op *op);
 
@@ -1210,6 +1346,35 @@ gdsroute_status gdsroute_settings_get_auto_direct_io_write(bool *enabled);
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_auto_direct_io_write(bool enabled);
 
 /**
+ * Reads whether stream-ordered calls (`gdsroute_file_read_async`, ...) queue on their stream
+ * without blocking the caller (`GDSROUTE_STREAM_ORDERED`, default on) into `*enabled`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(bool *enabled);
+
+/**
+ * Chooses, for stream-ordered calls from now on, between queueing them on their stream without
+ * blocking the caller (on, the default) and KvikIO's fallback (off): synchronise the stream,
+ * then move the bytes on the calling thread before the call returns (counted in
+ * `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(bool enabled);
+
+/**
+ * Reads whether stream-ordered calls that cuFile serves, on streams registered with
+ * `gdsroute_stream_register`, go through `cuFileReadAsync` / `cuFileWriteAsync`
+ * (`GDSROUTE_CUFILE_ASYNC=native`) into `*native`; false: `tasks`, the default (gdsroute's stream
+ * mode with parallel cuFile tasks).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_cufile_async_native(bool *native);
+
+/**
+ * Chooses `native` (true) or `tasks` (false) for `GDSROUTE_CUFILE_ASYNC`, for stream
+ * registrations and stream-ordered calls from now on (docs/routing.md, "Stream-ordered calls").
+ * Works whatever the environment held, as the other setters.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_cufile_async_native(bool native);
+
+/**
  * Reads whether a handle opened by a program that uses CUDA prepares the device route in the
  * background (`GDSROUTE_PREPARE_AT_OPEN`, default on) into `*enabled`.
  */
@@ -1341,6 +1506,28 @@ int32_t gdsroute_last_error_errno(void);
  * Safety: `buf` must be writable for `buf_len` bytes (or NULL with `buf_len` 0).
  */
 size_t gdsroute_last_error_message(char *buf, size_t buf_len);
+
+/**
+ * Registers `stream` (a `CUstream`) for stream-ordered calls, with cuFile's flags
+ * (`CU_FILE_STREAM_*`: 1 buffer offset fixed at submission, 2 file offset fixed, 4 size fixed, 8
+ * page-aligned inputs), as KvikIO's `stream_register`. Optional: every stream works
+ * unregistered, on every route, through gdsroute's own stream mode. Under
+ * `GDSROUTE_CUFILE_ASYNC=native` it calls `cuFileStreamRegister` (opening cuFile if needed), and
+ * later calls on this stream that cuFile serves go through `cuFileReadAsync` /
+ * `cuFileWriteAsync` (counted in `stream_registrations_cufile`); deregister such a stream before
+ * destroying it, and after a CUDA error on it (cuFile's rule). Otherwise, and for a default
+ * stream, nothing is registered and the call is counted (`stream_registrations_skipped`).
+ * Errors: `INVALID_ARGUMENT` (a flag outside 0..15), `CUDA_ERROR` (a bad stream, under
+ * `native`), `CUFILE_ERROR` (cuFile refused).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_stream_register(void *stream, uint32_t flags);
+
+/**
+ * Undoes `gdsroute_stream_register` (KvikIO's `stream_deregister`): `cuFileStreamDeregister`
+ * for a stream registered with cuFile, nothing for another (a stream never registered is
+ * accepted). Errors: `CUDA_ERROR`, `CUFILE_ERROR`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_stream_deregister(void *stream);
 
 /**
  * Major version of the loaded library.

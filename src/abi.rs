@@ -45,6 +45,9 @@ pub enum Status {
     CufileUnavailable = 302,
     /// A cuFile call failed.
     CufileError = 303,
+    /// A stream-ordered call was given a stream that is being captured into a CUDA graph: its
+    /// transfer would be recorded into the graph, not run, so it is refused.
+    StreamCapturing = 304,
     /// A setting (environment variable or API value) is invalid.
     InvalidSetting = 400,
     /// A panic was caught inside the library; the library stays usable.
@@ -56,7 +59,7 @@ pub enum Status {
 /// Every status, in numeric order; used by `from_code` and the tests. A module constant, not an
 /// associated one: cbindgen turned the associated `Status::ALL` into a `gdsroute_status_ALL` macro of Rust
 /// variant names that no C program could compile (issue 15).
-const ALL: [Status; 17] = [
+const ALL: [Status; 18] = [
     Status::Ok,
     Status::NullArgument,
     Status::InvalidArgument,
@@ -71,6 +74,7 @@ const ALL: [Status; 17] = [
     Status::CudaError,
     Status::CufileUnavailable,
     Status::CufileError,
+    Status::StreamCapturing,
     Status::InvalidSetting,
     Status::Panic,
     Status::Internal,
@@ -99,6 +103,7 @@ impl Status {
             Status::CudaError => c"CUDA driver call failed",
             Status::CufileUnavailable => c"cuFile is unavailable and compat mode is OFF",
             Status::CufileError => c"cuFile call failed",
+            Status::StreamCapturing => c"the stream is being captured into a CUDA graph",
             Status::InvalidSetting => c"invalid setting",
             Status::Panic => c"internal panic caught",
             Status::Internal => c"internal error",
@@ -124,6 +129,7 @@ impl Error {
             Error::Cuda(_) => Status::CudaError,
             Error::CufileUnavailable(_) => Status::CufileUnavailable,
             Error::Cufile(_) => Status::CufileError,
+            Error::StreamCapturing(_) => Status::StreamCapturing,
             Error::InvalidSetting(_) => Status::InvalidSetting,
             Error::Panic(_) => Status::Panic,
             Error::Internal(_) => Status::Internal,
@@ -335,6 +341,29 @@ pub struct Counters {
     /// Of `posix_write_bytes`: bytes written through an `O_DIRECT` descriptor, bypassing the page
     /// cache (the `auto_direct_io_write` setting, KvikIO's `KVIKIO_AUTO_DIRECT_IO_WRITE`).
     pub posix_direct_write_bytes: u64,
+    /// Stream-ordered calls (`gdsroute_file_read_async`, `_write_async` and their `_ptr` forms, of
+    /// either direction) queued on their stream without blocking the caller: the stream waits on
+    /// a flag until gdsroute's waiter thread saw it reach the call and the transfer ran on the
+    /// usual routes (their tasks are counted as any others).
+    pub stream_calls_ordered: u64,
+    /// Stream-ordered calls that synchronised the stream and then moved their bytes on the calling
+    /// thread (KvikIO's behaviour) because the driver cannot make a stream wait on a flag
+    /// (`cuStreamWaitValue32_v2` missing or not supported).
+    pub stream_calls_blocking_no_stream_wait: u64,
+    /// Stream-ordered calls that blocked the same way because the `GDSROUTE_STREAM_ORDERED`
+    /// setting is off.
+    pub stream_calls_blocking_setting: u64,
+    /// `gdsroute_stream_register` calls that registered nothing with cuFile (`GDSROUTE_CUFILE_ASYNC`
+    /// is `tasks`, the default; cuFile unavailable or without the stream API; a default stream):
+    /// a counted no-op.
+    pub stream_registrations_skipped: u64,
+    /// Stream-ordered calls queued on their stream by cuFile itself (`cuFileReadAsync` /
+    /// `cuFileWriteAsync`, under `GDSROUTE_CUFILE_ASYNC=native` on a registered stream); their
+    /// transfer counts as one cuFile task.
+    pub stream_calls_cufile_async: u64,
+    /// `gdsroute_stream_register` calls that registered the stream with cuFile
+    /// (`cuFileStreamRegister`, under `GDSROUTE_CUFILE_ASYNC=native`).
+    pub stream_registrations_cufile: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

@@ -222,6 +222,7 @@ pub fn diagnose(path: Option<&[u8]>) -> Diagnosis {
         }
     }
     d.lines.push(format!("CUDA driver: {}", crate::sys::cuda::describe()));
+    d.lines.push(format!("stream-ordered calls: {}", crate::sys::cuda::describe_stream_wait()));
     library_lines(&mut d.lines);
     let udev = std::path::Path::new("/run/udev").is_dir();
     d.lines.push(format!("/run/udev: {}", if udev { "present" } else { "missing (cuFileHandleRegister fails with 5027 without it)" }));

@@ -4,7 +4,8 @@
 //! The Rust API is what a program that reads and writes files uses, the same as the C ABI
 //! offers: the handle (`File`, with its verdicts `Unusable`/`FallbackReason`), the operation a
 //! parallel read or write hands back (`Operation`, waited for with `wait`), errors (`Error`,
-//! `Result`, and `Status`, the code each error maps to), the settings (`settings`: a getter and
+//! `Result`, and `Status`, the code each error maps to), the streams (`stream`: registration with
+//! cuFile), the settings (`settings`: a getter and
 //! a setter per setting, the defaults), the counters (`counters`: `Counters`, `DeviceCounters`,
 //! process-wide and per device, reset, rendered), the diagnosis (`diagnose`, the report behind
 //! `gdsroute-diagnose`) and cuFile's `shutdown`. Everything else is crate-private, so that the
@@ -48,7 +49,7 @@ pub mod trace;
 
 pub use abi::{FallbackReason, Status};
 pub use api::file::File;
-pub use api::{counters, settings};
+pub use api::{counters, settings, stream};
 pub use api::process::begin_device_setup;
 pub use backend::cufile::gds::{Unusable, shutdown};
 pub use error::{Error, Result};

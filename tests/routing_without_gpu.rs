@@ -80,7 +80,7 @@ fn host_reads_work_in_every_mode_without_cuda() {
 fn diagnostic_names_what_is_missing() {
     let tmp = sample();
     let report = gdsroute::diagnose::report(Some(tmp.path().as_os_str().as_encoded_bytes()));
-    for needle in ["compat mode: auto", "cuFile descriptor (GDSROUTE_CUFILE_FD): auto", "registered page cache (GDSROUTE_PAGE_CACHE_PIN_MAX): limit ", "CUDA driver:", "libcufile:", "/run/udev:", "file "] {
+    for needle in ["compat mode: auto", "cuFile descriptor (GDSROUTE_CUFILE_FD): auto", "registered page cache (GDSROUTE_PAGE_CACHE_PIN_MAX): limit ", "CUDA driver:", "stream-ordered calls:", "libcufile:", "/run/udev:", "file "] {
         assert!(report.contains(needle), "{needle} missing from:\n{report}");
     }
     if !have_gpu() {

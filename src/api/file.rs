@@ -13,6 +13,8 @@ use crate::io::open_file::{OpenFile, OpenFlags};
 use crate::io::operation::Operation;
 use crate::io::request::Request;
 use crate::io::schedule::Start;
+use crate::io::stream_order::{ParamPointers, Params, StreamCall, StreamSource};
+use crate::sys::cuda::CallerStream;
 use crate::io::thread_pool;
 use crate::page_cache::PageCache;
 use crate::settings::{self, CompatMode, FdChoice};
@@ -188,6 +190,83 @@ impl File {
     pub unsafe fn pwrite_raw(&self, src: *const u8, size: usize, offset: u64) -> Result<Operation> {
         // SAFETY: forwarded from the caller; a write only reads the buffer.
         unsafe { engine::submit(&self.stats, self.compat_mode, || self.open_file(), Request { direction: Direction::Write, buf: src.cast_mut(), size, offset }, Start::Now) }
+    }
+
+    /// Starts a stream-ordered read of `size` bytes at `offset` into `dst`, ordered on the CUDA
+    /// `stream` (a `CUstream` as an address; 0 or 1 the legacy default stream, 2 the calling
+    /// thread's per-thread default stream): it runs once the stream has reached this point and
+    /// the stream's later work waits for it (`io::stream_order`). Returns at once; the operation
+    /// settles once the stream passed the point. Dropping the operation does not wait.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `size` bytes until the stream has passed the call;
+    /// `stream` must be a live stream (or a default one) until then.
+    pub unsafe fn read_async_raw(&self, dst: *mut u8, size: usize, offset: u64, stream: usize) -> Result<Operation> {
+        let request = Request { direction: Direction::Read, buf: dst, size, offset };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.on_stream(request, StreamSource::Cuda(CallerStream::from_raw(stream)), Params::Given) }
+    }
+
+    /// Starts a stream-ordered write of `size` bytes from `src` at `offset`, as `read_async_raw`.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `size` bytes, unchanged by anything but the stream's
+    /// earlier work, until the stream has passed the call; `stream` as in `read_async_raw`.
+    pub unsafe fn write_async_raw(&self, src: *const u8, size: usize, offset: u64, stream: usize) -> Result<Operation> {
+        let request = Request { direction: Direction::Write, buf: src.cast_mut(), size, offset };
+        // SAFETY: forwarded from the caller.
+        unsafe { self.on_stream(request, StreamSource::Cuda(CallerStream::from_raw(stream)), Params::Given) }
+    }
+
+    /// A stream-ordered read whose size and file offset are read through `size_p` and `offset_p`
+    /// when the stream reaches the call, and whose bytes read (or -1 on error) are written
+    /// through `bytes_p` before the stream goes on (KvikIO's `read_async`).
+    ///
+    /// # Safety
+    /// As `read_async_raw` for `dst` (for the size read at stream time); the three pointers are
+    /// host, pinned or managed memory, valid until the stream passed the call.
+    pub unsafe fn read_async_ptr_raw(&self, dst: *mut u8, size_p: *const usize, offset_p: *const u64, bytes_p: *mut isize, stream: usize) -> Result<Operation> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.async_ptr(Direction::Read, dst, size_p, offset_p, bytes_p, stream) }
+    }
+
+    /// The write of `read_async_ptr_raw` (KvikIO's `write_async`): the bytes written, all of the
+    /// size or -1, through `bytes_p`.
+    ///
+    /// # Safety
+    /// As `write_async_raw` for `src`; the pointers as in `read_async_ptr_raw`.
+    pub unsafe fn write_async_ptr_raw(&self, src: *const u8, size_p: *const usize, offset_p: *const u64, bytes_p: *mut isize, stream: usize) -> Result<Operation> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.async_ptr(Direction::Write, src.cast_mut(), size_p, offset_p, bytes_p, stream) }
+    }
+
+    /// # Safety
+    /// As `read_async_ptr_raw`.
+    unsafe fn async_ptr(&self, direction: Direction, buf: *mut u8, size_p: *const usize, offset_p: *const u64, bytes_p: *mut isize, stream: usize) -> Result<Operation> {
+        let request = Request { direction, buf, size: 0, offset: 0 };
+        let params = Params::Behind(ParamPointers { size: size_p, offset: offset_p, bytes: bytes_p });
+        // SAFETY: forwarded from the caller.
+        unsafe { self.on_stream(request, StreamSource::Cuda(CallerStream::from_raw(stream)), params) }
+    }
+
+    /// A stream-ordered call through the engine (`Start::OnStream`).
+    ///
+    /// # Safety
+    /// The buffer (and pointers of `params`) stay valid until the stream passed the call.
+    unsafe fn on_stream(&self, request: Request, stream: StreamSource, params: Params) -> Result<Operation> {
+        let start = Start::OnStream(StreamCall { stream, params });
+        // SAFETY: forwarded from the caller.
+        unsafe { engine::submit(&self.stats, self.compat_mode, || self.open_file(), request, start) }
+    }
+
+    /// A stream-ordered call on a test's stream (`StreamSource::Fake`), as `on_stream`.
+    ///
+    /// # Safety
+    /// As `on_stream`.
+    #[cfg(test)]
+    pub(crate) unsafe fn stream_call_for_tests(&self, request: Request, stream: StreamSource, params: Params) -> Result<Operation> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.on_stream(request, stream, params) }
     }
 
     /// Safe parallel write of a slice; waits for completion. Returns the bytes written (all).

@@ -128,6 +128,30 @@ pub fn set_prepare_at_open(enabled: bool) {
     crate::settings_table::live().set_prepare_at_open(enabled);
 }
 
+/// Whether stream-ordered calls queue on their stream without blocking the caller
+/// (`GDSROUTE_STREAM_ORDERED`; off: KvikIO's blocking fallback).
+pub fn stream_ordered() -> Result<bool> {
+    Ok(crate::settings_table::global()?.stream_ordered())
+}
+
+/// Chooses between queueing stream-ordered calls (on) and blocking them (off).
+pub fn set_stream_ordered(enabled: bool) {
+    crate::settings_table::live().set_stream_ordered(enabled);
+}
+
+/// Whether stream-ordered calls that cuFile serves on streams registered with cuFile go through
+/// `cuFileReadAsync` / `cuFileWriteAsync` (`GDSROUTE_CUFILE_ASYNC=native`) rather than the stream
+/// mode's parallel cuFile tasks (`tasks`, the default).
+pub fn cufile_async_native() -> Result<bool> {
+    Ok(crate::settings_table::global()?.cufile_async() == crate::settings_table::CufileAsync::Native)
+}
+
+/// Chooses `native` (true) or `tasks` for stream registrations and calls from now on.
+pub fn set_cufile_async_native(native: bool) {
+    let mode = if native { crate::settings_table::CufileAsync::Native } else { crate::settings_table::CufileAsync::Tasks };
+    crate::settings_table::live().set_cufile_async(mode);
+}
+
 // The crate's own view: `crate::settings::Settings`, `::global`, `::env`, … keep resolving to
 // the table module; these names are not public (the lines above shadow the few that are).
 pub(crate) use crate::settings_table::*;

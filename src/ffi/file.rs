@@ -1,4 +1,5 @@
-//! File handles: open, read, parallel read, write, parallel write, sync, counters, close, free.
+//! File handles: open, read, parallel read, write, parallel write, stream-ordered read and write,
+//! sync, counters, close, free.
 
 use super::{arg, guard, out, write_out};
 use crate::direction::Direction;
@@ -307,6 +308,142 @@ pub unsafe extern "C" fn gdsroute_file_pwrite(
     })
 }
 
+/// Starts a stream-ordered read of `size` bytes at `file_offset` into `buf` (KvikIO's
+/// `read_async`), ordered on the CUDA stream `stream` (a `CUstream`; NULL (0) and
+/// `CU_STREAM_LEGACY` (1) name the legacy default stream of the calling thread's current context,
+/// `CU_STREAM_PER_THREAD` (2) the calling thread's per-thread default stream). Returns at once,
+/// whatever the stream has queued, with an operation in `*op`: the read happens after the work
+/// queued on the stream before this call, and the work queued after it sees the bytes read. The
+/// calling thread is not blocked (unless the stream cannot wait on the host, below).
+///
+/// The operation settles when the read has ended, just before the stream is let past it:
+/// `gdsroute_op_wait` (which waits for the stream to get there and the read to end),
+/// `gdsroute_op_poll` (never blocks), or the stream itself (after `cuStreamSynchronize` or an
+/// event recorded after this call completed, `gdsroute_op_wait` returns at once). Its result is as `gdsroute_file_pread`'s: the bytes read,
+/// fewer only at end of file (where the file ends when the stream reaches the call, so a
+/// stream-ordered write before it counts); errors after every task stopped, never at the call.
+/// `gdsroute_op_free` does not wait for a stream-ordered operation: the read still happens in
+/// stream order; its result is then only in the counters. The buffer must stay valid until the
+/// stream has passed the call (freeing it earlier, e.g. with `cuMemFreeAsync` on another stream,
+/// is the caller's error). The handle may be closed or freed meanwhile. Destroying the stream
+/// with calls queued is allowed (CUDA runs its queued work first).
+///
+/// Routes and counters as `gdsroute_file_pread`, plus `stream_calls_ordered`. Errors at the call:
+/// those of `gdsroute_file_pread` found before any I/O, `CUDA_UNAVAILABLE`, `CUDA_ERROR` (a bad
+/// stream, or no current context for a default stream), `STREAM_CAPTURING` (the stream is being
+/// captured into a CUDA graph: refused, as a host-side read cannot be captured). Where the driver
+/// cannot make a stream wait on a host flag (no `cuStreamWaitValue32_v2`), or the
+/// `GDSROUTE_STREAM_ORDERED` setting is off, this does what KvikIO does: synchronises the stream
+/// and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
+/// `stream_calls_blocking_setting`). At exit, the stream waits of calls not done are released
+/// (docs/routing.md, "Stream-ordered calls at exit").
+/// Ownership: free the operation with `gdsroute_op_free`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_read_async(
+    file: *const File,
+    buf: *mut c_void,
+    size: usize,
+    file_offset: u64,
+    stream: *mut c_void,
+    op: *mut *mut Operation,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let (file, buf, op) = unsafe { call_args(Direction::Read, file, buf, op, "op")? };
+        // SAFETY: the caller keeps `buf` valid until the stream passed the call.
+        let operation = Box::new(unsafe { file.read_async_raw(buf.cast(), size, file_offset, stream as usize)? });
+        // SAFETY: checked by `out`.
+        unsafe { write_out(op, Box::into_raw(operation)) };
+        Ok(())
+    })
+}
+
+/// Starts a stream-ordered write of `size` bytes from `buf` at `file_offset` (KvikIO's
+/// `write_async`), ordered on `stream` as `gdsroute_file_read_async`: the write reads `buf`
+/// after the work queued before it on the stream (a kernel producing the data) and the work
+/// queued after it runs once the bytes are in the file (as `gdsroute_file_pwrite` leaves them:
+/// written, not synced). Its result is as `gdsroute_file_pwrite`'s (all of `size`, or an error
+/// after every task stopped); everything else as `gdsroute_file_read_async`, plus `EBADF` at the
+/// call for a handle opened "r". The buffer must stay valid and unchanged (but by the stream's
+/// earlier work) until the stream has passed the call.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_write_async(
+    file: *const File,
+    buf: *const c_void,
+    size: usize,
+    file_offset: u64,
+    stream: *mut c_void,
+    op: *mut *mut Operation,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let (file, buf, op) = unsafe { call_args(Direction::Write, file, buf.cast_mut(), op, "op")? };
+        // SAFETY: the caller keeps `buf` valid until the stream passed the call.
+        let operation = Box::new(unsafe { file.write_async_raw(buf.cast(), size, file_offset, stream as usize)? });
+        // SAFETY: checked by `out`.
+        unsafe { write_out(op, Box::into_raw(operation)) };
+        Ok(())
+    })
+}
+
+/// `gdsroute_file_read_async` in KvikIO's pointer form: the size and the file offset are read
+/// through `size_p` and `file_offset_p` when the stream reaches the call (so work queued before
+/// it may compute them), and the bytes read are written through `bytes_read_p` (-1 on error)
+/// before the stream's later work runs. The three pointers must be memory the host can access
+/// while the stream waits: pageable or pinned host memory, or managed memory on a system where
+/// the CPU may access it while GPU work runs (concurrent managed access); device memory is
+/// refused (`INVALID_ARGUMENT`). They must stay valid until the stream has passed the call (the
+/// operation's settling tells it too). The size and offset are checked when read: an invalid
+/// value fails the operation (`OVERFLOW`), not the call. `buf` must be valid for the size read.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_read_async_ptr(
+    file: *const File,
+    buf: *mut c_void,
+    size_p: *const usize,
+    file_offset_p: *const u64,
+    bytes_read_p: *mut isize,
+    stream: *mut c_void,
+    op: *mut *mut Operation,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let (file, buf, op) = unsafe { call_args(Direction::Read, file, buf, op, "op")? };
+        // SAFETY: the caller keeps `buf` and the pointers valid until the stream passed the call.
+        let operation = Box::new(unsafe { file.read_async_ptr_raw(buf.cast(), size_p, file_offset_p, bytes_read_p, stream as usize)? });
+        // SAFETY: checked by `out`.
+        unsafe { write_out(op, Box::into_raw(operation)) };
+        Ok(())
+    })
+}
+
+/// `gdsroute_file_write_async` in KvikIO's pointer form, as `gdsroute_file_read_async_ptr`: the
+/// size and file offset read when the stream reaches the call, the bytes written (all of the
+/// size, or -1 on error) through `bytes_written_p` before the stream goes on.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_write_async_ptr(
+    file: *const File,
+    buf: *const c_void,
+    size_p: *const usize,
+    file_offset_p: *const u64,
+    bytes_written_p: *mut isize,
+    stream: *mut c_void,
+    op: *mut *mut Operation,
+) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let (file, buf, op) = unsafe { call_args(Direction::Write, file, buf.cast_mut(), op, "op")? };
+        // SAFETY: the caller keeps `buf` and the pointers valid until the stream passed the call.
+        let operation = Box::new(unsafe { file.write_async_ptr_raw(buf.cast(), size_p, file_offset_p, bytes_written_p, stream as usize)? });
+        // SAFETY: checked by `out`.
+        unsafe { write_out(op, Box::into_raw(operation)) };
+        Ok(())
+    })
+}
+
 /// `fsync(2)` of the file: every write that finished before this call (a returned
 /// `gdsroute_file_write`, a waited-for `gdsroute_file_pwrite`) is on the storage device, data and
 /// metadata, when it returns. Operations still running are not waited for. Allowed on any open
@@ -388,3 +525,4 @@ pub unsafe extern "C" fn gdsroute_file_free(file: *mut File) {
 
 symbol_version!(gdsroute_file_open, gdsroute_file_open_with_compat_mode, gdsroute_file_compat_mode, gdsroute_file_cufile_verdict, gdsroute_file_size, gdsroute_file_read, gdsroute_file_pread, gdsroute_file_stats, gdsroute_file_stats_reset, gdsroute_file_close, gdsroute_file_free);
 symbol_version!(GDSROUTE_0.2: gdsroute_file_write, gdsroute_file_pwrite, gdsroute_file_sync, gdsroute_file_datasync);
+symbol_version!(GDSROUTE_0.2: gdsroute_file_read_async, gdsroute_file_write_async, gdsroute_file_read_async_ptr, gdsroute_file_write_async_ptr);

@@ -28,6 +28,7 @@ pub(crate) mod operation;
 pub(crate) mod settings;
 pub(crate) mod stats;
 pub(crate) mod status;
+pub(crate) mod stream;
 pub(crate) mod version;
 
 use crate::error::{Error, Result};

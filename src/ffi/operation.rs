@@ -28,7 +28,9 @@ pub unsafe extern "C" fn gdsroute_op_poll(op: *const Operation, done: *mut bool)
 /// callback); with one pool thread it only waits, as KvikIO does. Called from inside a pool task
 /// it also runs other queued tasks (no deadlock). For a `gdsroute_file_pwrite` operation
 /// `*bytes_read` receives the bytes written, always the whole request; on error no count is given
-/// (see `gdsroute_file_pwrite` for what reached the file).
+/// (see `gdsroute_file_pwrite` for what reached the file). For a stream-ordered operation
+/// (`gdsroute_file_read_async`, ...) it waits until the stream has reached the call and its
+/// transfer ended; it returns at once once the stream has passed the call.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut usize) -> Status {
@@ -44,7 +46,9 @@ pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut
 }
 
 /// Frees an operation, first waiting for it if it is still running, as `gdsroute_op_wait` does
-/// (so the buffer is no longer written when this returns). NULL is a no-op.
+/// (so the buffer is no longer written when this returns). NULL is a no-op. A stream-ordered
+/// operation is not waited for: its transfer still happens in stream order, and the buffer must
+/// stay valid until the stream has passed the call (`gdsroute_file_read_async`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_op_free(op: *mut Operation) {
     let _ = guard(|| {

@@ -230,6 +230,46 @@ pub extern "C" fn gdsroute_settings_set_auto_direct_io_write(enabled: bool) -> S
     set_setting(|s| s.set_auto_direct_io_write(enabled))
 }
 
+/// Reads whether stream-ordered calls (`gdsroute_file_read_async`, ...) queue on their stream
+/// without blocking the caller (`GDSROUTE_STREAM_ORDERED`, default on) into `*enabled`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_stream_ordered(enabled: *mut bool) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(enabled, "enabled", |s| s.stream_ordered()) }
+}
+
+/// Chooses, for stream-ordered calls from now on, between queueing them on their stream without
+/// blocking the caller (on, the default) and KvikIO's fallback (off): synchronise the stream,
+/// then move the bytes on the calling thread before the call returns (counted in
+/// `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_stream_ordered(enabled: bool) -> Status {
+    set_setting(|s| s.set_stream_ordered(enabled))
+}
+
+/// Reads whether stream-ordered calls that cuFile serves, on streams registered with
+/// `gdsroute_stream_register`, go through `cuFileReadAsync` / `cuFileWriteAsync`
+/// (`GDSROUTE_CUFILE_ASYNC=native`) into `*native`; false: `tasks`, the default (gdsroute's stream
+/// mode with parallel cuFile tasks).
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_cufile_async_native(native: *mut bool) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(native, "native", |s| s.cufile_async() == crate::settings::CufileAsync::Native) }
+}
+
+/// Chooses `native` (true) or `tasks` (false) for `GDSROUTE_CUFILE_ASYNC`, for stream
+/// registrations and stream-ordered calls from now on (docs/routing.md, "Stream-ordered calls").
+/// Works whatever the environment held, as the other setters.
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_cufile_async_native(native: bool) -> Status {
+    let mode = if native { crate::settings::CufileAsync::Native } else { crate::settings::CufileAsync::Tasks };
+    set_setting(|s| s.set_cufile_async(mode))
+}
+
 symbol_version!(gdsroute_settings_get_compat_mode, gdsroute_settings_set_compat_mode, gdsroute_settings_get_num_threads, gdsroute_settings_set_num_threads, gdsroute_settings_get_task_size, gdsroute_settings_set_task_size, gdsroute_settings_get_gds_threshold, gdsroute_settings_set_gds_threshold, gdsroute_settings_get_bounce_buffer_size, gdsroute_settings_set_bounce_buffer_size, gdsroute_settings_get_cufile_stats, gdsroute_settings_set_cufile_stats, gdsroute_settings_get_page_cache_pin_max, gdsroute_settings_set_page_cache_pin_max, gdsroute_settings_get_cufile_fd, gdsroute_settings_set_cufile_fd, gdsroute_settings_get_auto_direct_io_read, gdsroute_settings_set_auto_direct_io_read);
 /// Reads whether a handle opened by a program that uses CUDA prepares the device route in the
 /// background (`GDSROUTE_PREPARE_AT_OPEN`, default on) into `*enabled`.
@@ -253,5 +293,5 @@ pub extern "C" fn gdsroute_settings_set_prepare_at_open(enabled: bool) -> Status
     set_setting(|s| s.set_prepare_at_open(enabled))
 }
 
-symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_auto_direct_io_write, gdsroute_settings_set_auto_direct_io_write);
+symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_auto_direct_io_write, gdsroute_settings_set_auto_direct_io_write, gdsroute_settings_get_stream_ordered, gdsroute_settings_set_stream_ordered, gdsroute_settings_get_cufile_async_native, gdsroute_settings_set_cufile_async_native);
 symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_prepare_at_open, gdsroute_settings_set_prepare_at_open);

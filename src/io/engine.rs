@@ -15,11 +15,13 @@ use crate::error::Result;
 use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
+use crate::backend::cufile;
+use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::task_source::Task;
 use crate::io::task_split::{self, Chunk, Split};
 use crate::io::thread_pool;
-use crate::settings::{self, CompatMode, Snapshot};
-use crate::stats::{self, Route, StatsCell};
+use crate::settings::{self, CompatMode, CufileAsync, Snapshot};
+use crate::stats::{self, Route, StatsCell, TaskOutcome};
 use crate::sys::cuda::{self, MemoryKind};
 use std::sync::Arc;
 
@@ -37,7 +39,7 @@ use std::sync::Arc;
 pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
     let (counted, snapshot) = begin(stats, &request)?;
     let file = open_file()?;
-    let Some(planned) = plan_call(&file, request, snapshot, compat_mode, 0)? else {
+    let Some(planned) = plan_call(&file, request, snapshot, compat_mode, 0, false)? else {
         counted.finish(request.size as u64, 0, false);
         return Ok(0);
     };
@@ -65,6 +67,15 @@ pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_f
 /// `request.buf` must be valid for `request.size` bytes until the returned operation has
 /// finished: writable for a read; a write only reads it.
 pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start) -> Result<Operation> {
+    let stream_ordered = match start {
+        Start::Now => false,
+        Start::StreamReached => true,
+        // SAFETY: forwarded from the caller (valid until the stream passed the call).
+        Start::OnStream(call) => return unsafe { on_stream(stats, compat_mode, open_file, request, call) },
+    };
+    // On the waiter thread, the planning (a write drops page-cache windows) is part of the
+    // stream-ordered call too; each task enters its own below.
+    let _planning = stream_ordered.then(cuda::StreamOrderedTask::enter);
     let event = match request.direction {
         Direction::Read => "pread",
         Direction::Write => "pwrite",
@@ -73,7 +84,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     let (counted, snapshot) = begin(stats, &request)?;
     let pool = thread_pool::global()?;
     let file = open_file()?;
-    let Some(Planned { call, len, size_known }) = plan_call(&file, request, snapshot, compat_mode, snapshot.gds_threshold)? else {
+    let Some(Planned { call, len, size_known }) = plan_call(&file, request, snapshot, compat_mode, snapshot.gds_threshold, stream_ordered)? else {
         // Nothing to move: no task, no cuFile probe, an operation that is already done.
         counted.handed_over();
         return Ok(Operation::finished(request.direction, request.size as u64, Arc::clone(stats)));
@@ -93,13 +104,16 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         // The call's files, which its tasks name by index (one here).
         let files = [Arc::clone(&file)];
         let stats = Arc::clone(stats);
-        move |task: Task| dispatch::run_and_record(&call, &files[task.file], &stats, task.chunk)
+        move |task: Task| {
+            let _task = stream_ordered.then(cuda::StreamOrderedTask::enter);
+            dispatch::run_and_record(&call, &files[task.file], &stats, task.chunk)
+        }
     };
     let operation = Operation::new(direction, tasks, request.size as u64, Arc::clone(stats), stop, run);
     counted.handed_over();
-    match (start, runner) {
-        (Start::Now, Runner::CallingThread) => operation.run_here(),
-        (Start::Now, Runner::Pool) => {
+    match runner {
+        Runner::CallingThread => operation.run_here(),
+        Runner::Pool => {
             // Measured on the H200 machine (ext4, 1 GiB from device memory into a new file,
             // docs/performance.md): 1 worker 4.01 GB/s, 16 workers 3.43; the kernel writes one
             // file's page cache under the inode's lock, so more workers only wait on it.
@@ -108,6 +122,101 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         }
     }
     Ok(operation)
+}
+
+/// A stream-ordered call (`Start::OnStream`): checked and counted now as far as its arguments
+/// are known (a size and offset behind pointers are read when the stream reaches the call), its
+/// file taken now (the handle may be closed before the stream gets there), marked on its stream
+/// (`stream_order`), and submitted by the waiter as a parallel call once the stream reached it;
+/// or, where the stream cannot wait, submitted now after the stream was synchronised.
+///
+/// # Safety
+/// As `submit`, until the stream has passed the call.
+unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, call: StreamCall) -> Result<Operation> {
+    let counted = stats::PendingCall::new(stats, request.direction);
+    match call.params {
+        Params::Given => check_range(request.size, request.offset)?,
+        Params::Behind(pointers) => pointers.check()?,
+    }
+    let ordered_setting = settings::global()?.stream_ordered();
+    let file = open_file()?;
+    if request.direction == Direction::Write {
+        // A handle opened "r" is refused at the call, as `submit` refuses it.
+        file.extent(Direction::Write, 0, request.offset)?;
+    }
+    // SAFETY: forwarded from the caller.
+    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call)? } {
+        counted.handed_over();
+        return Ok(operation);
+    }
+    // The route's one-time preparation (cuFile's driver open and the file's registration, on the
+    // first cuFile call) happens here, before the stream waits for the call, not on the waiter
+    // thread while it does (the pointer form's size is not known yet: prepared as a large one);
+    // an error shows again, and counts, when the stream reaches the call.
+    let probe_size = if let Params::Given = call.params { request.size } else { usize::MAX };
+    let _ = target_of(request.buf).and_then(|target| plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode));
+    let (marked, params) = call.mark(stats, ordered_setting)?;
+    // The transfer counts the call (a failure before it starts is counted by `stream_order`).
+    counted.handed_over();
+    let start = match marked {
+        Marked::Blocking => Start::Now,
+        Marked::Ordered(..) => Start::StreamReached,
+    };
+    let handle = Arc::clone(stats);
+    let transfer = move |request: Request| {
+        // SAFETY: the caller keeps the buffer valid until the stream passed the call.
+        unsafe { submit_on_file(&handle, compat_mode, file, request, start) }
+    };
+    stream_order::run_marked(marked, params, request, Arc::clone(stats), transfer)
+}
+
+/// A stream-ordered call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`,
+/// `backend::cufile::stream_ordered`): only where the call's route is cuFile, its stream was
+/// registered with cuFile, and its size and offset are given. `None` otherwise: the stream mode
+/// takes it. Counted as a call of one cuFile task when the stream passed it.
+///
+/// # Safety
+/// As `submit`, until the stream has passed the call.
+unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall) -> Result<Option<Operation>> {
+    let Some(stream) = call.stream.cuda() else { return Ok(None) };
+    let snapshot = settings::global()?.snapshot();
+    if snapshot.cufile_async != CufileAsync::Native || !matches!(call.params, Params::Given) || !cufile::stream_ordered::is_registered(stream) {
+        return Ok(None);
+    }
+    let Some(Planned { call: planned, .. }) = plan_call(file, request, snapshot, compat_mode, snapshot.gds_threshold, true)? else { return Ok(None) };
+    let (Route::Cufile, Target::Device { kind, .. }) = (planned.plan.route, planned.target) else { return Ok(None) };
+    let Ok(registered) = file.cufile(compat_mode) else { return Ok(None) };
+    let direction = request.direction;
+    let submit = || {
+        // SAFETY: the caller keeps the buffer valid until the stream passed the call; the
+        // stream's context is current (`run_native`); the buffer is its own base (offset 0).
+        unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) }
+    };
+    let (handle, file) = (Arc::clone(stats), Arc::clone(file));
+    let finish = move |submitted: cufile::stream_ordered::Submitted| {
+        // On the waiter thread, which must not wait for the device (other streams wait for it).
+        let _task = cuda::StreamOrderedTask::enter();
+        let result = submitted.result();
+        if direction == Direction::Write {
+            // Windows registered while the write ran must not serve later reads.
+            file.page_cache.file_written();
+        }
+        let outcome = TaskOutcome { bytes: *result.as_ref().unwrap_or(&0), ..TaskOutcome::default() };
+        stats::record_task(&handle, direction, Route::Cufile, kind.device_ordinal(), &outcome, result.is_err());
+        stats::record_call(&handle, direction, request.size as u64, outcome.bytes as u64, result.is_err());
+        result
+    };
+    stream_order::run_native(stream, request, Arc::clone(stats), submit, finish)
+}
+
+/// `submit` on a file already taken from its handle (not generic, so that `submit` and
+/// `on_stream` do not instantiate each other without end).
+///
+/// # Safety
+/// As `submit`.
+unsafe fn submit_on_file(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: Arc<OpenFile>, request: Request, start: Start) -> Result<Operation> {
+    // SAFETY: forwarded from the caller.
+    unsafe { submit(stats, compat_mode, || Ok(file), request, start) }
 }
 
 /// The start of every call: counted once (an early error return included: the `PendingCall`
@@ -129,8 +238,8 @@ struct Planned {
 /// A call on `file` from its range to its plan: the range clipped to what the file has (a read)
 /// or refused on an "r" handle (a write, whose page-cache windows are then dropped), the target
 /// classified, the route planned (`gds_threshold`: 0 for a synchronous call) and, for cuFile, the
-/// null stream synchronised. `None` when there is nothing to move: no task, no cuFile probe.
-fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode: CompatMode, gds_threshold: u64) -> Result<Option<Planned>> {
+/// null stream synchronised (not for a `stream_ordered` call, which its stream orders). `None` when there is nothing to move: no task, no cuFile probe.
+fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode: CompatMode, gds_threshold: u64, stream_ordered: bool) -> Result<Option<Planned>> {
     let Request { direction, buf, size, offset } = request;
     let (len, size_known) = file.extent(direction, size, offset)?;
     if direction == Direction::Write && len > 0 {
@@ -141,7 +250,7 @@ fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode:
     }
     let target = target_of(buf)?;
     let plan = plan(file, &target, size, gds_threshold, compat_mode)?;
-    if plan.route == Route::Cufile {
+    if plan.route == Route::Cufile && !stream_ordered {
         sync_default_stream(&target)?;
     }
     Ok(Some(Planned { call: Call { direction, plan, target, snapshot, compat_mode }, len, size_known }))

@@ -4,7 +4,7 @@
 //! cuts it into tasks (`task_split`, yielded by a `task_source`), starts them by the call's start
 //! condition on its runner (`schedule`: the calling thread or the pool, `thread_pool`) and hands
 //! back the handle on tasks in flight (`operation`); `dispatch` sends each task to its backend and
-//! counts it. `warm_up` is the preparation at open that readies every worker for device transfers.
+//! counts it. `stream_order` is the start condition of stream-ordered calls (the waiter thread). `warm_up` is the preparation at open that readies every worker for device transfers.
 
 pub(crate) mod dispatch;
 pub(crate) mod engine;
@@ -13,6 +13,7 @@ pub(crate) mod operation;
 pub(crate) mod request;
 pub(crate) mod route;
 pub(crate) mod schedule;
+pub(crate) mod stream_order;
 pub(crate) mod task_source;
 pub(crate) mod task_split;
 pub(crate) mod thread_pool;

@@ -1,7 +1,8 @@
 //! When a call's tasks start and who runs them: the two choices besides the route that the
-//! engine's parallel entry (`engine::submit`) makes and matches on. Today every call starts at
-//! once, and the runner is the calling thread for device requests below the GDS threshold and the
-//! shared pool otherwise (`io::route` decides which).
+//! engine's parallel entry (`engine::submit`) makes and matches on. A call starts at once, or
+//! (stream-ordered) once a CUDA stream reaches it (`io::stream_order`); the runner is the calling
+//! thread for device requests below the GDS threshold and the shared pool otherwise (`io::route`
+//! decides which).
 
 /// Who runs the tasks of a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,11 +16,16 @@ pub(crate) enum Runner {
 }
 
 /// When the tasks of a call may start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Start {
-    /// At once: every call today.
+    /// At once.
     Now,
-    // A stream-ordered call (KvikIO's `read_async` / `write_async`) comes next as a second
-    // variant: its tasks start once a CUDA stream reaches an event recorded when it was
-    // submitted, and its completion is recorded on that stream in turn.
+    /// Once the stream reaches the call (KvikIO's `read_async` / `write_async`): the call is
+    /// marked on the stream now and its tasks start, as `StreamReached`, when the stream gets
+    /// there; the stream waits for them (`io::stream_order`).
+    OnStream(crate::io::stream_order::StreamCall),
+    /// At once, because the stream reached the call: the stream orders it, so the null stream is
+    /// not synchronised (it may be the very stream waiting for this call), and device copies go
+    /// on non-blocking streams (a blocking one would wait for the legacy stream, which may wait
+    /// for this call).
+    StreamReached,
 }

@@ -119,7 +119,16 @@ impl PageCache {
     /// Forgets this cache's windows and identity; the mappings are unregistered after the lock.
     fn drop_windows(&self) {
         let stale = self.lock().forget_windows(None);
-        drop(stale);
+        release_windows(stale);
+    }
+}
+
+/// Drops forgotten windows (which unregisters them), after the lock; in a task of a
+/// stream-ordered call on a thread of its own (`cuda::outside_stream_ordered_task`). Forgotten,
+/// the windows serve no read any more either way.
+pub(super) fn release_windows(stale: HashMap<u64, WindowState>) {
+    if !stale.is_empty() {
+        crate::sys::cuda::outside_stream_ordered_task(move || drop(stale));
     }
 }
 

@@ -64,7 +64,7 @@ impl PageCache {
             return vec![Segment::Bounce { file_offset: offset, len }].into_iter().filter(|s| !s.is_empty()).collect();
         };
         let (segments, hot, stale) = self.plan_under_lock(now, offset, len, limit);
-        drop(stale); // unregisters outside the lock
+        super::identity::release_windows(stale); // unregisters outside the lock
         self.start_registrations(fd, ordinal, hot);
         segments
     }

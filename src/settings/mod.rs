@@ -8,11 +8,13 @@
 //! variables, by one rule for every value.
 
 mod compat_mode;
+mod cufile_async;
 mod cufile_fd;
 pub(crate) mod env;
 mod table;
 
 pub(crate) use compat_mode::CompatMode;
+pub(crate) use cufile_async::CufileAsync;
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use cufile_fd::{Descriptor, FdChoice};
 pub(crate) use cufile_fd::CufileFd;

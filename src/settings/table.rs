@@ -7,7 +7,7 @@
 
 use super::env::Parse;
 use super::{
-    CompatMode, CufileFd, DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_TASK_SIZE, MAX_THREADS,
+    CompatMode, CufileAsync, CufileFd, DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_TASK_SIZE, MAX_THREADS,
     Settings, default_num_threads, positive, thread_count,
 };
 use crate::error::Result;
@@ -55,7 +55,7 @@ macro_rules! word_value {
 }
 
 number_value!(u64, usize);
-word_value!(CompatMode or CompatMode::Auto, CufileFd or CufileFd::default());
+word_value!(CompatMode or CompatMode::Auto, CufileFd or CufileFd::default(), CufileAsync or CufileAsync::Tasks);
 
 impl Value for bool {
     fn to_raw(self) -> u64 {
@@ -231,5 +231,19 @@ settings_table! {
             "Chooses whether handles opened from now on start, in the background, what the first device \
              read needs (pool streams, bounce buffers, cuFile's verdict and driver open) when the \
              program already uses CUDA; off leaves all of it to the first device read.",
+    }
+    StreamOrdered {
+        name: "GDSROUTE_STREAM_ORDERED", aliases: [], doc: "stream-ordered calls queue on their stream without blocking the caller (off: KvikIO's blocking fallback)",
+        parse: Parse::Bool, default: true, get: stream_ordered -> bool,
+        set: set_stream_ordered,
+            "Chooses, for stream-ordered calls from now on, between queueing them on their stream (on) and \
+             synchronising the stream and moving the bytes on the calling thread, as KvikIO's fallback does (off).",
+    }
+    CufileAsync {
+        name: "GDSROUTE_CUFILE_ASYNC", aliases: [], doc: "stream-ordered calls cuFile serves: tasks (the engine's stream mode) or native (cuFileReadAsync/WriteAsync on registered streams)",
+        parse: Parse::Word { parse: |text| CufileAsync::parse(text).map(CufileAsync::to_raw), expected: "tasks or native (any case)" },
+        default: CufileAsync::Tasks, get: cufile_async -> CufileAsync,
+        set: set_cufile_async,
+            "Chooses how stream-ordered calls that cuFile serves run, for calls and stream registrations from now on.",
     }
 }

@@ -96,6 +96,8 @@ impl Counters {
             page_cache_pinned_bytes, page_cache_pinned_bytes_peak, page_cache_registrations, page_cache_refusals,
             write_calls, write_calls_failed, bytes_written, write_tasks, write_tasks_failed,
             posix_write_tasks, posix_write_bytes, posix_direct_write_bytes, cufile_write_tasks, cufile_write_bytes,
+            stream_calls_ordered, stream_calls_blocking_no_stream_wait, stream_calls_blocking_setting, stream_registrations_skipped,
+            stream_calls_cufile_async, stream_registrations_cufile,
         );
         in_layout_order(&[&ours, &self.cufile_fields()])
     }

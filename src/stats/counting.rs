@@ -174,6 +174,43 @@ pub(crate) fn record_rejected_call(handle: Option<&StatsCell>, direction: Direct
     }
 }
 
+/// How a stream-ordered call ran (the `stream_calls_*` counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamMode {
+    /// Queued on its stream; the caller did not wait.
+    Ordered,
+    /// The stream synchronised, then the transfer on the calling thread: no stream wait on a flag.
+    BlockingNoStreamWait,
+    /// The same because the `stream_ordered` setting is off.
+    BlockingSetting,
+    /// Queued on its stream by cuFile itself (`cuFileReadAsync` / `cuFileWriteAsync`).
+    CufileAsync,
+}
+
+/// Counts a stream-ordered call by how it ran, process-wide and on the handle (its bytes and
+/// success are counted as any call's, by the call itself).
+pub(crate) fn record_stream_call(handle: &StatsCell, how: StreamMode) {
+    for cell in [global(), handle] {
+        let totals = &mut cell.lock().totals;
+        match how {
+            StreamMode::Ordered => totals.stream_calls_ordered += 1,
+            StreamMode::BlockingNoStreamWait => totals.stream_calls_blocking_no_stream_wait += 1,
+            StreamMode::BlockingSetting => totals.stream_calls_blocking_setting += 1,
+            StreamMode::CufileAsync => totals.stream_calls_cufile_async += 1,
+        }
+    }
+}
+
+/// Counts a stream registration: with cuFile (`true`), or one that did nothing (`false`).
+pub(crate) fn record_stream_registration(with_cufile: bool) {
+    let totals = &mut global().lock().totals;
+    if with_cufile {
+        totals.stream_registrations_cufile += 1;
+    } else {
+        totals.stream_registrations_skipped += 1;
+    }
+}
+
 /// A call in progress: unless its result was recorded (`finish`) or handed to an operation
 /// that records it (`handed_over`), it is counted as rejected when dropped, so that every early
 /// error return (and a panic) counts once, as the completed calls do.
@@ -238,6 +275,31 @@ mod tests {
     }
 
     #[test]
+    fn stream_calls_are_counted_by_how_they_ran_on_the_handle_and_process_wide() {
+        let handle = StatsCell::default();
+        let before = global().snapshot();
+        record_stream_call(&handle, StreamMode::Ordered);
+        record_stream_call(&handle, StreamMode::Ordered);
+        record_stream_call(&handle, StreamMode::BlockingNoStreamWait);
+        record_stream_call(&handle, StreamMode::BlockingSetting);
+        let c = handle.snapshot();
+        assert_eq!((c.stream_calls_ordered, c.stream_calls_blocking_no_stream_wait, c.stream_calls_blocking_setting), (2, 1, 1));
+        assert_eq!((c.calls, c.write_calls), (0, 0), "the calls themselves are counted by the transfer");
+        let after = global().snapshot();
+        assert!(after.stream_calls_ordered >= before.stream_calls_ordered + 2);
+        let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
+        assert_eq!(
+            &names[names.len() - 6..],
+            ["stream_calls_ordered", "stream_calls_blocking_no_stream_wait", "stream_calls_blocking_setting", "stream_registrations_skipped", "stream_calls_cufile_async", "stream_registrations_cufile"]
+        );
+        record_stream_call(&handle, StreamMode::CufileAsync);
+        assert_eq!(handle.snapshot().stream_calls_cufile_async, 1);
+        assert!(c.summary().ends_with("; 4 stream-ordered calls: 2 queued on their streams, 2 blocking (1 no stream wait, 1 setting off)"), "{}", c.summary());
+        let c = Counters { stream_calls_cufile_async: 3, stream_calls_ordered: 1, ..Counters::default() };
+        assert!(c.summary().ends_with("; 4 stream-ordered calls: 1 queued on their streams, 3 through cuFileReadAsync/WriteAsync"), "{}", c.summary());
+    }
+
+    #[test]
     fn writes_have_their_own_counters_and_summary() {
         let mut c = Counters::default();
         c.add_task(Direction::Write, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 4096, ..TaskOutcome::default() }, false);
@@ -251,7 +313,8 @@ mod tests {
         assert_eq!(c.summary(), "no reads; 2 writes, 8 KiB, 3 write tasks, 1 failed, 1 through cuFile and 2 through the POSIX backend");
         let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
         let at = names.iter().position(|n| *n == "write_calls").unwrap();
-        assert_eq!(&names[at - 1..], ["posix_direct_bytes", "write_calls", "write_calls_failed", "bytes_written", "write_tasks", "write_tasks_failed", "posix_write_tasks", "posix_write_bytes", "cufile_write_tasks", "cufile_write_bytes", "cufile_n_total_writes", "cufile_n_nvfs_writes", "cufile_n_posix_writes", "cufile_n_p2p_writes", "cufile_n_writes_err", "cufile_write_bytes_gpu", "posix_direct_write_bytes"]);
+        let last = names.iter().position(|n| *n == "posix_direct_write_bytes").unwrap();
+        assert_eq!(&names[at - 1..=last], ["posix_direct_bytes", "write_calls", "write_calls_failed", "bytes_written", "write_tasks", "write_tasks_failed", "posix_write_tasks", "posix_write_bytes", "cufile_write_tasks", "cufile_write_bytes", "cufile_n_total_writes", "cufile_n_nvfs_writes", "cufile_n_posix_writes", "cufile_n_p2p_writes", "cufile_n_writes_err", "cufile_write_bytes_gpu", "posix_direct_write_bytes"]);
         let mut d = Counters::default();
         d.add_task(Direction::Write, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, false);
         d.add_task(Direction::Write, Route::Posix(PosixReason::HostMemory), &TaskOutcome { bytes: 8192, direct_bytes: 4096, ..TaskOutcome::default() }, true);

@@ -128,8 +128,9 @@ impl Counters {
     /// host memory; cuFile not considered".
     pub fn summary(&self) -> String {
         let reads = self.read_summary();
+        let streams = self.stream_summary();
         if self.write_calls == 0 && self.write_tasks == 0 {
-            return reads;
+            return format!("{reads}{streams}");
         }
         let mut writes = format!("{}, {}, {}", plural(self.write_calls, "write"), human_bytes(self.bytes_written), plural(self.write_tasks, "write task"));
         if self.write_calls_failed > 0 {
@@ -141,7 +142,29 @@ impl Counters {
             (0, _) => writes.push_str(", all through cuFile"),
             (p, c) => writes.push_str(&format!(", {c} through cuFile and {p} through the POSIX backend")),
         }
-        format!("{reads}; {writes}")
+        format!("{reads}; {writes}{streams}")
+    }
+
+    /// How the stream-ordered calls ran, as "; N stream-ordered calls: ..." (empty without any).
+    fn stream_summary(&self) -> String {
+        let blocking = self.stream_calls_blocking_no_stream_wait + self.stream_calls_blocking_setting;
+        let total = self.stream_calls_ordered + self.stream_calls_cufile_async + blocking;
+        if total == 0 {
+            return String::new();
+        }
+        let mut out = format!("; {}: {} queued on their streams", plural(total, "stream-ordered call"), self.stream_calls_ordered);
+        if self.stream_calls_cufile_async > 0 {
+            out.push_str(&format!(", {} through cuFileReadAsync/WriteAsync", self.stream_calls_cufile_async));
+        }
+        if blocking > 0 {
+            let why: Vec<String> = [(self.stream_calls_blocking_no_stream_wait, "no stream wait"), (self.stream_calls_blocking_setting, "setting off")]
+                .into_iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, what)| format!("{n} {what}"))
+                .collect();
+            out.push_str(&format!(", {blocking} blocking ({})", why.join(", ")));
+        }
+        out
     }
 
     /// The reads' part of `summary`.

@@ -502,7 +502,7 @@ static void test_status_strings(void) {
         GDSROUTE_STATUS_INVALID_FLAGS, GDSROUTE_STATUS_INVALID_ENUM, GDSROUTE_STATUS_OVERFLOW,
         GDSROUTE_STATUS_CLOSED_HANDLE, GDSROUTE_STATUS_INVALID_PATH, GDSROUTE_STATUS_OPEN_FAILED,
         GDSROUTE_STATUS_IO_ERROR, GDSROUTE_STATUS_CUDA_UNAVAILABLE, GDSROUTE_STATUS_CUDA_ERROR,
-        GDSROUTE_STATUS_CUFILE_UNAVAILABLE, GDSROUTE_STATUS_CUFILE_ERROR,
+        GDSROUTE_STATUS_CUFILE_UNAVAILABLE, GDSROUTE_STATUS_CUFILE_ERROR, GDSROUTE_STATUS_STREAM_CAPTURING,
         GDSROUTE_STATUS_INVALID_SETTING, GDSROUTE_STATUS_PANIC, GDSROUTE_STATUS_INTERNAL,
     };
     const size_t count = sizeof codes / sizeof codes[0];
@@ -514,11 +514,52 @@ static void test_status_strings(void) {
             CHECK(strcmp(s, gdsroute_status_str(codes[j])) != 0);
         }
     }
-    static const uint32_t unknown[] = {1, 99, 107, 202, 304, 401, 902, 0xFFFFFFFFu};
+    static const uint32_t unknown[] = {1, 99, 107, 202, 305, 401, 902, 0xFFFFFFFFu};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = gdsroute_status_str(unknown[i]);
         CHECK(s != NULL && strcmp(s, "unknown status code") == 0);
     }
+}
+
+/* Stream-ordered calls: bad arguments are refused at the call with a status, whether or not CUDA
+ * is there; without CUDA (or without a current context for the default stream) a valid call is
+ * CUDA_UNAVAILABLE or CUDA_ERROR, never a crash, and counted as a failed call. */
+static void test_stream_calls(const char *path) {
+    gdsroute_file *f = NULL;
+    CHECK_STATUS(gdsroute_file_open(path, "r", 0, &f), GDSROUTE_STATUS_OK);
+    char buf[64];
+    size_t size = sizeof buf;
+    uint64_t offset = 0;
+    ptrdiff_t bytes = 0;
+    gdsroute_op *op = NULL;
+    CHECK_STATUS(gdsroute_file_read_async(NULL, buf, sizeof buf, 0, NULL, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_read_async(f, NULL, sizeof buf, 0, NULL, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_read_async(f, buf, sizeof buf, 0, NULL, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_read_async(f, buf, SIZE_MAX, 0, NULL, &op), GDSROUTE_STATUS_OVERFLOW);
+    CHECK_STATUS(gdsroute_file_write_async(f, buf, sizeof buf, 0, NULL, &op), GDSROUTE_STATUS_IO_ERROR);
+    CHECK(gdsroute_last_error_errno() == EBADF);
+    CHECK_STATUS(gdsroute_file_read_async_ptr(f, buf, NULL, &offset, &bytes, NULL, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_read_async_ptr(f, buf, &size, NULL, &bytes, NULL, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_write_async_ptr(f, buf, &size, &offset, NULL, NULL, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    gdsroute_status s = gdsroute_file_read_async(f, buf, sizeof buf, 0, NULL, &op);
+    CHECK(s == GDSROUTE_STATUS_OK || s == GDSROUTE_STATUS_CUDA_UNAVAILABLE || s == GDSROUTE_STATUS_CUDA_ERROR);
+    if (s == GDSROUTE_STATUS_OK) {
+        size_t n = 0;
+        CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_OK);
+        gdsroute_op_free(op);
+    }
+    CHECK(op == NULL || s == GDSROUTE_STATUS_OK); /* nothing written on error */
+    CHECK_STATUS(gdsroute_stream_register(NULL, 0x10), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_stream_register(NULL, 0xF), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_stream_deregister(NULL), GDSROUTE_STATUS_OK);
+    gdsroute_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    CHECK_STATUS(gdsroute_file_stats(f, &st), GDSROUTE_STATUS_OK);
+    /* The call with a NULL handle counts process-wide only. */
+    CHECK(st.calls == 6 && st.write_calls == 2);
+    CHECK(st.calls_failed == (s == GDSROUTE_STATUS_OK ? 5u : 6u) && st.write_calls_failed == 2);
+    gdsroute_file_free(f);
 }
 
 static void test_last_error_snprintf(void) {
@@ -660,6 +701,7 @@ int main(int argc, char **argv) {
         test_status_strings();
         test_last_error_snprintf();
         test_writes(path, strlen(content));
+        test_stream_calls(path);
     }
 
     char other[512];

@@ -27,6 +27,10 @@
  *   fork-after-open   open, fork at once; the child makes one device read (which must not hang:
  *                     CUDA and cuFile are the parent's) and calls exit(0); the parent waits for
  *                     the child, reads, checks the bytes count and returns
+ *   exit-stream-queued  queue 300 memsets of the buffer on a stream, then 8 stream-ordered reads of
+ *                     SIZE/8 bytes behind them (gdsroute_file_read_async), and call exit(0) at
+ *                     once: the library must release the streams' waits at exit (no hang)
+ *   main-return-stream-queued   the same, returning from main instead
  * Prints "main-return-at T" (CLOCK_MONOTONIC seconds) just before returning from main.
  * Exit status: 0, or 1 on an unexpected gdsroute result, 3 on a setup error.
  */
@@ -48,6 +52,8 @@ static int (*cu_init)(unsigned);
 static int (*cu_retain)(void **, int);
 static int (*cu_set_current)(void *);
 static int (*cu_mem_alloc)(uint64_t *, size_t);
+static int (*cu_stream_create)(void **, unsigned);
+static int (*cu_memset_async)(uint64_t, unsigned char, size_t, void *);
 static void *ctx;
 static const char *path;
 static size_t size = 64u << 20;
@@ -66,7 +72,9 @@ static int cuda_setup(void) {
     cu_retain = (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
     cu_set_current = (int (*)(void *))dlsym(lib, "cuCtxSetCurrent");
     cu_mem_alloc = (int (*)(uint64_t *, size_t))dlsym(lib, "cuMemAlloc_v2");
-    if (!cu_init || !cu_retain || !cu_set_current || !cu_mem_alloc) return 0;
+    cu_stream_create = (int (*)(void **, unsigned))dlsym(lib, "cuStreamCreate");
+    cu_memset_async = (int (*)(uint64_t, unsigned char, size_t, void *))dlsym(lib, "cuMemsetD8Async");
+    if (!cu_init || !cu_retain || !cu_set_current || !cu_mem_alloc || !cu_stream_create || !cu_memset_async) return 0;
     return cu_init(0) == 0 && cu_retain(&ctx, 0) == 0 && cu_set_current(ctx) == 0 && cu_mem_alloc(&device, size) == 0;
 }
 
@@ -236,6 +244,26 @@ int main(int argc, char **argv) {
         if (check("pread", gdsroute_file_pread(file, (void *)(uintptr_t)device, size, 0, &op), GDSROUTE_STATUS_OK)) return 1;
         exit_watch_phase("exit() with a read in flight");
         exit(0);
+    }
+    if (strstr(mode, "stream-queued") != NULL) {
+        void *stream = NULL;
+        if (cu_stream_create(&stream, 0) != 0) return 3;
+        /* GPU work ahead of the reads (300 memsets of the whole buffer), then the reads, none
+         * waited for: at exit they are queued or running. */
+        for (int i = 0; i < 300; i++)
+            if (cu_memset_async(device, (unsigned char)i, size, stream) != 0) return 3;
+        for (int i = 0; i < 8; i++) {
+            gdsroute_op *op = NULL;
+            size_t part = size / 8;
+            if (check("read_async", gdsroute_file_read_async(file, (void *)(uintptr_t)(device + i * part), part, i * part, stream, &op),
+                      GDSROUTE_STATUS_OK))
+                return 1;
+        }
+        if (strncmp(mode, "exit", 4) == 0) {
+            exit_watch_phase("exit() with stream-ordered reads queued");
+            exit(0);
+        }
+        return returning(0);
     }
     if (strcmp(mode, "sigterm") == 0) {
         printf("reading until killed\n");

@@ -360,6 +360,38 @@ EXPORT ssize_t cuFileWrite(void *fh, const void *base, size_t size, off_t file_o
 }
 #endif
 
+/* The stream API: the fake ignores the stream and moves the bytes at once, as cuFile does on a
+ * stream it has not registered; the result goes to *bytes_p, the call returns success. */
+static int registered_streams;
+EXPORT int fake_cufile_registered_streams(void) { return registered_streams; }
+EXPORT fake_status cuFileStreamRegister(void *stream, unsigned flags) {
+    (void)stream;
+    if (flags > 15) return status(5022);
+    registered_streams++;
+    return status(0);
+}
+EXPORT fake_status cuFileStreamDeregister(void *stream) {
+    (void)stream;
+    registered_streams--;
+    return status(0);
+}
+#ifndef FAKE_CUFILE_MISSING_READ
+EXPORT fake_status cuFileReadAsync(void *fh, void *base, size_t *size_p, off_t *file_offset_p, off_t *buf_offset_p, ssize_t *bytes_p,
+                                   void *stream) {
+    (void)stream;
+    *bytes_p = cuFileRead(fh, base, *size_p, *file_offset_p, *buf_offset_p);
+    return status(0);
+}
+#endif
+#ifndef FAKE_CUFILE_MISSING_WRITE
+EXPORT fake_status cuFileWriteAsync(void *fh, void *base, size_t *size_p, off_t *file_offset_p, off_t *buf_offset_p, ssize_t *bytes_p,
+                                    void *stream) {
+    (void)stream;
+    *bytes_p = cuFileWrite(fh, base, *size_p, *file_offset_p, *buf_offset_p);
+    return status(0);
+}
+#endif
+
 #ifndef FAKE_CUFILE_NO_STATS
 EXPORT fake_status cuFileSetStatsLevel(int level) {
     if (level < 0 || level > 3) return status(5022);

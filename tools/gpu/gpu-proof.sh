@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (CONTRIBUTING.md, "The GPU suites"): the six routing scenarios of the GPU-route
 # issue with a 1 GiB random file read into cuMemAlloc memory through the C ABI, every byte
-# checked, then the GPU test suites (gpu_routes and gpu_writes without and with the udev record)
+# checked, then the GPU test suites (gpu_routes, gpu_writes and gpu_stream without and with the udev record)
 # and the exit suite. Build here first with tools/gpu/gpu-build.sh; the binaries
 # travel in .device/.
 set -u
@@ -20,6 +20,7 @@ step "3. KVIKIO_COMPAT_MODE=on"; KVIKIO_COMPAT_MODE=on run "$D/gpu_read" "$F"
 step "6. KVIKIO_COMPAT_MODE=off, no udev record"; KVIKIO_COMPAT_MODE=off run "$D/gpu_read" "$F"
 step "GPU tests, no udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, no udev record"; run "$D/gpu_writes" --ignored --test-threads 1
+step "GPU stream-ordered tests, no udev record"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture
 bash "$here/udev-entry.sh" "$F"
 step "diagnose, udev record"; run "$D/gdsroute-diagnose" "$F"
 step "2. AUTO with udev record"; run "$D/gpu_read" "$F"
@@ -27,6 +28,7 @@ step "4. KVIKIO_COMPAT_MODE=off + CUFILE_FORCE_COMPAT_MODE=true"; KVIKIO_COMPAT_
 step "5. 8 KiB device read, AUTO, udev record"; run "$D/gpu_read" "$F" 8192 4096
 step "GPU tests, udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, udev record"; run "$D/gpu_writes" --ignored --test-threads 1
+step "GPU stream-ordered tests, udev record"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture
 step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 sys::cuda::gpu_tests::gpu_
 step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$PWD/$D run "$D/gpu_faults" --ignored --test-threads 1
 step "registered page cache on the GPU"; run "$D/gpu_page_cache" --ignored --test-threads 1

@@ -271,8 +271,9 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes a buffer back: kept if it has the current size, freed otherwise.
-    fn give_back(&self, raw: PinnedAllocation) {
+    /// Takes a buffer back: kept if it has the current size, freed otherwise (in a task of a
+    /// stream-ordered call on a thread of its own: `cuda::outside_stream_ordered_task`).
+    fn give_back(self: &Arc<Self>, raw: PinnedAllocation) {
         let stale = {
             let mut state = self.lock();
             if raw.size() == state.buffer_size {
@@ -285,7 +286,8 @@ impl Inner {
         };
         self.returned.notify_one();
         if let Some(raw) = stale {
-            self.free(raw);
+            let inner = Arc::clone(self);
+            crate::sys::cuda::outside_stream_ordered_task(move || inner.free(raw));
         }
     }
 

@@ -60,11 +60,21 @@ impl Operation {
         let count = tasks.count();
         let shared: Arc<Shared> = Arc::new(Progress {
             stop,
-            state: Mutex::new(State { front: 0, back: count, running: 0, first_short: None, first_error: None, outcome: None, run: Some(Arc::new(run)) }),
+            state: Mutex::new(State {
+                front: 0,
+                back: count,
+                running: 0,
+                first_short: None,
+                first_error: None,
+                outcome: None,
+                run: Some(Arc::new(run)),
+                on_settle: None,
+            }),
             finished: Condvar::new(),
             requested,
             stats,
             direction,
+            external: false,
             tasks,
         });
         shared.settle_if_done(&mut shared.lock());
@@ -74,6 +84,37 @@ impl Operation {
     /// A finished operation of `direction` without tasks that delivered 0 of `requested` bytes.
     pub(crate) fn finished(direction: Direction, requested: u64, stats: Arc<StatsCell>) -> Operation {
         Operation::new(direction, Split::one(0, 0), requested, stats, Stop::Never, |_| Ok(0))
+    }
+
+    /// An operation of `direction` without tasks that settles when its `Settler` says (a
+    /// stream-ordered call's handle: `io::stream_order`). Until then it is not done; waiting for
+    /// it only waits. Dropping it does not wait.
+    pub(crate) fn awaiting(direction: Direction, stats: Arc<StatsCell>) -> (Operation, Settler) {
+        let shared: Arc<Shared> = Arc::new(Progress {
+            stop: Stop::Never,
+            state: Mutex::new(State { front: 0, back: 0, running: 1, first_short: None, first_error: None, outcome: None, run: None, on_settle: None }),
+            finished: Condvar::new(),
+            requested: 0,
+            stats,
+            direction,
+            external: true,
+            tasks: Split::one(0, 0),
+        });
+        (Operation { shared: Arc::clone(&shared) }, Settler(shared))
+    }
+
+    /// Gives up the handle without waiting and runs `hook` with the outcome once every task has
+    /// stopped (at once when that is already so), on the thread that finished the last one, under
+    /// the operation's lock: `hook` must be short and must not wait for this operation.
+    pub(crate) fn when_settled(self, hook: impl FnOnce(&Result<usize>) + Send + 'static) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; its one field is moved out once.
+        let shared = unsafe { std::ptr::read(&this.shared) };
+        let mut state = shared.lock();
+        match &state.outcome {
+            Some(outcome) => hook(outcome),
+            None => state.on_settle = Some(Box::new(hook)),
+        }
     }
 
     /// Runs every task nobody has claimed on the calling thread, in task order: the operation's
@@ -140,8 +181,21 @@ impl Operation {
 
 impl Drop for Operation {
     fn drop(&mut self) {
-        // The caller's buffer must not be touched after the handle is gone.
-        let _ = self.wait_in(crate::io::thread_pool::global().ok());
+        // The caller's buffer must not be touched after the handle is gone; a stream-ordered
+        // call's buffer is the stream's to order, and its transfer goes on without the handle.
+        if !self.shared.external {
+            let _ = self.wait_in(crate::io::thread_pool::global().ok());
+        }
+    }
+}
+
+/// Settles an operation made by `Operation::awaiting`.
+pub(crate) struct Settler(Arc<Shared>);
+
+impl Settler {
+    /// Settles it with `outcome`; a second call does nothing.
+    pub(crate) fn settle(&self, outcome: Result<usize>) {
+        self.0.settle_external(outcome);
     }
 }
 

@@ -31,7 +31,13 @@ pub(super) struct State {
     /// The task body, handed to each claimed task; dropped when the operation settles, so that
     /// what it holds (the file's descriptor) is not kept by a finished operation.
     pub(super) run: Option<Arc<RunTask>>,
+    /// Run once with the outcome when the operation settles (`Operation::when_settled`).
+    pub(super) on_settle: Option<SettleHook>,
 }
+
+/// What runs when an operation settles: under its lock, on the thread that finished the last
+/// task, so it must be short and must not wait for this operation.
+pub(super) type SettleHook = Box<dyn FnOnce(&Result<usize>) + Send>;
 
 /// An operation's shared state over its task source `S` (last, so that `Arc<Progress<Split>>`
 /// becomes `Arc<Progress<dyn TaskSource>>` without a second allocation).
@@ -43,6 +49,10 @@ pub(super) struct Progress<S: ?Sized> {
     pub(super) stats: Arc<StatsCell>,
     /// Which counters the call is recorded in when it settles.
     pub(super) direction: Direction,
+    /// Settled from outside (`Operation::awaiting`, a stream-ordered call's handle): it has no
+    /// tasks, its call is counted by the operation that moves its bytes, and dropping its handle
+    /// does not wait (the stream, not the handle, orders the buffer's use).
+    pub(super) external: bool,
     pub(super) tasks: S,
 }
 
@@ -161,9 +171,23 @@ impl Shared {
         };
         let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
         stats::record_call(&self.stats, self.direction, self.requested, delivered, outcome.is_err());
+        if let Some(hook) = state.on_settle.take() {
+            hook(&outcome);
+        }
         state.outcome = Some(outcome);
         state.run = None;
         self.finished.notify_all();
+    }
+
+    /// Settles an operation made by `Operation::awaiting` with `outcome` (once; later calls do
+    /// nothing). Not counted here: the operation that moved the bytes counted the call.
+    pub(super) fn settle_external(&self, outcome: Result<usize>) {
+        let mut state = self.lock();
+        if state.outcome.is_none() {
+            state.running = 0;
+            state.outcome = Some(outcome);
+            self.finished.notify_all();
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! created on first use and cached for the thread's life (as KvikIO does), plus
 //! `cuMemcpyHtoDAsync` and stream synchronisation.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use cudarc::driver::sys::{self, CUstream};
@@ -26,28 +26,66 @@ impl Stream {
 }
 
 thread_local! {
-    /// This thread's streams, by context address. Never destroyed: destroying at thread or
-    /// process exit can race CUDA's teardown, and pool threads live as long as the process.
-    static STREAMS: RefCell<HashMap<usize, Stream>> = RefCell::new(HashMap::new());
+    /// This thread's streams, by context address and whether they are non-blocking. Never
+    /// destroyed: destroying at thread or process exit can race CUDA's teardown, and pool threads
+    /// live as long as the process.
+    static STREAMS: RefCell<HashMap<(usize, bool), Stream>> = RefCell::new(HashMap::new());
+    /// Set while the thread runs a task of a stream-ordered call (`StreamOrderedTask`).
+    static NON_BLOCKING: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The calling thread's stream for its current context, created (`CU_STREAM_DEFAULT`) on the
-/// first call per (thread, context).
+/// Marks the calling thread, while alive, as running a task of a stream-ordered call: a caller's
+/// stream waits on our flag until the task is done, so the task must not wait for the device.
+/// `thread_stream` then hands out the thread's non-blocking stream (`CU_STREAM_NON_BLOCKING`)
+/// instead of its blocking one (a copy on a blocking stream waits for the legacy default stream,
+/// which waits for that stream, or is it: a deadlock), and calls that may wait for the device to
+/// go idle (`cuMemHostUnregister` of page-cache windows and of stale bounce buffers) are left to
+/// another thread (`outside_stream_ordered_task`). Synchronous calls keep the blocking stream, ordered after the
+/// legacy stream's work as in KvikIO.
+pub(crate) struct StreamOrderedTask {
+    was: bool,
+}
+
+impl StreamOrderedTask {
+    pub(crate) fn enter() -> StreamOrderedTask {
+        StreamOrderedTask { was: NON_BLOCKING.replace(true) }
+    }
+}
+
+/// Runs `f`, a call that may wait for the device to go idle (`cuMemHostUnregister`), now; or, in a
+/// task of a stream-ordered call (`StreamOrderedTask`), on a thread of its own, since the caller's
+/// stream waits for the task. (Without a thread, should the spawn fail, it runs here after all.)
+pub(crate) fn outside_stream_ordered_task(f: impl FnOnce() + Send + 'static) {
+    if !NON_BLOCKING.get() {
+        return f();
+    }
+    // A failed spawn drops the closure, which holds what `f` would release: it is released here.
+    let _ = std::thread::Builder::new().name("gdsroute-release".into()).spawn(f);
+}
+
+impl Drop for StreamOrderedTask {
+    fn drop(&mut self) {
+        NON_BLOCKING.set(self.was);
+    }
+}
+
+/// The calling thread's stream for its current context, created on the first call per
+/// (thread, context): `CU_STREAM_DEFAULT`, or `CU_STREAM_NON_BLOCKING` under `StreamOrderedTask`.
 ///
 /// Errors: `Unavailable`/`Forked`; `NoContext` when no context is current (push one with
 /// `ScopedContext`); the CUresult of `cuStreamCreate`.
 pub(crate) fn thread_stream() -> Result<Stream, CudaFailure> {
     cuda()?;
     let ctx = current_context()?.ok_or(CudaFailure::NoContext("thread_stream"))?;
-    let key = ctx.as_raw() as usize;
+    let non_blocking = NON_BLOCKING.get();
+    let key = (ctx.as_raw() as usize, non_blocking);
     if let Some(stream) = STREAMS.with_borrow(|m| m.get(&key).copied()) {
         return Ok(stream);
     }
+    let flags = if non_blocking { sys::CUstream_flags::CU_STREAM_NON_BLOCKING } else { sys::CUstream_flags::CU_STREAM_DEFAULT };
     let mut raw: CUstream = std::ptr::null_mut();
     // SAFETY: cuda() succeeded; a context is current; valid out-pointer.
-    check("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_DEFAULT as u32)
-    })?;
+    check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, flags as u32) })?;
     let stream = Stream(raw as usize);
     STREAMS.with_borrow_mut(|m| m.insert(key, stream));
     Ok(stream)

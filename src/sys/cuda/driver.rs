@@ -43,6 +43,15 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuEventCreate",
     "cuEventRecord",
     "cuEventSynchronize",
+    // Stream-ordered calls (`stream`); all from CUDA 10 or earlier. `cuStreamWaitValue32_v2`
+    // (11.7) is optional: `has_symbol`.
+    "cuEventQuery",
+    "cuEventDestroy_v2",
+    "cuDeviceGetAttribute",
+    "cuStreamGetCtx",
+    "cuStreamIsCapturing",
+    "cuMemHostAlloc",
+    "cuMemHostGetDevicePointer_v2",
 ];
 
 /// Proof that the CUDA driver is loaded and initialised in this process.
@@ -201,6 +210,18 @@ impl Drop for LoadedLibcuda {
         // SAFETY: the handle was returned by dlopen; this drops the reference it took.
         unsafe { libc::dlclose(self.0) };
     }
+}
+
+/// True when the driver cudarc loaded has the symbol `name`: for the optional ones, which are
+/// not in `REQUIRED_SYMBOLS` (cudarc panics on a call to a missing one). False before `cuda()`
+/// succeeded.
+pub(crate) fn has_symbol(name: &str) -> bool {
+    if cuda().is_err() {
+        return false;
+    }
+    // SAFETY: cuda() succeeded, so cudarc's library is loaded (`culib` does not panic); the
+    // symbol is only looked up.
+    unsafe { sys::culib().get::<*const ()>(name.as_bytes()) }.is_ok()
 }
 
 /// One line for diagnostics: "available: driver 13000, 1 device(s)" or the reason CUDA is not.

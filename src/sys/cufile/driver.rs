@@ -295,6 +295,55 @@ impl CufileLibrary {
         Some(Err(IoFailure::decode(ret, errno)))
     }
 
+    /// `cuFileReadAsync` (`Read`) or `cuFileWriteAsync` on `stream`: queues a transfer whose
+    /// size, file offset and buffer offset are read through `size`, `file_offset` and
+    /// `buf_offset` when the stream reaches it, and whose result (bytes, or a negative error) is
+    /// written to `*bytes` then. `None` when the library lacks the symbol. Errors: the call's own
+    /// (a submission problem); the transfer's come through `*bytes`.
+    ///
+    /// # Safety
+    /// `buf` as for `read` / `write`, until the stream passed the call; the four pointers valid
+    /// until then; the CUDA context of `stream` current; `stream` live.
+    #[allow(clippy::too_many_arguments)] // cuFile's own argument list
+    pub(crate) unsafe fn submit_async(
+        &self,
+        write: bool,
+        handle: &CufileHandle<'_>,
+        buf: *mut c_void,
+        size: *mut usize,
+        file_offset: *mut i64,
+        buf_offset: *mut i64,
+        bytes: *mut isize,
+        stream: *mut c_void,
+    ) -> Option<Result<(), CufileFailure>> {
+        let (f, context) = if write { (self.sym.write_async?, "cuFileWriteAsync") } else { (self.sym.read_async?, "cuFileReadAsync") };
+        if !std::ptr::eq(handle.lib, self) {
+            return Some(Err(CufileFailure::code(context, CU_FILE_INVALID_VALUE, 0)));
+        }
+        // SAFETY: the handle is registered in this library and alive; the rest is the caller's.
+        Some(check(context, unsafe { f(handle.raw, buf, size, file_offset, buf_offset, bytes, stream) }))
+    }
+
+    /// `cuFileStreamRegister(stream, flags)`; `None` when the library lacks it.
+    ///
+    /// # Safety
+    /// `stream` is live and its context current.
+    pub(crate) unsafe fn stream_register(&self, stream: *mut c_void, flags: u32) -> Option<Result<(), CufileFailure>> {
+        let f = self.sym.stream_register?;
+        // SAFETY: forwarded from the caller.
+        Some(check("cuFileStreamRegister", unsafe { f(stream, flags) }))
+    }
+
+    /// `cuFileStreamDeregister(stream)`; `None` when the library lacks it.
+    ///
+    /// # Safety
+    /// `stream` was registered with `stream_register` and its context is current.
+    pub(crate) unsafe fn stream_deregister(&self, stream: *mut c_void) -> Option<Result<(), CufileFailure>> {
+        let f = self.sym.stream_deregister?;
+        // SAFETY: forwarded from the caller.
+        Some(check("cuFileStreamDeregister", unsafe { f(stream) }))
+    }
+
     /// `cuFileBufRegister` for a long-lived buffer (flags: 0, or `CU_FILE_RDMA_REGISTER` = 1 etc.).
     ///
     /// # Safety

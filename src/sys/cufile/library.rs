@@ -60,6 +60,12 @@ pub(crate) type FnSetInt = unsafe extern "C" fn(c_int) -> RawCufileError;
 pub(crate) type FnGetInt = unsafe extern "C" fn(*mut c_int) -> RawCufileError;
 pub(crate) type FnGetStats = unsafe extern "C" fn(*mut c_void) -> RawCufileError;
 pub(crate) type FnSetParamString = unsafe extern "C" fn(c_int, *const c_char) -> RawCufileError;
+/// `cuFileReadAsync` / `cuFileWriteAsync(fh, bufPtr_base, size_t *size_p, off_t *file_offset_p,
+/// off_t *bufPtr_offset_p, ssize_t *bytes_p, CUstream)`: the numbers are read through the
+/// pointers when the stream reaches the call.
+pub(crate) type FnAsync = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut usize, *mut i64, *mut i64, *mut isize, *mut c_void) -> RawCufileError;
+pub(crate) type FnStreamRegister = unsafe extern "C" fn(*mut c_void, u32) -> RawCufileError;
+pub(crate) type FnStreamDeregister = unsafe extern "C" fn(*mut c_void) -> RawCufileError;
 
 /// Every entry point this crate may call; `None` when the library does not export it.
 #[derive(Clone, Copy, Default)]
@@ -84,6 +90,12 @@ pub(crate) struct Symbols {
     pub stats_reset: Option<FnVoid>,
     pub get_stats_l3: Option<FnGetStats>,
     pub set_parameter_string: Option<FnSetParamString>,
+    /// The stream API (cuFile 1.7, CUDA 12.2): `cuFileReadAsync`, `cuFileWriteAsync`,
+    /// `cuFileStreamRegister`, `cuFileStreamDeregister`; all optional.
+    pub read_async: Option<FnAsync>,
+    pub write_async: Option<FnAsync>,
+    pub stream_register: Option<FnStreamRegister>,
+    pub stream_deregister: Option<FnStreamDeregister>,
 }
 
 /// One candidate that failed to dlopen, with the loader's message.
@@ -223,6 +235,10 @@ impl CufileLibrary {
                 stats_reset: resolve(&lib, "cuFileStatsReset"),
                 get_stats_l3: resolve(&lib, "cuFileGetStatsL3"),
                 set_parameter_string: resolve(&lib, "cuFileSetParameterString"),
+                read_async: resolve(&lib, "cuFileReadAsync"),
+                write_async: resolve(&lib, "cuFileWriteAsync"),
+                stream_register: resolve(&lib, "cuFileStreamRegister"),
+                stream_deregister: resolve(&lib, "cuFileStreamDeregister"),
             }
         };
         let required = [
@@ -297,6 +313,10 @@ impl CufileLibrary {
             ("cuFileStatsReset", s.stats_reset.is_some()),
             ("cuFileGetStatsL3", s.get_stats_l3.is_some()),
             ("cuFileSetParameterString", s.set_parameter_string.is_some()),
+            ("cuFileReadAsync", s.read_async.is_some()),
+            ("cuFileWriteAsync", s.write_async.is_some()),
+            ("cuFileStreamRegister", s.stream_register.is_some()),
+            ("cuFileStreamDeregister", s.stream_deregister.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, present)| (!present).then_some(name))

@@ -1,0 +1,552 @@
+//! The engine's stream mode: a call ordered on a caller's CUDA stream (KvikIO's `read_async` /
+//! `write_async`) that never blocks the caller. At the call (`mark`) an event is recorded on the
+//! stream and the stream is made to wait on a flag word (`cuStreamWaitValue32_v2` on pinned,
+//! device-mapped host memory); the call returns an operation at once. One process-wide waiter
+//! thread (started at the first such call) watches the events of the calls queued so far (of each
+//! stream the first); when the stream has reached a call, the waiter hands the transfer to the
+//! engine as a parallel call (`engine::submit` with `Start::StreamReached`: the usual routes,
+//! tasks on the pool), and when its last task stops, the caller's operation settles and the flag
+//! is released. The stream's later work then sees the bytes. A call that cuFile queues on the
+//! stream itself (`GDSROUTE_CUFILE_ASYNC=native`, `run_native`) only has its event watched, so that
+//! its operation settles and its argument block is freed once the stream passed it.
+//!
+//! Why so: pool workers never wait for an event (only the waiter does, and it never waits for a
+//! transfer), so however many calls are queued on one stream, the transfers of those the stream
+//! reached can run; one stream's calls complete in its order without the waiter ordering them,
+//! since the event of a later call is behind the flag wait of the earlier one. Host functions
+//! (`cuLaunchHostFunc`) are not used: they run one at a time on one driver thread for all
+//! streams, and may not call CUDA (docs/routing.md, "Stream-ordered calls").
+//!
+//! Where a stream cannot wait on a flag (a driver without stream memory operations), or the
+//! `stream_ordered` setting is off, the call does what KvikIO's fallback does: synchronises the
+//! stream and moves the bytes on the calling thread, counted with its reason.
+//!
+//! At exit (an `atexit` handler, registered when the waiter starts) every flag still held is
+//! released, so that no stream waits forever on a process that is going away: the transfers not
+//! done by then are not done, and the bytes of their buffers are undefined.
+
+use crate::error::{Error, Result};
+use crate::io::operation::{Operation, Settler};
+use crate::io::request::Request;
+use crate::stats::{self, StatsCell, StreamMode};
+use crate::sys::cuda::{self, CallerStream, FlagWord, MemoryKind, StreamEvent};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The point in a stream a queued call waits for, and the stream's wait behind it.
+pub(crate) trait Gate: Send + Sync {
+    /// True once the stream has reached the call (its earlier work finished). Never blocks.
+    fn is_reached(&self) -> Result<bool>;
+    /// Lets the stream go past the call. Called once.
+    fn release(&self);
+    /// The stream, where known: a later call on the same stream cannot be reached before an
+    /// earlier one was released, so the waiter asks only the first queued call of each stream.
+    fn stream(&self) -> Option<StreamKey> {
+        None
+    }
+}
+
+/// One stream as the waiter tells streams apart: the context, the handle, and for the
+/// per-thread default stream the thread that named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct StreamKey {
+    context: usize,
+    stream: CallerStream,
+    thread: i32,
+}
+
+impl StreamKey {
+    /// A key of its own for test stream `n` (the CPU tests' fake streams).
+    #[cfg(test)]
+    pub(crate) fn for_tests(n: usize) -> StreamKey {
+        StreamKey { context: n, stream: CallerStream::from_raw(0x10), thread: 0 }
+    }
+
+    /// The key of `stream` (of `context`), named on the calling thread.
+    fn of(stream: CallerStream, context: cuda::ContextHandle) -> StreamKey {
+        // SAFETY: gettid has no preconditions.
+        let thread = if stream.is_per_thread() { unsafe { libc::gettid() } } else { 0 };
+        StreamKey { context: context.as_raw() as usize, stream, thread }
+    }
+}
+
+/// The gate of a call on a CUDA stream: an event recorded on it, then a wait on a flag word.
+struct CudaGate {
+    event: StreamEvent,
+    flag: FlagWord,
+    value: u32,
+    key: StreamKey,
+}
+
+impl Gate for CudaGate {
+    fn is_reached(&self) -> Result<bool> {
+        Ok(self.event.is_reached()?)
+    }
+
+    fn release(&self) {
+        self.flag.release(self.value);
+    }
+
+    fn stream(&self) -> Option<StreamKey> {
+        Some(self.key)
+    }
+}
+
+/// The gate of a call cuFile queued on the stream itself (`cuFileReadAsync`): an event recorded
+/// after it; the stream needs no release.
+struct EventGate {
+    event: StreamEvent,
+    key: StreamKey,
+}
+
+impl Gate for EventGate {
+    fn is_reached(&self) -> Result<bool> {
+        Ok(self.event.is_reached()?)
+    }
+
+    fn release(&self) {}
+
+    fn stream(&self) -> Option<StreamKey> {
+        Some(self.key)
+    }
+}
+
+/// A call's size and file offset: given at the call, or behind the caller's pointers, read when
+/// the stream reaches the call (KvikIO's `read_async(..., size_p, file_offset_p, bytes_p, stream)`),
+/// which then also receives the bytes moved.
+#[derive(Clone, Copy)]
+pub(crate) enum Params {
+    Given,
+    Behind(ParamPointers),
+}
+
+/// The caller's pointers of `Params::Behind`: host, pinned or managed memory, alive until the
+/// stream has passed the call.
+#[derive(Clone, Copy)]
+pub(crate) struct ParamPointers {
+    pub(crate) size: *const usize,
+    pub(crate) offset: *const u64,
+    pub(crate) bytes: *mut isize,
+}
+
+// SAFETY: the caller guarantees the pointers stay valid until the stream passed the call; they
+// are read and written by one thread at a time (the waiter, then the thread that ends the call).
+unsafe impl Send for ParamPointers {}
+// SAFETY: as above: never accessed by two threads at once.
+unsafe impl Sync for ParamPointers {}
+
+impl ParamPointers {
+    /// Checks at the call that each pointer is there and is memory the host can read or write
+    /// (not device memory).
+    pub(crate) fn check(&self) -> Result<()> {
+        for (pointer, name) in [(self.size as *const u8, "size_p"), (self.offset as *const u8, "file_offset_p"), (self.bytes as *const u8, "bytes_p")] {
+            if pointer.is_null() {
+                return Err(Error::NullArgument(name));
+            }
+            if let Ok(MemoryKind::Device { .. }) = cuda::classify(pointer.cast()) {
+                return Err(Error::InvalidArgument(format!("`{name}` points to device memory; it must be host, pinned or managed memory")));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Params {
+    /// The request as the stream sees it: with the values behind the pointers read now.
+    fn resolve(&self, request: Request) -> Request {
+        match self {
+            Params::Given => request,
+            // SAFETY: checked at the call; the caller keeps them valid until the stream passed it.
+            Params::Behind(p) => unsafe { Request { size: p.size.read_volatile(), offset: p.offset.read_volatile(), ..request } },
+        }
+    }
+
+    /// Writes the bytes moved (or -1 on error) behind the caller's pointer, before the stream
+    /// is released.
+    fn report(&self, outcome: &Result<usize>) {
+        if let Params::Behind(p) = self {
+            let value = outcome.as_ref().map_or(-1, |&n| n as isize);
+            // SAFETY: checked at the call; the caller keeps it valid until the stream passed it.
+            unsafe { p.bytes.write_volatile(value) };
+        }
+    }
+}
+
+/// How a stream-ordered call starts: its stream, and where its size and offset are.
+pub(crate) struct StreamCall {
+    pub(crate) stream: StreamSource,
+    pub(crate) params: Params,
+}
+
+/// The stream of a call.
+pub(crate) enum StreamSource {
+    /// A caller's CUDA stream.
+    Cuda(CallerStream),
+    /// A gate made by a test (the CPU tests of the ordering, without CUDA).
+    #[cfg(test)]
+    Fake(Box<dyn Gate>),
+}
+
+impl StreamSource {
+    /// The caller's CUDA stream; `None` for a test's gate.
+    pub(crate) fn cuda(&self) -> Option<CallerStream> {
+        match self {
+            StreamSource::Cuda(stream) => Some(*stream),
+            #[cfg(test)]
+            StreamSource::Fake(_) => None,
+        }
+    }
+}
+
+/// What the call does, decided at the call (`mark`).
+pub(crate) enum Marked {
+    /// Queued behind its gate, `Mark` its place among all marks.
+    Ordered(Box<dyn Gate>, Mark),
+    /// The stream was synchronised: move the bytes now, on the calling thread.
+    Blocking,
+}
+
+impl StreamCall {
+    /// Marks the call's point on its stream, or (no stream wait, or the setting off) synchronises
+    /// the stream, and counts which on `stats`. Errors: the stream is being captured
+    /// (`StreamCapturing`); no context for a default stream; the driver's errors.
+    // The match has one arm outside tests.
+    #[allow(clippy::infallible_destructuring_match)]
+    pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: bool) -> Result<(Marked, Params)> {
+        let stream = match self.stream {
+            StreamSource::Cuda(stream) => stream,
+            #[cfg(test)]
+            StreamSource::Fake(gate) => {
+                stats::record_stream_call(stats, StreamMode::Ordered);
+                return Ok((Marked::Ordered(gate, Mark::next(&mut MARKS.lock().unwrap_or_else(|p| p.into_inner()))), self.params));
+            }
+        };
+        let (context, _scope) = cuda::enter_context_of(stream)?;
+        if stream.is_capturing()? {
+            return Err(capturing());
+        }
+        let blocking = if !ordered_setting {
+            Some(StreamMode::BlockingSetting)
+        } else if !cuda::stream_wait_available() {
+            Some(StreamMode::BlockingNoStreamWait)
+        } else {
+            None
+        };
+        if let Some(reason) = blocking {
+            stream.synchronize()?;
+            stats::record_stream_call(stats, reason);
+            return Ok((Marked::Blocking, self.params));
+        }
+        // Under the marks' lock: two threads marking calls on one stream get marks in the order
+        // of their calls on it (`Mark`).
+        let mut marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
+        let event = StreamEvent::record(stream, context)?;
+        let (flag, value) = FlagWord::take()?;
+        let mark = Mark::next(&mut marks);
+        match stream.wait_for(&flag, value) {
+            Ok(()) => {}
+            Err(e) if e.code() == Some(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_SUPPORTED as u32) => {
+                // The event recorded above completes on its own; nothing waits for it.
+                drop(marks);
+                stream.synchronize()?;
+                stats::record_stream_call(stats, StreamMode::BlockingNoStreamWait);
+                return Ok((Marked::Blocking, self.params));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        drop(marks);
+        stats::record_stream_call(stats, StreamMode::Ordered);
+        let key = StreamKey::of(stream, context);
+        Ok((Marked::Ordered(Box::new(CudaGate { event, flag, value, key }), mark), self.params))
+    }
+}
+
+/// A call's place among all calls marked on streams: the waiter keeps its queue in this order,
+/// so that for each stream the first queued call is the first on the stream (it asks only that
+/// one: `Gate::stream`), whatever order the marking threads queue them in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Mark(u64);
+
+impl Mark {
+    fn next(last: &mut u64) -> Mark {
+        *last += 1;
+        Mark(*last)
+    }
+}
+
+/// The last mark given; held while a call is marked on its stream.
+static MARKS: Mutex<u64> = Mutex::new(0);
+
+/// Runs `start` (the transfer, a parallel call of the engine) with the request resolved once the
+/// stream reached the call; for a blocking call, now, waiting for it. Returns the caller's
+/// operation. `start` is the engine's, with `Start::StreamReached` (or `Start::Now` for a
+/// blocking call).
+pub(crate) fn run_marked(
+    marked: Marked,
+    params: Params,
+    request: Request,
+    stats: Arc<StatsCell>,
+    start: impl FnOnce(Request) -> Result<Operation> + Send + 'static,
+) -> Result<Operation> {
+    let (gate, mark) = match marked {
+        Marked::Blocking => {
+            let operation = start(params.resolve(request)).inspect_err(|e| params.report(&Err(e.clone())))?;
+            params.report(&operation.wait_in(crate::io::thread_pool::global().ok()));
+            return Ok(operation);
+        }
+        Marked::Ordered(gate, mark) => (gate, mark),
+    };
+    let waiter = match waiter() {
+        Ok(waiter) => waiter,
+        Err(e) => {
+            // The stream already waits for this call: it must not wait forever.
+            gate.release();
+            return Err(e);
+        }
+    };
+    let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
+    let ticket = Arc::new(Ticket { gate, released: AtomicBool::new(false) });
+    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params, settler, stats, mark };
+    waiter.queue(queued);
+    Ok(operation)
+}
+
+/// A call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`): with the
+/// stream's context current and the stream checked for graph capture, `submit` queues it and
+/// returns what gives its result once the stream passed it; an event recorded after it tells
+/// the waiter when, and the caller's operation settles then with that result (`finish` counts
+/// it). `None` from `submit`: cuFile cannot take it after all (the caller takes the stream mode).
+pub(crate) fn run_native<R: Send + 'static>(
+    stream: CallerStream,
+    request: Request,
+    stats: Arc<StatsCell>,
+    submit: impl FnOnce() -> Option<Result<R>>,
+    finish: impl FnOnce(R) -> Result<usize> + Send + 'static,
+) -> Result<Option<Operation>> {
+    let waiter = waiter()?;
+    let (context, _scope) = cuda::enter_context_of(stream)?;
+    if stream.is_capturing()? {
+        return Err(capturing());
+    }
+    let mut marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(submitted) = submit() else { return Ok(None) };
+    let submitted = submitted?;
+    let event = match StreamEvent::record(stream, context) {
+        Ok(event) => event,
+        Err(e) => {
+            // cuFile owns the argument block until the stream passed the call, which can no
+            // longer be told: leaked rather than freed under it.
+            std::mem::forget(submitted);
+            return Err(e.into());
+        }
+    };
+    let mark = Mark::next(&mut marks);
+    drop(marks);
+    stats::record_stream_call(&stats, StreamMode::CufileAsync);
+    let (direction, handle) = (request.direction, Arc::clone(&stats));
+    let start = move |_: Request| {
+        let (operation, settler) = Operation::awaiting(direction, handle);
+        settler.settle(finish(submitted));
+        Ok(operation)
+    };
+    let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
+    let key = StreamKey::of(stream, context);
+    let ticket = Arc::new(Ticket { gate: Box::new(EventGate { event, key }), released: AtomicBool::new(false) });
+    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params: Params::Given, settler, stats, mark };
+    waiter.queue(queued);
+    Ok(Some(operation))
+}
+
+fn capturing() -> Error {
+    Error::StreamCapturing(
+        "the stream is being captured into a CUDA graph: a stream-ordered read or write runs on the host and cannot be captured; \
+         call it on a stream that is not capturing"
+            .into(),
+    )
+}
+
+/// A queued call's gate, released once (by the end of its transfer, or at exit).
+struct Ticket {
+    gate: Box<dyn Gate>,
+    released: AtomicBool,
+}
+
+impl Ticket {
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::SeqCst) {
+            self.gate.release();
+        }
+    }
+}
+
+/// The request's buffer pointer, moved to the waiter: the caller keeps it valid until the
+/// stream passed the call.
+struct SendRequest(Request);
+// SAFETY: see above; the pointer is only used by the transfer the waiter starts.
+unsafe impl Send for SendRequest {}
+
+/// A call the stream has not reached yet.
+struct Queued {
+    ticket: Arc<Ticket>,
+    start: Box<dyn FnOnce(Request) -> Result<Operation> + Send>,
+    request: SendRequest,
+    params: Params,
+    settler: Settler,
+    /// Where the call is counted when it fails before its transfer started.
+    stats: Arc<StatsCell>,
+    mark: Mark,
+}
+
+impl Queued {
+    /// The stream reached the call: the transfer starts, and when it has stopped, the bytes are
+    /// reported, the caller's operation settled and the stream released, in that order (so that
+    /// a caller who saw the stream pass the call, e.g. after `cuStreamSynchronize`, finds the
+    /// operation settled).
+    fn start(self) {
+        let Queued { ticket, start, request, params, settler, .. } = self;
+        let request = params.resolve(request.0);
+        let finish = move |outcome: &Result<usize>| {
+            params.report(outcome);
+            settler.settle(outcome.clone());
+            ticket.release();
+        };
+        match start(request) {
+            Ok(transfer) => transfer.when_settled(finish),
+            Err(e) => finish(&Err(e)),
+        }
+    }
+
+    /// The stream failed before the call (an earlier fault on it), or the process is exiting:
+    /// the call fails with that, counted as a call that moved nothing.
+    fn fail(self, error: Error) {
+        let Queued { ticket, start, request, params, settler, stats, .. } = self;
+        // Not dropped: a call cuFile queued owns its argument block through it, and cuFile may
+        // still write it (leaked instead, with the file it holds: on faults and at exit only).
+        std::mem::forget(start);
+        stats::record_rejected_call(Some(&stats), request.0.direction);
+        params.report(&Err(error.clone()));
+        settler.settle(Err(error));
+        ticket.release();
+    }
+}
+
+/// The waiter: the calls whose streams have not reached them, and every gate not released yet.
+struct Waiter {
+    state: Mutex<WaiterState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct WaiterState {
+    queued: Vec<Queued>,
+    /// Gates of queued and running calls, for the exit handler.
+    live: Vec<std::sync::Weak<Ticket>>,
+    exiting: bool,
+}
+
+static WAITER: once_cell::sync::OnceCell<Arc<Waiter>> = once_cell::sync::OnceCell::new();
+
+/// The waiter, started on first use (its thread and the exit handler).
+fn waiter() -> Result<&'static Arc<Waiter>> {
+    WAITER.get_or_try_init(|| {
+        let waiter = Arc::new(Waiter { state: Mutex::new(WaiterState::default()), wake: Condvar::new() });
+        let running = Arc::clone(&waiter);
+        std::thread::Builder::new()
+            .name("gdsroute-stream".into())
+            .spawn(move || running.run())
+            .map_err(|e| Error::Internal(format!("cannot start the stream waiter thread: {e}")))?;
+        // SAFETY: registering a plain extern "C" function without arguments.
+        unsafe { libc::atexit(release_all_at_exit) };
+        Ok(waiter)
+    })
+}
+
+/// Shortest and longest pause between two looks at the queued calls' events. A call the stream
+/// reached starts within the longest pause; a look costs about a microsecond per queued call.
+const POLL_MIN: Duration = Duration::from_micros(5);
+const POLL_MAX: Duration = Duration::from_micros(200);
+
+impl Waiter {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WaiterState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn queue(&self, queued: Queued) {
+        let mut state = self.lock();
+        if state.exiting {
+            drop(state);
+            queued.fail(Error::Internal("the process is exiting: stream-ordered call not run".into()));
+            return;
+        }
+        state.live.retain(|t| t.strong_count() > 0);
+        state.live.push(Arc::downgrade(&queued.ticket));
+        // In mark order (usually the end: marks are queued in the order they were given).
+        let at = state.queued.partition_point(|q| q.mark < queued.mark);
+        state.queued.insert(at, queued);
+        self.wake.notify_one();
+    }
+
+    /// The waiter thread: looks at the queued calls' gates, starts those reached (in queue
+    /// order), pauses a little longer after each look that found none.
+    fn run(&self) {
+        let mut pause = POLL_MIN;
+        loop {
+            let mut state = self.lock();
+            while state.queued.is_empty() && !state.exiting {
+                state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            if state.exiting {
+                return;
+            }
+            let mut ready = Vec::new();
+            let mut failed = Vec::new();
+            // Streams whose first queued call is not reached: their later calls cannot be.
+            let mut held: Vec<StreamKey> = Vec::new();
+            let mut i = 0;
+            while i < state.queued.len() {
+                let stream = state.queued[i].ticket.gate.stream();
+                if stream.is_some_and(|key| held.contains(&key)) {
+                    i += 1;
+                    continue;
+                }
+                match state.queued[i].ticket.gate.is_reached() {
+                    Ok(false) => {
+                        held.extend(stream);
+                        i += 1;
+                    }
+                    Ok(true) => ready.push(state.queued.remove(i)),
+                    Err(e) => failed.push((state.queued.remove(i), e)),
+                }
+            }
+            drop(state);
+            let found = !ready.is_empty() || !failed.is_empty();
+            // Outside the lock: a transfer that settles at once releases and settles in here.
+            for queued in ready {
+                queued.start();
+            }
+            for (queued, e) in failed {
+                queued.fail(e);
+            }
+            pause = if found { POLL_MIN } else { (pause * 2).min(POLL_MAX) };
+            if !found {
+                std::thread::sleep(pause);
+            }
+        }
+    }
+}
+
+/// At exit: stops the waiter and releases every gate still held, so that no stream is left
+/// waiting on this process (docs/routing.md, "Stream-ordered calls at exit").
+extern "C" fn release_all_at_exit() {
+    let Some(waiter) = WAITER.get() else { return };
+    let live = {
+        let mut state = waiter.lock();
+        state.exiting = true;
+        waiter.wake.notify_all();
+        std::mem::take(&mut state.live)
+    };
+    for ticket in live.iter().filter_map(std::sync::Weak::upgrade) {
+        ticket.release();
+    }
+}
