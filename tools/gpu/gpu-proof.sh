@@ -13,7 +13,9 @@ F=${GDSROUTE_PROOF_FILE:-/var/tmp/gdsroute-1g.bin}
 head -c 1G /dev/urandom > "$F"
 rm -rf /run/udev
 step() { echo; echo "=== $*"; }
-run() { "$@"; echo "(exit status $?)"; }
+# Each step gets GDSROUTE_PROOF_STEP_S seconds (default 900), so that a hang costs a bounded share
+# of the machine's time.
+run() { timeout "${GDSROUTE_PROOF_STEP_S:-900}" "$@"; echo "(exit status $?)"; }
 step "diagnose, no udev record"; run "$D/gdsroute-diagnose" "$F"
 step "1. AUTO, no udev record"; run "$D/gpu_read" "$F"
 step "3. KVIKIO_COMPAT_MODE=on"; KVIKIO_COMPAT_MODE=on run "$D/gpu_read" "$F"
