@@ -364,6 +364,7 @@ fn ordered_read(file: &File, buf: &Buffer, stream: &Stream, data: &[u8], size: u
 #[ignore = "needs a GPU"]
 fn reads_are_ordered_on_every_stream_memory_and_route() {
     let _watchdog = Watchdog::new("reads_are_ordered_on_every_stream_memory_and_route", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(9 * MIB + 777, 240);
     let tmp = file_with(&data);
@@ -391,6 +392,7 @@ fn reads_are_ordered_on_every_stream_memory_and_route() {
 #[ignore = "needs a GPU"]
 fn reads_into_pageable_memory_are_ordered_too() {
     let _watchdog = Watchdog::new("reads_into_pageable_memory_are_ordered_too", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(3 * MIB, 241);
     let tmp = file_with(&data);
@@ -416,6 +418,7 @@ fn reads_into_pageable_memory_are_ordered_too() {
 #[ignore = "needs a GPU"]
 fn writes_are_ordered_on_every_stream_memory_and_route() {
     let _watchdog = Watchdog::new("writes_are_ordered_on_every_stream_memory_and_route", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     for mode in [CompatMode::On, CompatMode::Auto] {
         for kind in STREAMS {
@@ -454,6 +457,7 @@ fn writes_are_ordered_on_every_stream_memory_and_route() {
 #[ignore = "needs a GPU"]
 fn many_calls_in_flight_on_one_stream_and_across_streams() {
     let _watchdog = Watchdog::new("many_calls_in_flight_on_one_stream_and_across_streams", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     settings::set_num_threads(4).unwrap();
     let piece = 2 * MIB + 5;
@@ -509,6 +513,7 @@ fn many_calls_in_flight_on_one_stream_and_across_streams() {
 #[ignore = "needs a GPU"]
 fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
     let _watchdog = Watchdog::new("synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(8 * MIB, 245);
     let tmp = file_with(&data);
@@ -538,6 +543,7 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
 #[ignore = "needs a GPU"]
 fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
     let _watchdog = Watchdog::new("the_pointer_form_takes_size_and_offset_when_the_stream_gets_there", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 246);
     let tmp = file_with(&data);
@@ -582,6 +588,7 @@ fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
 #[ignore = "needs a GPU"]
 fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
     let _watchdog = Watchdog::new("end_of_file_and_a_file_size_limit_come_through_the_operation", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(3 * MIB + 11, 247);
     let tmp = file_with(&data);
@@ -625,6 +632,7 @@ fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
 #[ignore = "needs a GPU"]
 fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
     let _watchdog = Watchdog::new("a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 248);
     let tmp = file_with(&data);
@@ -663,6 +671,7 @@ fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
 #[ignore = "needs a GPU"]
 fn the_blocking_fallback_synchronises_and_reads_before_returning() {
     let _watchdog = Watchdog::new("the_blocking_fallback_synchronises_and_reads_before_returning", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 249);
     let tmp = file_with(&data);
@@ -687,6 +696,7 @@ fn the_blocking_fallback_synchronises_and_reads_before_returning() {
 #[ignore = "needs a GPU"]
 fn native_cufile_async_on_a_registered_stream() {
     let _watchdog = Watchdog::new("native_cufile_async_on_a_registered_stream", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(9 * MIB + 777, 251);
     let tmp = file_with(&data);
@@ -735,6 +745,7 @@ fn native_cufile_async_on_a_registered_stream() {
 #[ignore = "needs a GPU"]
 fn calls_on_streams_of_two_contexts() {
     let _watchdog = Watchdog::new("calls_on_streams_of_two_contexts", 240);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let primary = on_device0();
     let data = random_bytes(8 * MIB, 255);
     let tmp = file_with(&data);
@@ -809,6 +820,7 @@ impl Drop for Event {
 #[ignore = "needs a GPU"]
 fn figures_overlap_printed() {
     let _watchdog = Watchdog::new("figures_overlap_printed", 900);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let data = random_bytes(1 << 30, 254);
     let tmp = file_with(&data);
@@ -873,6 +885,7 @@ fn median(xs: &mut [f64]) -> f64 {
 #[ignore = "needs a GPU"]
 fn figures_blocked_time_and_rates_printed() {
     let _watchdog = Watchdog::new("figures_blocked_time_and_rates_printed", 900);
+    settings::set_stream_ordered(true); // the mode under test (off by default for now)
     let _ctx = on_device0();
     let size = 1 << 30;
     let data = random_bytes(size, 250);
