@@ -133,11 +133,15 @@ pub(crate) fn in_use_by_the_application() -> bool {
     if matches!(VERDICT.get(), Some(Ok(driver)) if driver.pid == std::process::id()) {
         return true;
     }
-    // A forked child must not touch CUDA state inherited from its parent (nor initialise it).
-    if VERDICT.get().is_some() || crate::sys::startup::forked_since_load() {
+    if VERDICT.get().is_some() {
         return false;
     }
+    // Whether libcuda is loaded first: the cheap answer of a host-only program (no system call).
     let Some(handle) = LoadedLibcuda::find() else { return false };
+    // A forked child must not touch CUDA state inherited from its parent (nor initialise it).
+    if crate::sys::startup::forked_since_load() {
+        return false;
+    }
     // SAFETY: handle is live; the symbol, if present, is cuCtxGetCurrent(CUcontext*) -> CUresult.
     let symbol = unsafe { libc::dlsym(handle.0, c"cuCtxGetCurrent".as_ptr()) };
     let has_context = !symbol.is_null() && {
