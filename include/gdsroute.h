@@ -1193,6 +1193,49 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_op_wait(const gdsroute_op *op, size_t
 void gdsroute_op_free(gdsroute_op *op);
 
 /**
+ * Counts the pages of `[file_offset, file_offset + length)` of the file at `path` (`length` 0:
+ * to the end of the file; the part past the end counts nothing) that are in the page cache into
+ * `*resident_pages`, and the pages the range spans into `*total_pages` (KvikIO's
+ * `get_page_cache_info`). Uses `cachestat(2)` (Linux 6.5 and later), else `mincore(2)`. Pages
+ * the registered page cache pinned count as resident. Errors: `NULL_ARGUMENT`, `INVALID_PATH`
+ * (empty), `OPEN_FAILED`, `IO_ERROR` (errno in `gdsroute_last_error_errno`).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_page_cache_info(const char *path,
+                                         uint64_t file_offset,
+                                         uint64_t length,
+                                         uint64_t *resident_pages,
+                                         uint64_t *total_pages);
+
+/**
+ * Drops `[file_offset, file_offset + length)` of the file at `path` (`length` 0: to its end)
+ * from the page cache (KvikIO's `drop_file_page_cache`; `posix_fadvise(POSIX_FADV_DONTNEED)`),
+ * after writing the range's dirty pages back if `sync_first` (`fdatasync`; without it dirty
+ * pages stay). The registered page cache's windows of the file, in every handle, are dropped
+ * first: pinned pages cannot be evicted. The kernel may keep pages another process maps or
+ * locks. Errors: `NULL_ARGUMENT`, `INVALID_PATH`, `OPEN_FAILED`, `IO_ERROR`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_page_cache_drop(const char *path,
+                                         uint64_t file_offset,
+                                         uint64_t length,
+                                         bool sync_first);
+
+/**
+ * Drops the whole system's page cache (KvikIO's `drop_system_page_cache`): every registered
+ * window of this process first, then `sync`, then `1` into `/proc/sys/vm/drop_caches`. Needs
+ * root: `IO_ERROR` with errno `EACCES` otherwise. Blocking: the `sync` may take seconds.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_page_cache_drop_system(void);
+
+/**
+ * Writes into `*supported` whether the file at `path` can be opened with `O_DIRECT` (false where
+ * its file system refuses it). Errors: `NULL_ARGUMENT`, `INVALID_PATH`, `OPEN_FAILED` (the file
+ * cannot be opened at all; errno in `gdsroute_last_error_errno`).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_supports_direct_io(const char *path, bool *supported);
+
+/**
  * Reads the default compat mode (a `gdsroute_compat_mode` value) into `*mode`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_compat_mode(uint32_t *mode);

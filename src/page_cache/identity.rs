@@ -123,6 +123,23 @@ impl PageCache {
     }
 }
 
+/// Drops every registered window of the file with this (device, inode), in every cache of it
+/// (`None`: of every file), so that its pages are no longer pinned and the kernel may evict them
+/// (`api::page_cache_tools`' drops).
+pub(crate) fn drop_windows_of(file: Option<(u64, u64)>) {
+    let caches: Vec<Arc<PageCache>> = {
+        let files = open_files();
+        let chosen: Vec<&Vec<std::sync::Weak<PageCache>>> = match file {
+            Some(file) => files.get(&file).into_iter().collect(),
+            None => files.values().collect(),
+        };
+        chosen.into_iter().flatten().filter_map(std::sync::Weak::upgrade).collect()
+    };
+    for cache in caches {
+        cache.drop_windows();
+    }
+}
+
 /// Drops forgotten windows (which unregisters them), after the lock; in a task of a
 /// stream-ordered call on a thread of its own (`cuda::outside_stream_ordered_task`). Forgotten,
 /// the windows serve no read any more either way.

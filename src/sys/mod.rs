@@ -8,5 +8,6 @@ pub(crate) mod cuda;
 pub(crate) mod cufile;
 pub(crate) mod fs;
 pub(crate) mod numa;
+pub(crate) mod page_cache;
 pub(crate) mod process_copy;
 pub(crate) mod startup;

@@ -139,6 +139,31 @@ static void test_null_arguments(const char *path) {
     CHECK_STATUS(gdsroute_settings_get_prepare_at_open(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("enabled");
 
+    /* The page-cache tools: NULL pointers, empty and missing paths. */
+    uint64_t resident = 77, total = 77;
+    bool supported = true;
+    CHECK_STATUS(gdsroute_page_cache_info(NULL, 0, 0, &resident, &total), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("path");
+    CHECK_STATUS(gdsroute_page_cache_info("/proc/self/exe", 0, 0, NULL, &total), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("resident_pages");
+    CHECK_STATUS(gdsroute_page_cache_info("/proc/self/exe", 0, 0, &resident, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("total_pages");
+    CHECK_STATUS(gdsroute_page_cache_info("", 0, 0, &resident, &total), GDSROUTE_STATUS_INVALID_PATH);
+    CHECK_STATUS(gdsroute_page_cache_info("/nonexistent/gdsroute", 0, 0, &resident, &total), GDSROUTE_STATUS_OPEN_FAILED);
+    CHECK(gdsroute_last_error_errno() == ENOENT);
+    CHECK(resident == 77 && total == 77);
+    CHECK_STATUS(gdsroute_page_cache_info("/proc/self/exe", 0, 4096, &resident, &total), GDSROUTE_STATUS_OK);
+    CHECK(total == 1 && resident <= 1);
+    CHECK_STATUS(gdsroute_page_cache_drop(NULL, 0, 0, false), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_page_cache_drop("", 0, 0, false), GDSROUTE_STATUS_INVALID_PATH);
+    CHECK_STATUS(gdsroute_page_cache_drop("/nonexistent/gdsroute", 0, 0, true), GDSROUTE_STATUS_OPEN_FAILED);
+    CHECK_STATUS(gdsroute_supports_direct_io(NULL, &supported), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_supports_direct_io("/proc/self/exe", NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("supported");
+    CHECK_STATUS(gdsroute_supports_direct_io("/nonexistent/gdsroute", &supported), GDSROUTE_STATUS_OPEN_FAILED);
+    CHECK_STATUS(gdsroute_supports_direct_io("/proc/self/status", &supported), GDSROUTE_STATUS_OK);
+    CHECK(!supported);
+
     CHECK_STATUS(gdsroute_stats_get(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("stats");
     CHECK_STATUS(gdsroute_stats_render(NULL, GDSROUTE_STATS_FORMAT_TEXT, buf, sizeof buf, &n),
