@@ -253,7 +253,13 @@ int main(void) {
     snprintf(path, sizeof path, "%s/data.bin", dir);
     fill_random(file_data, FILE_LEN);
     fill_random(src_data, SIZE);
-    void *p = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Far below the area where the kernel places new mappings (it allocates top-down from near
+     * the stack): a page unmapped in the middle of the region is otherwise a hole that another
+     * thread's next mmap may take (seen under ASan, 2026-12-02: a task then read into that
+     * mapping, and its owner crashed). 0x300000000000 is application memory under ASan too. */
+    void *p = mmap((void *)(uintptr_t)0x300000000000ull, REGION, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) p = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         perror("mmap");
         return 2;
