@@ -1,5 +1,7 @@
 //! File handles: open, read, parallel read, write, parallel write, stream-ordered read and write,
 //! sync, counters, close, free.
+//!
+//! One job: the C entry points of a file handle, a few lines each, mostly doc comments.
 
 use super::{arg, guard, out, write_out};
 use crate::direction::Direction;

@@ -24,6 +24,9 @@
 //! At exit (an `atexit` handler, registered when the waiter starts) every flag still held is
 //! released, so that no stream waits forever on a process that is going away: the transfers not
 //! done by then are not done, and the bytes of their buffers are undefined.
+//!
+//! One job: the stream mode's queue, its one waiter thread and the release of every
+//! flag at exit, which share the queue's state.
 
 use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Settler};

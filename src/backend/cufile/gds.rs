@@ -8,6 +8,10 @@
 //! device read joins it through `PROCESS` (docs/performance.md, "The first read of a fresh
 //! process"). The exit handler waits for such a start, and a child forked during one never waits
 //! for it.
+//!
+//! One job, hence one file: cuFile's process state. The verdict, the driver open (also
+//! in the background), the call gate and shutdown all read and write `PROCESS` and `GATE`, and
+//! their exit-order rules only hold together.
 
 use crate::sys::cuda;
 use crate::sys::cufile::{CufileLibrary, PerGpuSnapshot, StatsSupport};

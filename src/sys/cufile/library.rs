@@ -1,6 +1,8 @@
 //! Finds and dlopens libcufile at run time and resolves each symbol on its own, so a library that
 //! lacks an optional API (statistics before 1.15, parameters, buffers) still loads. Nothing here
 //! opens the cuFile driver; `driver.rs` and `stats.rs` add the calls on top of these pointers.
+//!
+//! One job: the table of libcufile's symbols and the thin call for each.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
