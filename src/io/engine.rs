@@ -17,6 +17,7 @@ use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
 use crate::backend::cufile;
 use crate::io::stream_order::{self, Marked, Params, StreamCall};
+use crate::io::warm_up;
 use crate::io::task_source::Task;
 use crate::io::task_split::{self, Chunk, Split};
 use crate::io::thread_pool;
@@ -154,7 +155,12 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     // thread while it does (the pointer form's size is not known yet: prepared as a large one);
     // an error shows again, and counts, when the stream reaches the call.
     let probe_size = if let Params::Given = call.params { request.size } else { usize::MAX };
-    let _ = target_of(request.buf).and_then(|target| plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode));
+    if let Ok(target) = target_of(request.buf) {
+        let _ = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
+        // Likewise the CUDA objects its tasks need: made once the stream waits, they could wait
+        // for it (`warm_up::prepare_for_stream_ordered`).
+        warm_up::prepare_for_stream_ordered(&target);
+    }
     let (marked, params) = call.mark(stats, ordered_setting)?;
     // The transfer counts the call (a failure before it starts is counted by `stream_order`).
     counted.handed_over();

@@ -27,6 +27,7 @@
 use crate::backend::cufile::gds;
 use crate::settings::CompatMode;
 use crate::sys::cuda::{self, ContextHandle, ScopedContext};
+use crate::io::request::Target;
 use crate::io::thread_pool::ThreadPool;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -95,6 +96,26 @@ fn prepare_worker(ctx: ContextHandle, ordinal: i32, buffers: usize) {
     // driver serialises registration, so the total time is the same whoever does it).
     while let Ok(true) = pool.fill_to(buffers) {}
     crate::trace::event("prepare.end", 0);
+}
+
+/// Before a stream-ordered call into device memory makes its stream wait (`engine::on_stream`),
+/// on the calling thread: the non-blocking streams and event pairs of the pool's workers (and of
+/// one waiting caller) for the buffer's context, and as many bounce buffers in its device's pool.
+/// Made by a task once the stream waits, they could wait for the transfer itself: while another
+/// thread is inside a synchronous CUDA call behind that stream (`cuStreamSynchronize`,
+/// `cuMemcpyDtoH`), the driver holds a lock that creating a stream waits for (stacks taken on the
+/// H200 machine, 2026-12-02; `sys::cuda::stock`). Done once per context and pool size; never fails:
+/// what is missing is made by the task, as before.
+pub(crate) fn prepare_for_stream_ordered(target: &Target) {
+    let Target::Device { kind, .. } = target else { return };
+    let Ok(workers) = crate::io::thread_pool::global().map(|pool| pool.num_threads() + 1) else { return };
+    let Ok(_scope) = ScopedContext::for_kind(kind) else { return };
+    if cuda::stock_for_stream_ordered_tasks(workers).is_err() {
+        return;
+    }
+    let Ok(buffer_bytes) = crate::backend::device::current_bounce_buffer_bytes() else { return };
+    let Ok(pool) = crate::backend::device::bounce_pool_for(kind, buffer_bytes) else { return };
+    while let Ok(true) = pool.fill_to(workers) {}
 }
 
 #[cfg(test)]

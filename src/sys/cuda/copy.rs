@@ -10,6 +10,7 @@ use cudarc::driver::sys::{self, CUstream};
 use super::context::current_context;
 use super::driver::cuda;
 use super::error::{CudaFailure, check};
+use super::stock::Stock;
 
 /// A CUDA stream (`CUstream`), held as an address so that it can cross threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,13 +83,44 @@ pub(crate) fn thread_stream() -> Result<Stream, CudaFailure> {
     if let Some(stream) = STREAMS.with_borrow(|m| m.get(&key).copied()) {
         return Ok(stream);
     }
-    let flags = if non_blocking { sys::CUstream_flags::CU_STREAM_NON_BLOCKING } else { sys::CUstream_flags::CU_STREAM_DEFAULT };
-    let mut raw: CUstream = std::ptr::null_mut();
-    // SAFETY: cuda() succeeded; a context is current; valid out-pointer.
-    check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, flags as u32) })?;
-    let stream = Stream(raw as usize);
+    // A stream-ordered task takes a stream made ahead at the call (`stock`): creating one here
+    // could wait for the transfer this task is part of.
+    let stocked = if non_blocking { NON_BLOCKING_STOCK.take(key.0) } else { None };
+    let stream = match stocked {
+        Some(stream) => stream,
+        None => create_stream(non_blocking)?,
+    };
     STREAMS.with_borrow_mut(|m| m.insert(key, stream));
     Ok(stream)
+}
+
+fn create_stream(non_blocking: bool) -> Result<Stream, CudaFailure> {
+    let flags = if non_blocking { sys::CUstream_flags::CU_STREAM_NON_BLOCKING } else { sys::CUstream_flags::CU_STREAM_DEFAULT };
+    let mut raw: CUstream = std::ptr::null_mut();
+    // SAFETY: cuda() succeeded (callers); a context is current; valid out-pointer.
+    check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, flags as u32) })?;
+    Ok(Stream(raw as usize))
+}
+
+/// Non-blocking streams made ahead for the tasks of stream-ordered calls (`stock`).
+static NON_BLOCKING_STOCK: Stock<Stream> = Stock::new();
+
+/// True while the calling thread runs a task of a stream-ordered call (`StreamOrderedTask`).
+pub(crate) fn in_stream_ordered_task() -> bool {
+    NON_BLOCKING.get()
+}
+
+/// Makes, on the calling thread (a caller at a stream-ordered call, which may wait for the
+/// driver), the non-blocking streams and event pairs that `count` threads will take for the
+/// current context when they run the call's tasks, unless made before.
+///
+/// Errors: `Unavailable`/`Forked`; `NoContext`; the CUresult of `cuStreamCreate` or
+/// `cuEventCreate`.
+pub(crate) fn stock_for_stream_ordered_tasks(count: usize) -> Result<(), CudaFailure> {
+    cuda()?;
+    let ctx = current_context()?.ok_or(CudaFailure::NoContext("stock_for_stream_ordered_tasks"))?;
+    NON_BLOCKING_STOCK.fill(ctx.as_raw() as usize, count, || create_stream(true))?;
+    super::event::stock_event_pairs(ctx.as_raw() as usize, count)
 }
 
 /// Queues a copy of `len` bytes from host `src` to device address `dst` on `stream`; it has

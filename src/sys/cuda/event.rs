@@ -11,6 +11,7 @@ use super::context::current_context;
 use super::copy::Stream;
 use super::driver::cuda;
 use super::error::{CudaFailure, check};
+use super::stock::Stock;
 
 /// A CUDA event (`CUevent`), held as an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,15 +52,35 @@ pub(crate) fn thread_events() -> Result<[Event; 2], CudaFailure> {
     if let Some(pair) = EVENTS.with_borrow(|m| m.get(&key).copied()) {
         return Ok(pair);
     }
+    // A stream-ordered task takes a pair made ahead at the call (`stock`): creating one here
+    // could wait for the transfer this task is part of.
+    let stocked = if super::copy::in_stream_ordered_task() { STOCK.take(key) } else { None };
+    let pair = match stocked {
+        Some(pair) => pair,
+        None => create_pair()?,
+    };
+    EVENTS.with_borrow_mut(|m| m.insert(key, pair));
+    Ok(pair)
+}
+
+fn create_pair() -> Result<[Event; 2], CudaFailure> {
     let mut pair = [Event(0); 2];
     for slot in &mut pair {
         let mut raw: CUevent = std::ptr::null_mut();
-        // SAFETY: cuda() succeeded, a context is current, valid out-pointer.
+        // SAFETY: cuda() succeeded (callers), a context is current, valid out-pointer.
         check("cuEventCreate", unsafe {
             sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32)
         })?;
         *slot = Event(raw as usize);
     }
-    EVENTS.with_borrow_mut(|m| m.insert(key, pair));
     Ok(pair)
+}
+
+/// Event pairs made ahead for the tasks of stream-ordered calls (`stock`).
+static STOCK: Stock<[Event; 2]> = Stock::new();
+
+/// Makes event pairs for context `ctx` (current on this thread) until `count` were made
+/// (`copy::stock_for_stream_ordered_tasks`).
+pub(super) fn stock_event_pairs(ctx: usize, count: usize) -> Result<(), CudaFailure> {
+    STOCK.fill(ctx, count, create_pair)
 }

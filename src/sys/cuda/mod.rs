@@ -2,7 +2,7 @@
 //! (`pointer`), scoped contexts for worker threads (`context`), devices by ordinal (`device`:
 //! UUID, PCI bus id, NUMA node), one pinned host buffer (`pinned`; the pool that reuses them is
 //! `backend::device::pinned_pool`), file ranges the copy engine reads straight from the page
-//! cache (`registered`), host-to-device copies on per-thread streams (`copy`) and what a stream-ordered
+//! cache (`registered`), host-to-device copies on per-thread streams (`copy`; `stock` holds those made ahead for stream-ordered tasks) and what a stream-ordered
 //! call needs of a caller's stream (`stream`: its context, graph capture, events, flag words). Nothing here calls cudarc before `driver::cuda()` has confirmed
 //! that libcuda and every symbol used are present.
 
@@ -15,12 +15,13 @@ mod event;
 mod pinned;
 mod pointer;
 mod registered;
+mod stock;
 mod stream;
 
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use context::{ContextHandle, ScopedContext, current_context, primary_context};
 pub(crate) use context::active_primary_context;
-pub(crate) use copy::{Stream, StreamOrderedTask, outside_stream_ordered_task, copy_device_to_host, copy_host_to_device, synchronize, thread_stream};
+pub(crate) use copy::{Stream, StreamOrderedTask, outside_stream_ordered_task, stock_for_stream_ordered_tasks, copy_device_to_host, copy_host_to_device, synchronize, thread_stream};
 #[cfg(test)]
 pub(crate) use copy::copy_host_to_device_sync;
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path

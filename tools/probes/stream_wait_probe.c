@@ -1,0 +1,295 @@
+/*
+ * stream_wait_probe: which CUDA and cuFile calls wait for a stream that waits on the host.
+ *
+ * A stream-ordered call (src/io/stream_order.rs) makes the caller's stream wait on a flag word
+ * (cuStreamWaitValue32_v2) and moves the bytes on host threads; whatever those threads call that
+ * waits for that stream (or for the whole device) deadlocks. For each candidate call and each kind
+ * of waiting stream (legacy NULL stream, a blocking stream, a non-blocking stream), this holds the
+ * stream on a flag, runs the call on another thread with the context current, and reports whether
+ * it returned while the stream waited (and how long it took) or only after the flag was released
+ * (BLOCKS). The flag is released after HOLD_MS (default 1500) in any case, so nothing hangs.
+ *
+ *   stream_wait_probe [FILE]   with FILE (and libcufile loadable, CUFILE_LIB, default
+ *                              libcufile.so.0): the cuFile calls too (driver open, handle and
+ *                              buffer registration, cuFileRead/cuFileWrite into device memory).
+ *
+ * libcuda and libcufile are opened with dlopen, so this builds without the toolkit.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef void *CUcontext, *CUstream, *CUevent;
+typedef uint64_t CUdeviceptr;
+
+static CUresult (*cuInit)(unsigned);
+static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
+static CUresult (*cuCtxSetCurrent)(CUcontext);
+static CUresult (*cuCtxSynchronize)(void);
+static CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+static CUresult (*cuMemFreeHost)(void *);
+static CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
+static CUresult (*cuMemHostRegister)(void *, size_t, unsigned);
+static CUresult (*cuMemHostUnregister)(void *);
+static CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*cuMemFree)(CUdeviceptr);
+static CUresult (*cuStreamCreate)(CUstream *, unsigned);
+static CUresult (*cuStreamDestroy)(CUstream);
+static CUresult (*cuStreamSynchronize)(CUstream);
+static CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, uint32_t, unsigned);
+static CUresult (*cuEventCreate)(CUevent *, unsigned);
+static CUresult (*cuEventDestroy)(CUevent);
+static CUresult (*cuEventRecord)(CUevent, CUstream);
+static CUresult (*cuEventQuery)(CUevent);
+static CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+static CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+static CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+static CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+static CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+
+typedef struct { int err; int cu_err; } CUfileError_t;
+typedef struct { int type; union { int fd; void *handle; } handle; const void *fs_ops; } CUfileDescr_t;
+static CUfileError_t (*cuFileDriverOpen)(void);
+static CUfileError_t (*cuFileHandleRegister)(void **, CUfileDescr_t *);
+static CUfileError_t (*cuFileBufRegister)(const void *, size_t, int);
+static CUfileError_t (*cuFileBufDeregister)(const void *);
+static long (*cuFileRead)(void *, void *, size_t, long, long);
+static long (*cuFileWrite)(void *, const void *, size_t, long, long);
+
+#define MIB (1ul << 20)
+#define LOAD(lib, f, name) (*(void **)&f = dlsym(lib, name))
+
+static CUcontext ctx;
+static volatile uint32_t *flag;
+static CUdeviceptr flag_device;
+static uint32_t flag_value;
+static long hold_ms = 1500;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static void must(const char *what, CUresult r) {
+    if (r != 0) {
+        fprintf(stderr, "%s failed: %d\n", what, r);
+        exit(2);
+    }
+}
+
+/* State the candidates use, made before the stream is held. */
+static CUdeviceptr dev_buf, dev_spare;
+static void *pinned_buf, *pinned_spare, *plain_4m, *plain_64m, *file_map;
+static size_t file_map_len;
+static CUstream side_stream, made_stream;
+static CUevent made_event;
+static void *cufile_handle;
+static int file_fd = -1;
+
+static int candidate(const char *name) {
+    if (!strcmp(name, "cuMemHostAlloc 4 MiB")) return cuMemHostAlloc(&pinned_spare, 4 * MIB, 1);
+    if (!strcmp(name, "cuMemFreeHost 4 MiB")) return cuMemFreeHost(pinned_spare);
+    if (!strcmp(name, "cuMemHostRegister 4 MiB")) return cuMemHostRegister(plain_4m, 4 * MIB, 1);
+    if (!strcmp(name, "cuMemHostUnregister 4 MiB")) return cuMemHostUnregister(plain_4m);
+    if (!strcmp(name, "cuMemHostRegister 64 MiB")) return cuMemHostRegister(plain_64m, 64 * MIB, 1);
+    if (!strcmp(name, "cuMemHostUnregister 64 MiB")) return cuMemHostUnregister(plain_64m);
+    if (!strcmp(name, "cuMemHostRegister file map READ_ONLY")) return cuMemHostRegister(file_map, file_map_len, 1 | 8);
+    if (!strcmp(name, "cuMemHostUnregister file map")) return cuMemHostUnregister(file_map);
+    if (!strcmp(name, "cuMemAlloc 4 MiB")) return cuMemAlloc(&dev_spare, 4 * MIB);
+    if (!strcmp(name, "cuMemFree 4 MiB")) return cuMemFree(dev_spare);
+    if (!strcmp(name, "cuStreamCreate non-blocking")) return cuStreamCreate(&made_stream, 1);
+    if (!strcmp(name, "cuStreamDestroy")) return cuStreamDestroy(made_stream);
+    if (!strcmp(name, "cuEventCreate")) return cuEventCreate(&made_event, 2);
+    if (!strcmp(name, "cuEventRecord+Query on a side stream")) {
+        int r = cuEventRecord(made_event, side_stream);
+        return r ? r : (cuEventQuery(made_event) == 600 ? 0 : cuEventQuery(made_event));
+    }
+    if (!strcmp(name, "cuEventDestroy")) return cuEventDestroy(made_event);
+    if (!strcmp(name, "cuMemGetAddressRange")) {
+        CUdeviceptr base; size_t size;
+        return cuMemGetAddressRange(&base, &size, dev_buf + 100);
+    }
+    if (!strcmp(name, "HtoD async on a non-blocking stream + sync")) {
+        int r = cuMemcpyHtoDAsync(dev_buf, pinned_buf, 4 * MIB, side_stream);
+        return r ? r : cuStreamSynchronize(side_stream);
+    }
+    if (!strcmp(name, "DtoH async on a non-blocking stream + sync")) {
+        int r = cuMemcpyDtoHAsync(pinned_buf, dev_buf, 4 * MIB, side_stream);
+        return r ? r : cuStreamSynchronize(side_stream);
+    }
+    if (!strcmp(name, "cuMemcpyHtoD (legacy stream)")) return cuMemcpyHtoD(dev_buf, pinned_buf, 4 * MIB);
+    if (!strcmp(name, "cuMemsetD8 (legacy stream)")) return cuMemsetD8(dev_buf, 1, 4 * MIB);
+    if (!strcmp(name, "cuCtxSynchronize (control: must block)")) return cuCtxSynchronize();
+    if (!strcmp(name, "cuFileDriverOpen")) return cuFileDriverOpen().err;
+    if (!strcmp(name, "cuFileHandleRegister")) {
+        CUfileDescr_t d;
+        memset(&d, 0, sizeof d);
+        d.type = 1;
+        d.handle.fd = file_fd;
+        return cuFileHandleRegister(&cufile_handle, &d).err;
+    }
+    if (!strcmp(name, "cuFileRead 4 MiB into device memory")) return cuFileRead(cufile_handle, (void *)dev_buf, 4 * MIB, 0, 0) == (long)(4 * MIB) ? 0 : -1;
+    if (!strcmp(name, "cuFileRead 4 MiB at a device offset")) return cuFileRead(cufile_handle, (void *)dev_buf, 4 * MIB, 4 * MIB, 4 * MIB) == (long)(4 * MIB) ? 0 : -1;
+    if (!strcmp(name, "cuFileBufRegister 16 MiB")) return cuFileBufRegister((void *)dev_buf, 16 * MIB, 0).err;
+    if (!strcmp(name, "cuFileRead 4 MiB into a registered buffer")) return cuFileRead(cufile_handle, (void *)dev_buf, 4 * MIB, 0, 0) == (long)(4 * MIB) ? 0 : -1;
+    if (!strcmp(name, "cuFileBufDeregister")) return cuFileBufDeregister((void *)dev_buf).err;
+    if (!strcmp(name, "cuFileWrite 4 MiB from device memory")) return cuFileWrite(cufile_handle, (void *)dev_buf, 4 * MIB, 64 * MIB, 0) == (long)(4 * MIB) ? 0 : -1;
+    fprintf(stderr, "unknown candidate %s\n", name);
+    exit(2);
+}
+
+struct job {
+    const char *name;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int done, result;
+    double took_ms;
+};
+
+static void *run_job(void *p) {
+    struct job *j = p;
+    must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    double t = now_ms();
+    int r = candidate(j->name);
+    double took = now_ms() - t;
+    pthread_mutex_lock(&j->lock);
+    j->done = 1;
+    j->result = r;
+    j->took_ms = took;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+/* Holds `stream` on the flag, runs `name` on a thread, releases the flag after hold_ms. */
+static void probe(const char *kind, CUstream stream, const char *name) {
+    flag_value++;
+    must("cuStreamWaitValue32", cuStreamWaitValue32(stream, flag_device, flag_value, 0 /* GEQ */));
+    struct job j = {.name = name, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th;
+    double start = now_ms();
+    pthread_create(&th, NULL, run_job, &j);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += hold_ms / 1000;
+    until.tv_nsec += (hold_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    pthread_mutex_lock(&j.lock);
+    while (!j.done && pthread_cond_timedwait(&j.cv, &j.lock, &until) == 0) {
+    }
+    int done_while_held = j.done;
+    pthread_mutex_unlock(&j.lock);
+    double released_at = now_ms() - start;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    *flag = flag_value;
+    pthread_join(th, NULL);
+    must("cuStreamSynchronize (held stream)", cuStreamSynchronize(stream));
+    if (done_while_held)
+        printf("%-12s %-44s returned while the stream waited: %8.3f ms (result %d)\n", kind, name, j.took_ms, j.result);
+    else
+        printf("%-12s %-44s BLOCKS until the flag is released (%.0f ms held, returned after %.3f ms, result %d)\n", kind, name,
+               released_at, j.took_ms, j.result);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    if (getenv("HOLD_MS")) hold_ms = atol(getenv("HOLD_MS"));
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!cuda) return fprintf(stderr, "dlopen libcuda: %s\n", dlerror()), 2;
+    LOAD(cuda, cuInit, "cuInit");
+    LOAD(cuda, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    LOAD(cuda, cuCtxSetCurrent, "cuCtxSetCurrent");
+    LOAD(cuda, cuCtxSynchronize, "cuCtxSynchronize");
+    LOAD(cuda, cuMemHostAlloc, "cuMemHostAlloc");
+    LOAD(cuda, cuMemFreeHost, "cuMemFreeHost");
+    LOAD(cuda, cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2");
+    LOAD(cuda, cuMemHostRegister, "cuMemHostRegister_v2");
+    LOAD(cuda, cuMemHostUnregister, "cuMemHostUnregister");
+    LOAD(cuda, cuMemAlloc, "cuMemAlloc_v2");
+    LOAD(cuda, cuMemFree, "cuMemFree_v2");
+    LOAD(cuda, cuStreamCreate, "cuStreamCreate");
+    LOAD(cuda, cuStreamDestroy, "cuStreamDestroy_v2");
+    LOAD(cuda, cuStreamSynchronize, "cuStreamSynchronize");
+    LOAD(cuda, cuStreamWaitValue32, "cuStreamWaitValue32_v2");
+    LOAD(cuda, cuEventCreate, "cuEventCreate");
+    LOAD(cuda, cuEventDestroy, "cuEventDestroy_v2");
+    LOAD(cuda, cuEventRecord, "cuEventRecord");
+    LOAD(cuda, cuEventQuery, "cuEventQuery");
+    LOAD(cuda, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    LOAD(cuda, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    LOAD(cuda, cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+    LOAD(cuda, cuMemsetD8, "cuMemsetD8_v2");
+    LOAD(cuda, cuMemGetAddressRange, "cuMemGetAddressRange_v2");
+    must("cuInit", cuInit(0));
+    must("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
+    must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    void *f;
+    must("cuMemHostAlloc flag", cuMemHostAlloc(&f, 4, 1 | 2 /* PORTABLE | DEVICEMAP */));
+    flag = f;
+    *flag = 0;
+    must("cuMemHostGetDevicePointer", cuMemHostGetDevicePointer(&flag_device, f, 0));
+    must("cuMemAlloc", cuMemAlloc(&dev_buf, 16 * MIB));
+    must("cuMemHostAlloc", cuMemHostAlloc(&pinned_buf, 4 * MIB, 1));
+    must("cuStreamCreate side", cuStreamCreate(&side_stream, 1));
+    plain_4m = aligned_alloc(4096, 4 * MIB);
+    plain_64m = aligned_alloc(4096, 64 * MIB);
+    memset(plain_4m, 1, 4 * MIB);
+    memset(plain_64m, 1, 64 * MIB);
+
+    const char *file = argc > 1 ? argv[1] : NULL;
+    if (file) {
+        file_fd = open(file, O_RDWR);
+        if (file_fd < 0) return perror("open"), 2;
+        file_map_len = 64 * MIB;
+        file_map = mmap(NULL, file_map_len, PROT_READ, MAP_SHARED | MAP_POPULATE, file_fd, 0);
+        if (file_map == MAP_FAILED) return perror("mmap"), 2;
+    }
+
+    CUstream blocking, nonblocking;
+    must("cuStreamCreate blocking", cuStreamCreate(&blocking, 0));
+    must("cuStreamCreate non-blocking", cuStreamCreate(&nonblocking, 1));
+    struct { const char *kind; CUstream s; } streams[] = {{"legacy", NULL}, {"blocking", blocking}, {"non-blocking", nonblocking}};
+    /* Pairs in order: each creates what the next frees. */
+    const char *cuda_calls[] = {"cuMemHostAlloc 4 MiB", "cuMemFreeHost 4 MiB", "cuMemHostRegister 4 MiB", "cuMemHostUnregister 4 MiB",
+                                "cuMemHostRegister 64 MiB", "cuMemHostUnregister 64 MiB", "cuMemAlloc 4 MiB", "cuMemFree 4 MiB",
+                                "cuStreamCreate non-blocking", "cuStreamDestroy", "cuEventCreate", "cuEventRecord+Query on a side stream",
+                                "cuEventDestroy", "cuMemGetAddressRange", "HtoD async on a non-blocking stream + sync",
+                                "DtoH async on a non-blocking stream + sync", "cuMemcpyHtoD (legacy stream)", "cuMemsetD8 (legacy stream)",
+                                "cuCtxSynchronize (control: must block)"};
+    for (size_t s = 0; s < 3; s++)
+        for (size_t c = 0; c < sizeof cuda_calls / sizeof *cuda_calls; c++) probe(streams[s].kind, streams[s].s, cuda_calls[c]);
+    if (file) {
+        for (size_t s = 0; s < 3; s++) {
+            probe(streams[s].kind, streams[s].s, "cuMemHostRegister file map READ_ONLY");
+            probe(streams[s].kind, streams[s].s, "cuMemHostUnregister file map");
+        }
+        const char *name = getenv("CUFILE_LIB") ? getenv("CUFILE_LIB") : "libcufile.so.0";
+        void *cufile = dlopen(name, RTLD_NOW);
+        if (!cufile) return printf("no libcufile (%s): cuFile calls not probed\n", dlerror()), 0;
+        LOAD(cufile, cuFileDriverOpen, "cuFileDriverOpen");
+        LOAD(cufile, cuFileHandleRegister, "cuFileHandleRegister");
+        LOAD(cufile, cuFileBufRegister, "cuFileBufRegister");
+        LOAD(cufile, cuFileBufDeregister, "cuFileBufDeregister");
+        LOAD(cufile, cuFileRead, "cuFileRead");
+        LOAD(cufile, cuFileWrite, "cuFileWrite");
+        /* The driver open and the handle's registration once, each while the blocking stream waits. */
+        probe("blocking", blocking, "cuFileDriverOpen");
+        probe("blocking", blocking, "cuFileHandleRegister");
+        if (!cufile_handle) return printf("cuFileHandleRegister failed: cuFile reads not probed (no udev record?)\n"), 0;
+        const char *cufile_calls[] = {"cuFileRead 4 MiB into device memory", "cuFileRead 4 MiB at a device offset", "cuFileWrite 4 MiB from device memory",
+                                      "cuFileBufRegister 16 MiB", "cuFileRead 4 MiB into a registered buffer", "cuFileBufDeregister"};
+        for (size_t s = 0; s < 3; s++)
+            for (size_t c = 0; c < sizeof cufile_calls / sizeof *cufile_calls; c++) probe(streams[s].kind, streams[s].s, cufile_calls[c]);
+    }
+    return 0;
+}
