@@ -353,7 +353,11 @@ fn ordered_read(file: &File, buf: &Buffer, stream: &Stream, data: &[u8], size: u
     let op = unsafe { file.read_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
     xor(stream.raw, buf.base, buf.total(), KEY);
     stream.sync();
-    assert!(op.is_done(), "{what}: the stream passed the call but the operation is not settled");
+    // The stream mode settles the operation before it lets the stream go on; a call cuFile queued
+    // itself (`cufile_async_native`) settles when the waiter next sees its event, a little later.
+    if !settings::cufile_async_native().unwrap() {
+        assert!(op.is_done(), "{what}: the stream passed the call but the operation is not settled");
+    }
     let start = (offset as usize).min(data.len());
     let expect = &data[start..(start + size).min(data.len())];
     assert_eq!(op.wait().unwrap(), expect.len(), "{what}");

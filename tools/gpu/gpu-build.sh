@@ -29,7 +29,10 @@ for t in gpu_routes gpu_faults gpu_page_cache gpu_writes gpu_stream gpu_devices 
   bin=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null \
         | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/$t-" | head -1)
   cp "$bin" ".device/$t"
+  # tools/gpu/stream-stacks.sh's copy keeps the symbol table, for readable stacks.
+  if [ "$t" = gpu_stream ]; then cp "$bin" .device/gpu_stream_syms && strip --strip-debug .device/gpu_stream_syms; fi
 done
+cc -O1 -g -Wall -Wextra -Werror -std=gnu11 tools/probes/stream_wait_probe.c -o .device/stream_wait_probe -ldl -lpthread
 # The CUDA layer's GPU tests are unit tests (src/sys/cuda/gpu_tests.rs): the library's test binary.
 bin=$(cargo test --release --lib --no-run --message-format=json 2>/dev/null \
       | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/gdsroute-" | head -1)

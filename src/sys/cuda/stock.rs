@@ -14,9 +14,12 @@ use std::sync::Mutex;
 
 use super::error::CudaFailure;
 
-/// Objects of one kind, by context address: how many were made in all, and those not yet taken.
+/// Of one context: how many objects were made in all, and those not yet taken.
+type Made<T> = (usize, Vec<T>);
+
+/// Objects of one kind, by context address.
 pub(crate) struct Stock<T> {
-    by_context: Mutex<Option<HashMap<usize, (usize, Vec<T>)>>>,
+    by_context: Mutex<Option<HashMap<usize, Made<T>>>>,
 }
 
 impl<T> Stock<T> {
