@@ -158,8 +158,11 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     if let Ok(target) = target_of(request.buf) {
         let _ = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
         // Likewise the CUDA objects its tasks need: made once the stream waits, they could wait
-        // for it (`warm_up::prepare_for_stream_ordered`).
-        warm_up::prepare_for_stream_ordered(&target);
+        // for it (`warm_up::prepare_for_stream_ordered`). With the setting off the stream never
+        // waits for the call (`mark` synchronises it), so nothing is made ahead.
+        if ordered_setting {
+            warm_up::prepare_for_stream_ordered(&target);
+        }
     }
     let (marked, params) = call.mark(stats, ordered_setting)?;
     // The transfer counts the call (a failure before it starts is counted by `stream_order`).
