@@ -13,6 +13,16 @@
  *                              libcufile.so.0): the cuFile calls too (driver open, handle and
  *                              buffer registration, cuFileRead/cuFileWrite into device memory).
  *
+ *   HOLDER=sync|dtoh_pinned|dtoh_pageable stream_wait_probe FILE
+ *                              the second set: while the stream is held, another thread sits
+ *                              in a synchronous call behind it (cuStreamSynchronize on it, or a
+ *                              legacy-stream cuMemcpyDtoH into pinned or pageable memory, which
+ *                              waits for every blocking stream), as a program's own thread would;
+ *                              the candidates are the calls a stream-ordered task makes: copies,
+ *                              a copy from a second context, and cuFileRead on a fresh thread and
+ *                              on threads that made a first cuFile call of one kind or another
+ *                              before the hold ("after X:").
+ *
  * libcuda and libcufile are opened with dlopen, so this builds without the toolkit.
  */
 #define _GNU_SOURCE
@@ -55,6 +65,10 @@ static CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
 static CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
 static CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
 static CUresult (*cuMemGetAddressRange)(CUdeviceptr *, size_t *, CUdeviceptr);
+static CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+static CUresult (*cuCtxCreate)(CUcontext *, unsigned, int);
+static CUresult (*cuCtxPushCurrent)(CUcontext);
+static CUresult (*cuCtxPopCurrent)(CUcontext *);
 
 typedef struct { int err; int cu_err; } CUfileError_t;
 typedef struct { int type; union { int fd; void *handle; } handle; const void *fs_ops; } CUfileDescr_t;
@@ -95,6 +109,10 @@ static CUstream side_stream, made_stream;
 static CUevent made_event;
 static void *cufile_handle;
 static int file_fd = -1;
+static CUcontext second_ctx;
+static CUstream second_stream;
+static const char *holder;
+static CUstream held_stream;
 
 static int candidate(const char *name) {
     if (!strcmp(name, "cuMemHostAlloc 4 MiB")) return cuMemHostAlloc(&pinned_spare, 4 * MIB, 1);
@@ -127,6 +145,21 @@ static int candidate(const char *name) {
         int r = cuMemcpyDtoHAsync(pinned_buf, dev_buf, 4 * MIB, side_stream);
         return r ? r : cuStreamSynchronize(side_stream);
     }
+    if (!strcmp(name, "HtoD async from a second context + sync")) {
+        /* The copy queued in a context of the process's own, into the primary context's memory. */
+        int r = cuCtxPushCurrent(second_ctx);
+        if (r) return r;
+        r = cuMemcpyHtoDAsync(dev_buf, pinned_buf, 4 * MIB, second_stream);
+        if (!r) r = cuStreamSynchronize(second_stream);
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
+        return r;
+    }
+    if (!strcmp(name, "cuFileRead 4 KiB")) return cuFileRead(cufile_handle, (void *)dev_buf, 4096, 0, 0) == 4096 ? 0 : -1;
+    if (!strcmp(name, "cuFileRead 0 bytes")) return (int)cuFileRead(cufile_handle, (void *)dev_buf, 0, 0, 0);
+    if (!strcmp(name, "cuFileRead 4 KiB past the end")) return (int)cuFileRead(cufile_handle, (void *)dev_buf, 4096, 1l << 40, 0);
+    if (!strcmp(name, "cuFileWrite 0 bytes")) return (int)cuFileWrite(cufile_handle, (void *)dev_buf, 0, 64 * MIB, 0);
+    if (!strcmp(name, "cuFileWrite 4 KiB")) return cuFileWrite(cufile_handle, (void *)dev_buf, 4096, 64 * MIB, 0) == 4096 ? 0 : -1;
     if (!strcmp(name, "cuMemcpyHtoD (legacy stream)")) return cuMemcpyHtoD(dev_buf, pinned_buf, 4 * MIB);
     if (!strcmp(name, "cuMemsetD8 (legacy stream)")) return cuMemsetD8(dev_buf, 1, 4 * MIB);
     if (!strcmp(name, "cuCtxSynchronize (control: must block)")) return cuCtxSynchronize();
@@ -149,7 +182,8 @@ static int candidate(const char *name) {
 }
 
 struct job {
-    const char *name;
+    const char *name, *prelude;
+    int prelude_done, go;
     pthread_mutex_t lock;
     pthread_cond_t cv;
     int done, result;
@@ -159,6 +193,15 @@ struct job {
 static void *run_job(void *p) {
     struct job *j = p;
     must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    if (j->prelude) {
+        /* Before the hold, on this thread: the first call the candidate comes after. */
+        int pr = candidate(j->prelude);
+        pthread_mutex_lock(&j->lock);
+        j->prelude_done = pr == 0 ? 1 : -1;
+        pthread_cond_broadcast(&j->cv);
+        while (!j->go) pthread_cond_wait(&j->cv, &j->lock);
+        pthread_mutex_unlock(&j->lock);
+    }
     double t = now_ms();
     int r = candidate(j->name);
     double took = now_ms() - t;
@@ -171,14 +214,41 @@ static void *run_job(void *p) {
     return NULL;
 }
 
-/* Holds `stream` on the flag, runs `name` on a thread, releases the flag after hold_ms. */
-static void probe(const char *kind, CUstream stream, const char *name) {
+static void *pageable_dst;
+
+/* HOLDER: a program's thread inside a synchronous call behind the held stream. */
+static void *run_holder(void *unused) {
+    (void)unused;
+    must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+    if (!strcmp(holder, "sync")) must("holder cuStreamSynchronize", cuStreamSynchronize(held_stream));
+    else if (!strcmp(holder, "dtoh_pinned")) must("holder cuMemcpyDtoH pinned", cuMemcpyDtoH(pinned_spare, dev_buf, 4 * MIB));
+    else must("holder cuMemcpyDtoH pageable", cuMemcpyDtoH(pageable_dst, dev_buf, 4 * MIB));
+    return NULL;
+}
+
+/* Holds `stream` on the flag, runs `name` on a thread (after `prelude` there, made before the
+ * hold, when given), releases the flag after hold_ms. */
+static void probe_after(const char *kind, CUstream stream, const char *prelude, const char *name) {
+    struct job j = {.name = name, .prelude = prelude, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    pthread_t th, holder_th;
+    pthread_create(&th, NULL, run_job, &j);
+    if (prelude) {
+        pthread_mutex_lock(&j.lock);
+        while (!j.prelude_done) pthread_cond_wait(&j.cv, &j.lock);
+        pthread_mutex_unlock(&j.lock);
+    }
     flag_value++;
     must("cuStreamWaitValue32", cuStreamWaitValue32(stream, flag_device, flag_value, 0 /* GEQ */));
-    struct job j = {.name = name, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    pthread_t th;
+    if (holder) {
+        held_stream = stream;
+        pthread_create(&holder_th, NULL, run_holder, NULL);
+        usleep(100000); /* the holder is inside its call by now */
+    }
     double start = now_ms();
-    pthread_create(&th, NULL, run_job, &j);
+    pthread_mutex_lock(&j.lock);
+    j.go = 1;
+    pthread_cond_broadcast(&j.cv);
+    pthread_mutex_unlock(&j.lock);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += hold_ms / 1000;
@@ -193,14 +263,20 @@ static void probe(const char *kind, CUstream stream, const char *name) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     *flag = flag_value;
     pthread_join(th, NULL);
+    if (holder) pthread_join(holder_th, NULL);
     must("cuStreamSynchronize (held stream)", cuStreamSynchronize(stream));
+    char label[160];
+    snprintf(label, sizeof label, "%s%s%s%s", prelude ? "after " : "", prelude ? prelude : "", prelude ? ": " : "", name);
+    if (prelude && j.prelude_done < 0) printf("%-12s %-44s (the first call failed)\n", kind, label);
     if (done_while_held)
-        printf("%-12s %-44s returned while the stream waited: %8.3f ms (result %d)\n", kind, name, j.took_ms, j.result);
+        printf("%-12s %-44s returned while the stream waited: %8.3f ms (result %d)\n", kind, label, j.took_ms, j.result);
     else
-        printf("%-12s %-44s BLOCKS until the flag is released (%.0f ms held, returned after %.3f ms, result %d)\n", kind, name,
+        printf("%-12s %-44s BLOCKS until the flag is released (%.0f ms held, returned after %.3f ms, result %d)\n", kind, label,
                released_at, j.took_ms, j.result);
     fflush(stdout);
 }
+
+static void probe(const char *kind, CUstream stream, const char *name) { probe_after(kind, stream, NULL, name); }
 
 int main(int argc, char **argv) {
     if (getenv("HOLD_MS")) hold_ms = atol(getenv("HOLD_MS"));
@@ -230,6 +306,10 @@ int main(int argc, char **argv) {
     LOAD(cuda, cuMemcpyHtoD, "cuMemcpyHtoD_v2");
     LOAD(cuda, cuMemsetD8, "cuMemsetD8_v2");
     LOAD(cuda, cuMemGetAddressRange, "cuMemGetAddressRange_v2");
+    LOAD(cuda, cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    LOAD(cuda, cuCtxCreate, "cuCtxCreate_v2");
+    LOAD(cuda, cuCtxPushCurrent, "cuCtxPushCurrent_v2");
+    LOAD(cuda, cuCtxPopCurrent, "cuCtxPopCurrent_v2");
     must("cuInit", cuInit(0));
     must("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
     must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
@@ -259,6 +339,38 @@ int main(int argc, char **argv) {
     must("cuStreamCreate blocking", cuStreamCreate(&blocking, 0));
     must("cuStreamCreate non-blocking", cuStreamCreate(&nonblocking, 1));
     struct { const char *kind; CUstream s; } streams[] = {{"legacy", NULL}, {"blocking", blocking}, {"non-blocking", nonblocking}};
+    holder = getenv("HOLDER");
+    if (holder) {
+        if (!file) return fprintf(stderr, "HOLDER needs FILE\n"), 2;
+        pageable_dst = malloc(4 * MIB);
+        must("cuMemHostAlloc spare", cuMemHostAlloc(&pinned_spare, 4 * MIB, 1));
+        must("cuCtxCreate", cuCtxCreate(&second_ctx, 0, 0));
+        must("cuStreamCreate second", cuStreamCreate(&second_stream, 1));
+        CUcontext popped;
+        must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+        must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
+        /* A legacy-stream DtoH waits for the legacy and blocking streams only. */
+        size_t first = 0, last = !strcmp(holder, "sync") ? 3 : 2;
+        const char *copies[] = {"HtoD async on a non-blocking stream + sync", "HtoD async from a second context + sync", "cuStreamCreate non-blocking",
+                                "cuStreamDestroy", "cuEventCreate", "cuEventRecord+Query on a side stream", "cuEventDestroy"};
+        for (size_t s = first; s < last; s++)
+            for (size_t c = 0; c < sizeof copies / sizeof *copies; c++) probe(streams[s].kind, streams[s].s, copies[c]);
+        const char *name = getenv("CUFILE_LIB") ? getenv("CUFILE_LIB") : "libcufile.so.0";
+        void *cufile = dlopen(name, RTLD_NOW);
+        if (!cufile) return printf("no libcufile (%s): cuFile calls not probed\n", dlerror()), 0;
+        LOAD(cufile, cuFileDriverOpen, "cuFileDriverOpen");
+        LOAD(cufile, cuFileHandleRegister, "cuFileHandleRegister");
+        LOAD(cufile, cuFileRead, "cuFileRead");
+        LOAD(cufile, cuFileWrite, "cuFileWrite");
+        must("cuFileDriverOpen", cuFileDriverOpen().err);
+        if (candidate("cuFileHandleRegister")) return printf("cuFileHandleRegister failed: cuFile reads not probed (no udev record?)\n"), 0;
+        const char *firsts[] = {NULL, "cuFileRead 4 KiB", "cuFileRead 0 bytes", "cuFileRead 4 KiB past the end", "cuFileWrite 0 bytes", "cuFileWrite 4 KiB"};
+        const char *then[] = {"cuFileRead 4 KiB", "cuFileWrite 4 KiB"};
+        for (size_t s = first; s < last; s++)
+            for (size_t f = 0; f < sizeof firsts / sizeof *firsts; f++)
+                for (size_t t = 0; t < 2; t++) probe_after(streams[s].kind, streams[s].s, firsts[f], then[t]);
+        return 0;
+    }
     /* Pairs in order: each creates what the next frees. */
     const char *cuda_calls[] = {"cuMemHostAlloc 4 MiB", "cuMemFreeHost 4 MiB", "cuMemHostRegister 4 MiB", "cuMemHostUnregister 4 MiB",
                                 "cuMemHostRegister 64 MiB", "cuMemHostUnregister 64 MiB", "cuMemAlloc 4 MiB", "cuMemFree 4 MiB",
