@@ -21,7 +21,10 @@
  *                              the candidates are the calls a stream-ordered task makes: copies,
  *                              a copy from a second context, and cuFileRead on a fresh thread and
  *                              on threads that made a first cuFile call of one kind or another
- *                              before the hold ("after X:").
+ *                              before the hold ("after X:"), and cuFile calls with the second
+ *                              context current. It checks first that copies and cuFile calls
+ *                              in the second context move the right bytes (REPEAT=N: each copy
+ *                              and second-context candidate N times).
  *
  * libcuda and libcufile are opened with dlopen, so this builds without the toolkit.
  */
@@ -69,6 +72,7 @@ static CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
 static CUresult (*cuCtxCreate)(CUcontext *, unsigned, int);
 static CUresult (*cuCtxPushCurrent)(CUcontext);
 static CUresult (*cuCtxPopCurrent)(CUcontext *);
+static CUresult (*cuMemGetInfo)(size_t *, size_t *);
 
 typedef struct { int err; int cu_err; } CUfileError_t;
 typedef struct { int type; union { int fd; void *handle; } handle; const void *fs_ops; } CUfileDescr_t;
@@ -154,6 +158,24 @@ static int candidate(const char *name) {
         CUcontext popped;
         cuCtxPopCurrent(&popped);
         return r;
+    }
+    if (!strcmp(name, "DtoH async from a second context + sync")) {
+        int r = cuCtxPushCurrent(second_ctx);
+        if (r) return r;
+        r = cuMemcpyDtoHAsync(pinned_buf, dev_buf, 4 * MIB, second_stream);
+        if (!r) r = cuStreamSynchronize(second_stream);
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
+        return r;
+    }
+    if (!strcmp(name, "cuFileRead 4 KiB in a second context") || !strcmp(name, "cuFileWrite 4 KiB in a second context")) {
+        /* cuFile with the process's own context current, the buffer in the primary context's. */
+        int r = cuCtxPushCurrent(second_ctx);
+        if (r) return r;
+        long n = name[6] == 'R' ? cuFileRead(cufile_handle, (void *)dev_buf, 4096, 0, 0) : cuFileWrite(cufile_handle, (void *)dev_buf, 4096, 64 * MIB, 0);
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
+        return n == 4096 ? 0 : (int)n;
     }
     if (!strcmp(name, "cuFileRead 4 KiB")) return cuFileRead(cufile_handle, (void *)dev_buf, 4096, 0, 0) == 4096 ? 0 : -1;
     if (!strcmp(name, "cuFileRead 0 bytes")) return (int)cuFileRead(cufile_handle, (void *)dev_buf, 0, 0, 0);
@@ -278,6 +300,42 @@ static void probe_after(const char *kind, CUstream stream, const char *prelude, 
 
 static void probe(const char *kind, CUstream stream, const char *name) { probe_after(kind, stream, NULL, name); }
 
+/* A copy queued in the second context into (and out of) the primary context's memory moves the
+ * right bytes. */
+static void check_second_context_bytes(void) {
+    unsigned char *src = pinned_buf, *back = pinned_spare;
+    for (size_t i = 0; i < 4 * MIB; i++) src[i] = (unsigned char)(i * 7 + 3);
+    memset(back, 0, 4 * MIB);
+    must("cuCtxPushCurrent second", cuCtxPushCurrent(second_ctx));
+    must("second HtoD", cuMemcpyHtoDAsync(dev_buf, src, 4 * MIB, second_stream));
+    must("second sync", cuStreamSynchronize(second_stream));
+    CUcontext popped;
+    must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+    must("primary DtoH", cuMemcpyDtoH(back, dev_buf, 4 * MIB));
+    printf("second context HtoD into primary memory: bytes %s\n", memcmp(src, back, 4 * MIB) ? "DIFFER" : "equal");
+}
+
+/* cuFileRead and cuFileWrite with the second context current move the file's bytes. */
+static void check_second_context_cufile(void) {
+    unsigned char *got = pinned_spare, *want = malloc(4096);
+    must("cuMemsetD8", cuMemsetD8(dev_buf, 0, 4096));
+    must("cuCtxPushCurrent second", cuCtxPushCurrent(second_ctx));
+    long n = cuFileRead(cufile_handle, (void *)dev_buf, 4096, 0, 0);
+    CUcontext popped;
+    must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+    must("primary DtoH", cuMemcpyDtoH(got, dev_buf, 4096));
+    if (pread(file_fd, want, 4096, 0) != 4096) perror("pread");
+    printf("cuFileRead with the second context current: %ld bytes, %s\n", n, memcmp(got, want, 4096) ? "DIFFER" : "equal");
+    for (size_t i = 0; i < 4096; i++) got[i] = (unsigned char)(i * 13 + 1);
+    must("primary HtoD", cuMemcpyHtoD(dev_buf, got, 4096));
+    must("cuCtxPushCurrent second", cuCtxPushCurrent(second_ctx));
+    n = cuFileWrite(cufile_handle, (void *)dev_buf, 4096, 64 * MIB, 0);
+    must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+    if (pread(file_fd, want, 4096, 64 * MIB) != 4096) perror("pread");
+    printf("cuFileWrite with the second context current: %ld bytes, %s\n", n, memcmp(got, want, 4096) ? "DIFFER" : "equal");
+    free(want);
+}
+
 int main(int argc, char **argv) {
     if (getenv("HOLD_MS")) hold_ms = atol(getenv("HOLD_MS"));
     void *cuda = dlopen("libcuda.so.1", RTLD_NOW);
@@ -310,6 +368,7 @@ int main(int argc, char **argv) {
     LOAD(cuda, cuCtxCreate, "cuCtxCreate_v2");
     LOAD(cuda, cuCtxPushCurrent, "cuCtxPushCurrent_v2");
     LOAD(cuda, cuCtxPopCurrent, "cuCtxPopCurrent_v2");
+    LOAD(cuda, cuMemGetInfo, "cuMemGetInfo_v2");
     must("cuInit", cuInit(0));
     must("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, 0));
     must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
@@ -344,17 +403,26 @@ int main(int argc, char **argv) {
         if (!file) return fprintf(stderr, "HOLDER needs FILE\n"), 2;
         pageable_dst = malloc(4 * MIB);
         must("cuMemHostAlloc spare", cuMemHostAlloc(&pinned_spare, 4 * MIB, 1));
+        /* A legacy-stream DtoH waits for the legacy and blocking streams only. */
+        size_t first = 0, last = !strcmp(holder, "sync") ? 3 : 2;
+        size_t free_before, free_after, total;
+        must("cuMemGetInfo", cuMemGetInfo(&free_before, &total));
         must("cuCtxCreate", cuCtxCreate(&second_ctx, 0, 0));
+        must("cuCtxSynchronize second", cuCtxSynchronize());
+        must("cuMemGetInfo", cuMemGetInfo(&free_after, &total));
         must("cuStreamCreate second", cuStreamCreate(&second_stream, 1));
+        printf("a second context took %.1f MiB of device memory\n", (double)(free_before - free_after) / MIB);
         CUcontext popped;
         must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
         must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
-        /* A legacy-stream DtoH waits for the legacy and blocking streams only. */
-        size_t first = 0, last = !strcmp(holder, "sync") ? 3 : 2;
-        const char *copies[] = {"HtoD async on a non-blocking stream + sync", "HtoD async from a second context + sync", "cuStreamCreate non-blocking",
+        check_second_context_bytes();
+        const char *copies[] = {"HtoD async on a non-blocking stream + sync", "HtoD async from a second context + sync",
+                                "DtoH async from a second context + sync", "cuStreamCreate non-blocking",
                                 "cuStreamDestroy", "cuEventCreate", "cuEventRecord+Query on a side stream", "cuEventDestroy"};
-        for (size_t s = first; s < last; s++)
-            for (size_t c = 0; c < sizeof copies / sizeof *copies; c++) probe(streams[s].kind, streams[s].s, copies[c]);
+        int repeat = getenv("REPEAT") ? atoi(getenv("REPEAT")) : 1;
+        for (int r = 0; r < repeat; r++)
+            for (size_t s = first; s < last; s++)
+                for (size_t c = 0; c < sizeof copies / sizeof *copies; c++) probe(streams[s].kind, streams[s].s, copies[c]);
         const char *name = getenv("CUFILE_LIB") ? getenv("CUFILE_LIB") : "libcufile.so.0";
         void *cufile = dlopen(name, RTLD_NOW);
         if (!cufile) return printf("no libcufile (%s): cuFile calls not probed\n", dlerror()), 0;
@@ -366,9 +434,15 @@ int main(int argc, char **argv) {
         if (candidate("cuFileHandleRegister")) return printf("cuFileHandleRegister failed: cuFile reads not probed (no udev record?)\n"), 0;
         const char *firsts[] = {NULL, "cuFileRead 4 KiB", "cuFileRead 0 bytes", "cuFileRead 4 KiB past the end", "cuFileWrite 0 bytes", "cuFileWrite 4 KiB"};
         const char *then[] = {"cuFileRead 4 KiB", "cuFileWrite 4 KiB"};
+        check_second_context_cufile();
         for (size_t s = first; s < last; s++)
             for (size_t f = 0; f < sizeof firsts / sizeof *firsts; f++)
                 for (size_t t = 0; t < 2; t++) probe_after(streams[s].kind, streams[s].s, firsts[f], then[t]);
+        const char *second[] = {"cuFileRead 4 KiB in a second context", "cuFileWrite 4 KiB in a second context"};
+        for (int r = 0; r < repeat; r++)
+            for (size_t s = first; s < last; s++)
+                for (size_t f = 0; f < 2; f++)
+                    for (size_t t = 0; t < 2; t++) probe_after(streams[s].kind, streams[s].s, f ? second[0] : NULL, second[t]);
         return 0;
     }
     /* Pairs in order: each creates what the next frees. */
