@@ -849,6 +849,23 @@ gdsroute_status gdsroute_diagnose(const char *path,
                                   size_t *length);
 
 /**
+ * Tells whether cuFile can serve device reads in this process under the compat mode setting,
+ * without opening a file (KvikIO's `is_compat_mode_preferred()`, negated) and, if not, why:
+ * `*reason` receives a `gdsroute_fallback_reason` (`GDSROUTE_FALLBACK_REASON_NONE` when it can)
+ * and `buf` the explanation (snprintf semantics; full length in `*length`; `buf` may be NULL when
+ * `buf_len` is 0). Compat mode ON answers at once (`COMPAT_ON`) and loads nothing. Otherwise
+ * this checks CUDA, libcufile, AUTO's environment heuristics (under AUTO) and opens cuFile's
+ * driver, unless it is open or opening already (`gdsroute_begin_device_setup`, which this
+ * waits for): 0.4 to 0.5 s once per process, and cuFile's threads. The verdict is kept for the
+ * process. A file can still fail its own half (`gdsroute_file_cufile_verdict`).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_cufile_usable(uint32_t *reason,
+                                       char *buf,
+                                       size_t buf_len,
+                                       size_t *length);
+
+/**
  * Closes the cuFile driver reference gdsroute opened, which ends cuFile's own threads (its
  * statistics thread included; cuFileStatsStop is never called: with cuFile 1.15 it can crash
  * that thread). Optional: the library does this itself at process exit, before cuFile's and
@@ -939,6 +956,46 @@ gdsroute_status gdsroute_file_cufile_verdict(const gdsroute_file *file,
  * Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_file_size(const gdsroute_file *file, uint64_t *size);
+
+/**
+ * Reads into `*fd` the descriptor the handle reads and writes through (KvikIO's
+ * `FileHandle::fd()`). It stays the handle's: valid until `gdsroute_file_close` and the end of
+ * every call on the handle; never close it. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_fd(const gdsroute_file *file, int *fd);
+
+/**
+ * Reads into `*flags` the open flags of the handle's descriptor as `fcntl(F_GETFL)` reports them
+ * (KvikIO's `fd_open_flags()`): `flags & O_ACCMODE` is `O_RDONLY` ("r"), `O_WRONLY` ("w") or
+ * `O_RDWR` ("r+", "w+"). Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_fd_open_flags(const gdsroute_file *file,
+                                            int *flags);
+
+/**
+ * Reads into `*fd` the handle's `O_DIRECT` descriptor where one is open already, -1 where none
+ * is: one opens at the handle's first direct-I/O task (the `auto_direct_io_read` and
+ * `auto_direct_io_write` settings); asking opens none. It stays the handle's, as
+ * `gdsroute_file_fd`'s. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_direct_fd(const gdsroute_file *file, int *fd);
+
+/**
+ * Sets `*closed` to whether `gdsroute_file_close` was called on the handle (KvikIO's
+ * `FileHandle::closed()`). Errors: `NULL_ARGUMENT` only; a closed handle is an answer here.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_is_closed(const gdsroute_file *file, bool *closed);
+
+/**
+ * Sets `*in_use` to whether cuFile is in use for the handle: its file is registered with cuFile,
+ * by a device call that took cuFile's route or by `gdsroute_file_cufile_verdict`. Asking decides
+ * nothing (no driver open, no registration): before either, or after `gdsroute_shutdown`, the
+ * answer is false. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_cufile_in_use(const gdsroute_file *file,
+                                            bool *in_use);
 
 /**
  * Reads `size` bytes at `file_offset` into `buf` in one synchronous call on the calling thread

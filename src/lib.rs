@@ -50,7 +50,7 @@ pub mod trace;
 pub use abi::{FallbackReason, Status};
 pub use api::file::File;
 pub use api::{counters, page_cache_tools, settings, stream};
-pub use api::process::begin_device_setup;
+pub use api::process::{begin_device_setup, cufile_usable};
 pub use backend::cufile::gds::{Unusable, shutdown};
 pub use error::{Error, Result};
 pub use io::operation::Operation;

@@ -142,6 +142,41 @@ impl File {
         Ok(self.open_file()?.direct_descriptor().map(|_| ()))
     }
 
+    /// The descriptor the handle reads and writes through (KvikIO's `FileHandle::fd()`): owned by
+    /// the handle, valid until it is closed and every call on it has finished; the caller must not
+    /// close it.
+    pub fn fd(&self) -> Result<RawFd> {
+        Ok(self.open_file()?.fd.as_raw_fd())
+    }
+
+    /// The open flags of `fd` as `fcntl(F_GETFL)` reports them (KvikIO's `fd_open_flags()`):
+    /// the access mode (`O_RDONLY`, `O_WRONLY`, `O_RDWR`) and status flags such as `O_APPEND`.
+    pub fn fd_open_flags(&self) -> Result<i32> {
+        let file = self.open_file()?;
+        // SAFETY: F_GETFL on a descriptor the handle owns; no pointer argument.
+        let flags = unsafe { libc::fcntl(file.fd.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0 {
+            return Err(file.io_error("fcntl(F_GETFL)", 0, std::io::Error::last_os_error()));
+        }
+        Ok(flags)
+    }
+
+    /// The handle's `O_DIRECT` descriptor where one is open already (a direct-I/O task or
+    /// `direct_io_verdict` opened it), `None` otherwise; asking opens none. Owned by the handle,
+    /// as `fd`. (cuFile's own `O_DIRECT` descriptor, where it registered one, is cuFile's.)
+    pub fn direct_fd(&self) -> Result<Option<RawFd>> {
+        let file = self.open_file()?;
+        Ok(file.direct.get().and_then(|d| d.as_ref().ok()).map(|fd| fd.as_raw_fd()))
+    }
+
+    /// Whether cuFile is in use for this handle: its file is registered with cuFile, by a call
+    /// that took cuFile's route or by `cufile_verdict`. Asking decides nothing (no driver open,
+    /// no registration); `cufile_verdict` decides.
+    pub fn cufile_in_use(&self) -> Result<bool> {
+        let file = self.open_file()?;
+        Ok(!crate::backend::cufile::gds::is_shut_down() && file.cufile.get().is_some_and(|c| c.is_ok()))
+    }
+
     /// Which descriptor cuFile registered for this file, and why; `None` before a device read or
     /// `cufile_verdict` registered it, when it could not be, or after `close`.
     pub fn cufile_descriptor(&self) -> Option<FdChoice> {

@@ -24,6 +24,22 @@ pub fn begin_device_setup() -> crate::Result<()> {
     Ok(())
 }
 
+/// Whether cuFile can serve device reads in this process under the compat mode setting, without
+/// opening a file (KvikIO's `is_compat_mode_preferred()`, negated), and why not. Compat mode ON
+/// answers at once and loads nothing. Otherwise the process half of the per-handle verdict runs,
+/// in the README's order: CUDA, libcufile, AUTO's environment heuristics (under AUTO), and
+/// `cuFileDriverOpen`. That opens cuFile's driver (0.4 to 0.5 s on the H200 machine, and cuFile's
+/// threads) unless it is open already or opening in the background (`begin_device_setup`, which
+/// this joins); the verdict is kept for the process. A file can still fail its own half
+/// (`File::cufile_verdict`: the `O_DIRECT` open, `cuFileHandleRegister`).
+pub fn cufile_usable() -> crate::Result<std::result::Result<(), gds::Unusable>> {
+    let compat_mode = crate::settings::global()?.compat_mode();
+    if compat_mode == crate::settings::CompatMode::On {
+        return Ok(Err(gds::Unusable::new(crate::abi::FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")));
+    }
+    Ok(gds::process_for(compat_mode).map(|_| ()))
+}
+
 /// The process-wide counters with cuFile's, if cuFile is open.
 pub fn process_counters() -> Counters {
     let mut counters = stats::global().snapshot();

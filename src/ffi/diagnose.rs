@@ -26,6 +26,34 @@ pub unsafe extern "C" fn gdsroute_diagnose(path: *const c_char, buf: *mut c_char
     })
 }
 
+/// Tells whether cuFile can serve device reads in this process under the compat mode setting,
+/// without opening a file (KvikIO's `is_compat_mode_preferred()`, negated) and, if not, why:
+/// `*reason` receives a `gdsroute_fallback_reason` (`GDSROUTE_FALLBACK_REASON_NONE` when it can)
+/// and `buf` the explanation (snprintf semantics; full length in `*length`; `buf` may be NULL when
+/// `buf_len` is 0). Compat mode ON answers at once (`COMPAT_ON`) and loads nothing. Otherwise
+/// this checks CUDA, libcufile, AUTO's environment heuristics (under AUTO) and opens cuFile's
+/// driver, unless it is open or opening already (`gdsroute_begin_device_setup`, which this
+/// waits for): 0.4 to 0.5 s once per process, and cuFile's threads. The verdict is kept for the
+/// process. A file can still fail its own half (`gdsroute_file_cufile_verdict`).
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_cufile_usable(reason: *mut u32, buf: *mut c_char, buf_len: usize, length: *mut usize) -> Status {
+    guard(|| {
+        let reason = super::out(reason, "reason")?;
+        let text_out = TextOut::new(buf, buf_len, length)?;
+        let (code, text) = match crate::api::process::cufile_usable()? {
+            Ok(()) => (crate::abi::FallbackReason::None, "cuFile can serve device reads in this process".to_string()),
+            Err(u) => (u.reason, u.message),
+        };
+        // SAFETY: the caller's buffer and out-pointers (checked above).
+        unsafe {
+            text_out.write(&text);
+            super::write_out(reason, code as u32);
+        }
+        Ok(())
+    })
+}
+
 /// Closes the cuFile driver reference gdsroute opened, which ends cuFile's own threads (its
 /// statistics thread included; cuFileStatsStop is never called: with cuFile 1.15 it can crash
 /// that thread). Optional: the library does this itself at process exit, before cuFile's and
@@ -65,3 +93,4 @@ pub extern "C" fn gdsroute_begin_device_setup() -> Status {
 
 symbol_version!(gdsroute_diagnose, gdsroute_shutdown);
 symbol_version!(GDSROUTE_0.2: gdsroute_begin_device_setup);
+symbol_version!(GDSROUTE_0.2: gdsroute_cufile_usable);

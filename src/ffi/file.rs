@@ -1,5 +1,6 @@
-//! File handles: open, read, parallel read, write, parallel write, stream-ordered read and write,
-//! sync, counters, close, free.
+//! File handles: open, the handle's queries (descriptor, flags, closed, cuFile in use), read,
+//! parallel read, write, parallel write, stream-ordered read and write, sync, counters, close,
+//! free.
 //!
 //! One job: the C entry points of a file handle, a few lines each, mostly doc comments.
 
@@ -12,7 +13,7 @@ use crate::io::operation::Operation;
 use crate::settings::CompatMode;
 use crate::stats::Counters;
 use crate::abi::Status;
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 
 /// Reads the C strings of an open call.
 ///
@@ -174,6 +175,91 @@ pub unsafe extern "C" fn gdsroute_file_size(file: *const File, size: *mut u64) -
         let value = file.size()?;
         // SAFETY: checked by `out`.
         unsafe { write_out(size, value) };
+        Ok(())
+    })
+}
+
+/// Reads into `*fd` the descriptor the handle reads and writes through (KvikIO's
+/// `FileHandle::fd()`). It stays the handle's: valid until `gdsroute_file_close` and the end of
+/// every call on the handle; never close it. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_fd(file: *const File, fd: *mut c_int) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let fd = out(fd, "fd")?;
+        let value = file.fd()?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(fd, value) };
+        Ok(())
+    })
+}
+
+/// Reads into `*flags` the open flags of the handle's descriptor as `fcntl(F_GETFL)` reports them
+/// (KvikIO's `fd_open_flags()`): `flags & O_ACCMODE` is `O_RDONLY` ("r"), `O_WRONLY` ("w") or
+/// `O_RDWR` ("r+", "w+"). Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_fd_open_flags(file: *const File, flags: *mut c_int) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let flags = out(flags, "flags")?;
+        let value = file.fd_open_flags()?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(flags, value) };
+        Ok(())
+    })
+}
+
+/// Reads into `*fd` the handle's `O_DIRECT` descriptor where one is open already, -1 where none
+/// is: one opens at the handle's first direct-I/O task (the `auto_direct_io_read` and
+/// `auto_direct_io_write` settings); asking opens none. It stays the handle's, as
+/// `gdsroute_file_fd`'s. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_direct_fd(file: *const File, fd: *mut c_int) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let fd = out(fd, "fd")?;
+        let value = file.direct_fd()?.unwrap_or(-1);
+        // SAFETY: checked by `out`.
+        unsafe { write_out(fd, value) };
+        Ok(())
+    })
+}
+
+/// Sets `*closed` to whether `gdsroute_file_close` was called on the handle (KvikIO's
+/// `FileHandle::closed()`). Errors: `NULL_ARGUMENT` only; a closed handle is an answer here.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_is_closed(file: *const File, closed: *mut bool) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let closed = out(closed, "closed")?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(closed, file.is_closed()) };
+        Ok(())
+    })
+}
+
+/// Sets `*in_use` to whether cuFile is in use for the handle: its file is registered with cuFile,
+/// by a device call that took cuFile's route or by `gdsroute_file_cufile_verdict`. Asking decides
+/// nothing (no driver open, no registration): before either, or after `gdsroute_shutdown`, the
+/// answer is false. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_file_cufile_in_use(file: *const File, in_use: *mut bool) -> Status {
+    guard(|| {
+        // SAFETY: the caller passes a live handle or NULL.
+        let file = unsafe { arg(file, "file")? };
+        let in_use = out(in_use, "in_use")?;
+        let value = file.cufile_in_use()?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(in_use, value) };
         Ok(())
     })
 }
@@ -528,3 +614,4 @@ pub unsafe extern "C" fn gdsroute_file_free(file: *mut File) {
 symbol_version!(gdsroute_file_open, gdsroute_file_open_with_compat_mode, gdsroute_file_compat_mode, gdsroute_file_cufile_verdict, gdsroute_file_size, gdsroute_file_read, gdsroute_file_pread, gdsroute_file_stats, gdsroute_file_stats_reset, gdsroute_file_close, gdsroute_file_free);
 symbol_version!(GDSROUTE_0.2: gdsroute_file_write, gdsroute_file_pwrite, gdsroute_file_sync, gdsroute_file_datasync);
 symbol_version!(GDSROUTE_0.2: gdsroute_file_read_async, gdsroute_file_write_async, gdsroute_file_read_async_ptr, gdsroute_file_write_async_ptr);
+symbol_version!(GDSROUTE_0.2: gdsroute_file_fd, gdsroute_file_fd_open_flags, gdsroute_file_direct_fd, gdsroute_file_is_closed, gdsroute_file_cufile_in_use);

@@ -698,6 +698,85 @@ static void test_writes(const char *path, size_t file_len) {
     gdsroute_file_free(rw);
 }
 
+/* The handle and process queries KvikIO code calls (fd, fd_open_flags, closed, whether cuFile is
+ * in use; is_compat_mode_preferred): their answers for every open mode, and their bad inputs. */
+static void test_handle_queries(const char *path) {
+    static const struct { const char *flags; int access; } modes[] = {
+        {"r", O_RDONLY}, {"r+", O_RDWR}, {"w", O_WRONLY}, {"w+", O_RDWR}};
+    char scratch[512];
+    path_in_dir(scratch, sizeof scratch, "queries");
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        const char *p = modes[i].flags[0] == 'r' ? path : scratch;
+        gdsroute_file *file = open_ok(p, modes[i].flags);
+        int fd = -7, flags = -7, direct = -7;
+        bool closed = true, in_use = true;
+        CHECK_STATUS(gdsroute_file_fd(file, &fd), GDSROUTE_STATUS_OK);
+        CHECK(fd >= 0 && fcntl(fd, F_GETFD) >= 0);
+        CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+        CHECK_STATUS(gdsroute_file_fd_open_flags(file, &flags), GDSROUTE_STATUS_OK);
+        CHECK((flags & O_ACCMODE) == modes[i].access);
+        CHECK(flags == fcntl(fd, F_GETFL));
+        CHECK_STATUS(gdsroute_file_direct_fd(file, &direct), GDSROUTE_STATUS_OK);
+        CHECK(direct == -1); /* no direct-I/O task ran, and asking opens none */
+        CHECK_STATUS(gdsroute_file_is_closed(file, &closed), GDSROUTE_STATUS_OK);
+        CHECK(!closed);
+        CHECK_STATUS(gdsroute_file_cufile_in_use(file, &in_use), GDSROUTE_STATUS_OK);
+        CHECK(!in_use); /* no device call and no verdict: nothing registered with cuFile */
+
+        CHECK_STATUS(gdsroute_file_fd(NULL, &fd), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_MESSAGE("file");
+        CHECK_STATUS(gdsroute_file_fd(file, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_MESSAGE("fd");
+        CHECK_STATUS(gdsroute_file_fd_open_flags(NULL, &flags), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_STATUS(gdsroute_file_fd_open_flags(file, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_MESSAGE("flags");
+        CHECK_STATUS(gdsroute_file_direct_fd(NULL, &direct), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_STATUS(gdsroute_file_direct_fd(file, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_STATUS(gdsroute_file_is_closed(NULL, &closed), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_STATUS(gdsroute_file_is_closed(file, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_MESSAGE("closed");
+        CHECK_STATUS(gdsroute_file_cufile_in_use(NULL, &in_use), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_STATUS(gdsroute_file_cufile_in_use(file, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+        CHECK_MESSAGE("in_use");
+
+        CHECK_STATUS(gdsroute_file_close(file), GDSROUTE_STATUS_OK);
+        CHECK_STATUS(gdsroute_file_is_closed(file, &closed), GDSROUTE_STATUS_OK);
+        CHECK(closed);
+        fd = flags = direct = -7;
+        CHECK_STATUS(gdsroute_file_fd(file, &fd), GDSROUTE_STATUS_CLOSED_HANDLE);
+        CHECK_MESSAGE("closed");
+        CHECK_STATUS(gdsroute_file_fd_open_flags(file, &flags), GDSROUTE_STATUS_CLOSED_HANDLE);
+        CHECK_STATUS(gdsroute_file_direct_fd(file, &direct), GDSROUTE_STATUS_CLOSED_HANDLE);
+        CHECK_STATUS(gdsroute_file_cufile_in_use(file, &in_use), GDSROUTE_STATUS_CLOSED_HANDLE);
+        CHECK(fd == -7 && flags == -7 && direct == -7);
+        gdsroute_file_free(file);
+    }
+    unlink(scratch);
+
+    /* Process-wide: under compat mode ON the answer comes at once, with its reason. */
+    uint32_t reason = 12345, before = 12345;
+    size_t length = 0;
+    char text[256];
+    CHECK_STATUS(gdsroute_settings_get_compat_mode(&before), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_settings_set_compat_mode(GDSROUTE_COMPAT_MODE_ON), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_cufile_usable(&reason, text, sizeof text, &length), GDSROUTE_STATUS_OK);
+    CHECK(reason == GDSROUTE_FALLBACK_REASON_COMPAT_ON);
+    CHECK(length == strlen(text) && strstr(text, "compat mode is ON") != NULL);
+    CHECK_STATUS(gdsroute_cufile_usable(&reason, NULL, 0, &length), GDSROUTE_STATUS_OK);
+    CHECK(length > 0);
+    reason = 12345;
+    CHECK_STATUS(gdsroute_cufile_usable(NULL, text, sizeof text, &length), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("reason");
+    CHECK_STATUS(gdsroute_cufile_usable(&reason, NULL, 5, &length), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK(reason == 12345);
+    CHECK_STATUS(gdsroute_settings_set_compat_mode(before), GDSROUTE_STATUS_OK);
+    /* Otherwise an answer either way (this machine may have cuFile or not), and a reason that
+     * agrees with it. */
+    CHECK_STATUS(gdsroute_cufile_usable(&reason, text, sizeof text, &length), GDSROUTE_STATUS_OK);
+    CHECK(reason <= GDSROUTE_FALLBACK_REASON_REGISTER_FAILED && length > 0);
+    CHECK((reason == GDSROUTE_FALLBACK_REASON_NONE) == (strstr(text, "can serve") != NULL));
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     const char *tmp = getenv("TMPDIR");
@@ -727,6 +806,7 @@ int main(int argc, char **argv) {
         test_last_error_snprintf();
         test_writes(path, strlen(content));
         test_stream_calls(path);
+        test_handle_queries(path);
     }
 
     char other[512];
