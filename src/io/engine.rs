@@ -122,8 +122,8 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
             // overlaps the `pwrite` of another); a stream-ordered call has no waiting caller, so
             // it gets one worker more (its writes were 6-10 % slower without, 2026-12-02).
             let one_at_a_time = buffered_write && file.direct_fd(direct_io).is_none();
-            let workers = file.buffered_write_workers().saturating_add(usize::from(stream_ordered));
-            operation.start(pool, if one_at_a_time { workers } else { usize::MAX });
+            let workers = if one_at_a_time { file.buffered_write_workers().saturating_add(usize::from(stream_ordered)) } else { usize::MAX };
+            operation.start(pool, workers);
         }
     }
     Ok(operation)
