@@ -321,7 +321,7 @@ fn cufile_path(props: Option<&DriverProperties>) -> &'static str {
 /// probe (compat mode, KvikIO's AUTO environment checks, CUDA, libcufile, the driver).
 fn machine_verdict(mode: CompatMode, props: Option<&DriverProperties>) -> Verdict {
     let probe = if mode == CompatMode::On {
-        Err(Unusable { reason: FallbackReason::CompatOn, message: "compat mode is ON: cuFile is never called".into() })
+        Err(Unusable::compat_on())
     } else {
         let environment = if mode == CompatMode::Auto { gds::auto_environment_check() } else { Ok(()) };
         environment.and_then(|()| gds::process().map(|_| ())).map(|()| {

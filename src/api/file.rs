@@ -5,7 +5,7 @@
 //! state they share with the handle is `io::open_file::OpenFile`.
 
 use crate::backend::cufile::file::CufileFile;
-use crate::backend::cufile::gds::{FallbackReason, Unusable};
+use crate::backend::cufile::gds::Unusable;
 use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::io::engine;
@@ -130,7 +130,7 @@ impl File {
     pub fn cufile_verdict(&self) -> Result<std::result::Result<(), Unusable>> {
         let file = self.open_file()?;
         if self.compat_mode == CompatMode::On {
-            return Ok(Err(Unusable::new(FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")));
+            return Ok(Err(Unusable::compat_on()));
         }
         Ok(file.cufile(self.compat_mode).map(|_| ()))
     }

@@ -35,7 +35,7 @@ pub fn begin_device_setup() -> crate::Result<()> {
 pub fn cufile_usable() -> crate::Result<std::result::Result<(), gds::Unusable>> {
     let compat_mode = crate::settings::global()?.compat_mode();
     if compat_mode == crate::settings::CompatMode::On {
-        return Ok(Err(gds::Unusable::new(crate::abi::FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")));
+        return Ok(Err(gds::Unusable::compat_on()));
     }
     Ok(gds::process_for(compat_mode).map(|_| ()))
 }

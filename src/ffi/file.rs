@@ -111,18 +111,29 @@ pub unsafe extern "C" fn gdsroute_file_open_with_compat_mode(
     })
 }
 
+/// The body of a query on a handle: checks `file`, then `value` (`NULL_ARGUMENT` naming `name`),
+/// then writes `answer(file)` through `value`; nothing is written on an error.
+///
+/// # Safety
+/// `file` is NULL or a live handle; `value` is NULL or writable for a `T`.
+unsafe fn query<T>(file: *const File, value: *mut T, name: &'static str, answer: impl FnOnce(&File) -> crate::error::Result<T>) -> Status {
+    guard(|| {
+        // SAFETY: forwarded from the caller.
+        let file = unsafe { arg(file, "file")? };
+        let value = out(value, name)?;
+        let answer = answer(file)?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(value, answer) };
+        Ok(())
+    })
+}
+
 /// Reads the compat mode the handle was opened with into `*compat_mode`.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_compat_mode(file: *const File, compat_mode: *mut u32) -> Status {
-    guard(|| {
-        // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let compat_mode = out(compat_mode, "compat_mode")?;
-        // SAFETY: checked by `out`.
-        unsafe { write_out(compat_mode, file.compat_mode() as u32) };
-        Ok(())
-    })
+    // SAFETY: the caller passes a live handle or NULL, and `compat_mode` NULL or writable.
+    unsafe { query(file, compat_mode, "compat_mode", |f| Ok(f.compat_mode() as u32)) }
 }
 
 /// Tells whether cuFile serves this file's device reads (at or above the GDS threshold) and, if
@@ -168,15 +179,8 @@ pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_size(file: *const File, size: *mut u64) -> Status {
-    guard(|| {
-        // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let size = out(size, "size")?;
-        let value = file.size()?;
-        // SAFETY: checked by `out`.
-        unsafe { write_out(size, value) };
-        Ok(())
-    })
+    // SAFETY: the caller passes a live handle or NULL, and `size` NULL or writable.
+    unsafe { query(file, size, "size", |f| f.size()) }
 }
 
 /// Reads into `*fd` the descriptor the handle reads and writes through (KvikIO's
@@ -185,15 +189,8 @@ pub unsafe extern "C" fn gdsroute_file_size(file: *const File, size: *mut u64) -
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_fd(file: *const File, fd: *mut c_int) -> Status {
-    guard(|| {
-        // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let fd = out(fd, "fd")?;
-        let value = file.fd()?;
-        // SAFETY: checked by `out`.
-        unsafe { write_out(fd, value) };
-        Ok(())
-    })
+    // SAFETY: the caller passes a live handle or NULL, and `fd` NULL or writable.
+    unsafe { query(file, fd, "fd", |f| f.fd()) }
 }
 
 /// Reads into `*flags` the open flags of the handle's descriptor as `fcntl(F_GETFL)` reports them
@@ -202,15 +199,8 @@ pub unsafe extern "C" fn gdsroute_file_fd(file: *const File, fd: *mut c_int) -> 
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_fd_open_flags(file: *const File, flags: *mut c_int) -> Status {
-    guard(|| {
-        // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let flags = out(flags, "flags")?;
-        let value = file.fd_open_flags()?;
-        // SAFETY: checked by `out`.
-        unsafe { write_out(flags, value) };
-        Ok(())
-    })
+    // SAFETY: the caller passes a live handle or NULL, and `flags` NULL or writable.
+    unsafe { query(file, flags, "flags", |f| f.fd_open_flags()) }
 }
 
 /// Reads into `*fd` the handle's `O_DIRECT` descriptor where one is open already, -1 where none
@@ -220,15 +210,8 @@ pub unsafe extern "C" fn gdsroute_file_fd_open_flags(file: *const File, flags: *
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_direct_fd(file: *const File, fd: *mut c_int) -> Status {
-    guard(|| {
-        // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let fd = out(fd, "fd")?;
-        let value = file.direct_fd()?.unwrap_or(-1);
-        // SAFETY: checked by `out`.
-        unsafe { write_out(fd, value) };
-        Ok(())
-    })
+    // SAFETY: the caller passes a live handle or NULL, and `fd` NULL or writable.
+    unsafe { query(file, fd, "fd", |f| Ok(f.direct_fd()?.unwrap_or(-1))) }
 }
 
 /// Sets `*closed` to whether `gdsroute_file_close` was called on the handle (KvikIO's
@@ -236,14 +219,8 @@ pub unsafe extern "C" fn gdsroute_file_direct_fd(file: *const File, fd: *mut c_i
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_is_closed(file: *const File, closed: *mut bool) -> Status {
-    guard(|| {
-        // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let closed = out(closed, "closed")?;
-        // SAFETY: checked by `out`.
-        unsafe { write_out(closed, file.is_closed()) };
-        Ok(())
-    })
+    // SAFETY: the caller passes a live handle or NULL, and `closed` NULL or writable.
+    unsafe { query(file, closed, "closed", |f| Ok(f.is_closed())) }
 }
 
 /// Sets `*in_use` to whether cuFile is in use for the handle: its file is registered with cuFile,
@@ -253,15 +230,8 @@ pub unsafe extern "C" fn gdsroute_file_is_closed(file: *const File, closed: *mut
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_cufile_in_use(file: *const File, in_use: *mut bool) -> Status {
-    guard(|| {
-        // SAFETY: the caller passes a live handle or NULL.
-        let file = unsafe { arg(file, "file")? };
-        let in_use = out(in_use, "in_use")?;
-        let value = file.cufile_in_use()?;
-        // SAFETY: checked by `out`.
-        unsafe { write_out(in_use, value) };
-        Ok(())
-    })
+    // SAFETY: the caller passes a live handle or NULL, and `in_use` NULL or writable.
+    unsafe { query(file, in_use, "in_use", |f| f.cufile_in_use()) }
 }
 
 /// Reads `size` bytes at `file_offset` into `buf` in one synchronous call on the calling thread

@@ -37,6 +37,11 @@ impl Unusable {
     pub(crate) fn new(reason: FallbackReason, message: impl Into<String>) -> Unusable {
         Unusable { reason, message: message.into() }
     }
+
+    /// The verdict under compat mode ON, for a handle or the process: decided without asking cuFile.
+    pub(crate) fn compat_on() -> Unusable {
+        Unusable::new(FallbackReason::CompatOn, "compat mode is ON: cuFile is never called")
+    }
 }
 
 /// cuFile, loaded and with its driver open.
