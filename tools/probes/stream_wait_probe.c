@@ -118,7 +118,34 @@ static CUstream second_stream;
 static const char *holder;
 static CUstream held_stream;
 
+static int candidate(const char *name);
+
+/* Set while a candidate runs with the second context pushed on this thread (`in_second_context`). */
+static __thread int second_current;
+
+/* The non-blocking stream of the context current on this thread: the primary's or the second's. */
+static CUstream own_stream(void) { return second_current ? second_stream : side_stream; }
+
+#define SECOND " in a second context"
+
+/* "X in a second context": candidate X with the process's own second context current, its copies
+ * on that context's stream, into and out of the primary context's memory. */
+static int in_second_context(const char *name) {
+    char base[128];
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - strlen(SECOND)), name);
+    int r = cuCtxPushCurrent(second_ctx);
+    if (r) return r;
+    second_current = 1;
+    r = candidate(base);
+    second_current = 0;
+    CUcontext popped;
+    cuCtxPopCurrent(&popped);
+    return r;
+}
+
 static int candidate(const char *name) {
+    size_t len = strlen(name);
+    if (len > strlen(SECOND) && !strcmp(name + len - strlen(SECOND), SECOND)) return in_second_context(name);
     if (!strcmp(name, "cuMemHostAlloc 4 MiB")) return cuMemHostAlloc(&pinned_spare, 4 * MIB, 1);
     if (!strcmp(name, "cuMemFreeHost 4 MiB")) return cuMemFreeHost(pinned_spare);
     if (!strcmp(name, "cuMemHostRegister 4 MiB")) return cuMemHostRegister(plain_4m, 4 * MIB, 1);
@@ -142,40 +169,12 @@ static int candidate(const char *name) {
         return cuMemGetAddressRange(&base, &size, dev_buf + 100);
     }
     if (!strcmp(name, "HtoD async on a non-blocking stream + sync")) {
-        int r = cuMemcpyHtoDAsync(dev_buf, pinned_buf, 4 * MIB, side_stream);
-        return r ? r : cuStreamSynchronize(side_stream);
+        int r = cuMemcpyHtoDAsync(dev_buf, pinned_buf, 4 * MIB, own_stream());
+        return r ? r : cuStreamSynchronize(own_stream());
     }
     if (!strcmp(name, "DtoH async on a non-blocking stream + sync")) {
-        int r = cuMemcpyDtoHAsync(pinned_buf, dev_buf, 4 * MIB, side_stream);
-        return r ? r : cuStreamSynchronize(side_stream);
-    }
-    if (!strcmp(name, "HtoD async from a second context + sync")) {
-        /* The copy queued in a context of the process's own, into the primary context's memory. */
-        int r = cuCtxPushCurrent(second_ctx);
-        if (r) return r;
-        r = cuMemcpyHtoDAsync(dev_buf, pinned_buf, 4 * MIB, second_stream);
-        if (!r) r = cuStreamSynchronize(second_stream);
-        CUcontext popped;
-        cuCtxPopCurrent(&popped);
-        return r;
-    }
-    if (!strcmp(name, "DtoH async from a second context + sync")) {
-        int r = cuCtxPushCurrent(second_ctx);
-        if (r) return r;
-        r = cuMemcpyDtoHAsync(pinned_buf, dev_buf, 4 * MIB, second_stream);
-        if (!r) r = cuStreamSynchronize(second_stream);
-        CUcontext popped;
-        cuCtxPopCurrent(&popped);
-        return r;
-    }
-    if (!strcmp(name, "cuFileRead 4 KiB in a second context") || !strcmp(name, "cuFileWrite 4 KiB in a second context")) {
-        /* cuFile with the process's own context current, the buffer in the primary context's. */
-        int r = cuCtxPushCurrent(second_ctx);
-        if (r) return r;
-        long n = name[6] == 'R' ? cuFileRead(cufile_handle, (void *)dev_buf, 4096, 0, 0) : cuFileWrite(cufile_handle, (void *)dev_buf, 4096, 64 * MIB, 0);
-        CUcontext popped;
-        cuCtxPopCurrent(&popped);
-        return n == 4096 ? 0 : (int)n;
+        int r = cuMemcpyDtoHAsync(pinned_buf, dev_buf, 4 * MIB, own_stream());
+        return r ? r : cuStreamSynchronize(own_stream());
     }
     if (!strcmp(name, "cuFileRead 4 KiB")) return cuFileRead(cufile_handle, (void *)dev_buf, 4096, 0, 0) == 4096 ? 0 : -1;
     if (!strcmp(name, "cuFileRead 0 bytes")) return (int)cuFileRead(cufile_handle, (void *)dev_buf, 0, 0, 0);
@@ -306,11 +305,7 @@ static void check_second_context_bytes(void) {
     unsigned char *src = pinned_buf, *back = pinned_spare;
     for (size_t i = 0; i < 4 * MIB; i++) src[i] = (unsigned char)(i * 7 + 3);
     memset(back, 0, 4 * MIB);
-    must("cuCtxPushCurrent second", cuCtxPushCurrent(second_ctx));
-    must("second HtoD", cuMemcpyHtoDAsync(dev_buf, src, 4 * MIB, second_stream));
-    must("second sync", cuStreamSynchronize(second_stream));
-    CUcontext popped;
-    must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+    must("second HtoD", candidate("HtoD async on a non-blocking stream + sync" SECOND));
     must("primary DtoH", cuMemcpyDtoH(back, dev_buf, 4 * MIB));
     printf("second context HtoD into primary memory: bytes %s\n", memcmp(src, back, 4 * MIB) ? "DIFFER" : "equal");
 }
@@ -319,20 +314,15 @@ static void check_second_context_bytes(void) {
 static void check_second_context_cufile(void) {
     unsigned char *got = pinned_spare, *want = malloc(4096);
     must("cuMemsetD8", cuMemsetD8(dev_buf, 0, 4096));
-    must("cuCtxPushCurrent second", cuCtxPushCurrent(second_ctx));
-    long n = cuFileRead(cufile_handle, (void *)dev_buf, 4096, 0, 0);
-    CUcontext popped;
-    must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+    int r = candidate("cuFileRead 4 KiB" SECOND);
     must("primary DtoH", cuMemcpyDtoH(got, dev_buf, 4096));
     if (pread(file_fd, want, 4096, 0) != 4096) perror("pread");
-    printf("cuFileRead with the second context current: %ld bytes, %s\n", n, memcmp(got, want, 4096) ? "DIFFER" : "equal");
+    printf("cuFileRead with the second context current: %s, bytes %s\n", r ? "FAILED" : "4096 bytes", memcmp(got, want, 4096) ? "DIFFER" : "equal");
     for (size_t i = 0; i < 4096; i++) got[i] = (unsigned char)(i * 13 + 1);
     must("primary HtoD", cuMemcpyHtoD(dev_buf, got, 4096));
-    must("cuCtxPushCurrent second", cuCtxPushCurrent(second_ctx));
-    n = cuFileWrite(cufile_handle, (void *)dev_buf, 4096, 64 * MIB, 0);
-    must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+    r = candidate("cuFileWrite 4 KiB" SECOND);
     if (pread(file_fd, want, 4096, 64 * MIB) != 4096) perror("pread");
-    printf("cuFileWrite with the second context current: %ld bytes, %s\n", n, memcmp(got, want, 4096) ? "DIFFER" : "equal");
+    printf("cuFileWrite with the second context current: %s, bytes %s\n", r ? "FAILED" : "4096 bytes", memcmp(got, want, 4096) ? "DIFFER" : "equal");
     free(want);
 }
 
@@ -416,8 +406,8 @@ int main(int argc, char **argv) {
         must("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
         must("cuCtxSetCurrent", cuCtxSetCurrent(ctx));
         check_second_context_bytes();
-        const char *copies[] = {"HtoD async on a non-blocking stream + sync", "HtoD async from a second context + sync",
-                                "DtoH async from a second context + sync", "cuStreamCreate non-blocking",
+        const char *copies[] = {"HtoD async on a non-blocking stream + sync", "HtoD async on a non-blocking stream + sync" SECOND,
+                                "DtoH async on a non-blocking stream + sync" SECOND, "cuStreamCreate non-blocking",
                                 "cuStreamDestroy", "cuEventCreate", "cuEventRecord+Query on a side stream", "cuEventDestroy"};
         int repeat = getenv("REPEAT") ? atoi(getenv("REPEAT")) : 1;
         for (int r = 0; r < repeat; r++)
@@ -438,7 +428,7 @@ int main(int argc, char **argv) {
         for (size_t s = first; s < last; s++)
             for (size_t f = 0; f < sizeof firsts / sizeof *firsts; f++)
                 for (size_t t = 0; t < 2; t++) probe_after(streams[s].kind, streams[s].s, firsts[f], then[t]);
-        const char *second[] = {"cuFileRead 4 KiB in a second context", "cuFileWrite 4 KiB in a second context"};
+        const char *second[] = {"cuFileRead 4 KiB" SECOND, "cuFileWrite 4 KiB" SECOND};
         for (int r = 0; r < repeat; r++)
             for (size_t s = first; s < last; s++)
                 for (size_t f = 0; f < 2; f++)
