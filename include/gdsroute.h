@@ -649,6 +649,21 @@ typedef struct {
    * (`cuFileStreamRegister`, under `GDSROUTE_CUFILE_ASYNC=native`).
    */
   uint64_t stream_registrations_cufile;
+  /**
+   * `gdsroute_buffer_register` / `gdsroute_memory_register` calls that registered the buffer
+   * with cuFile (`cuFileBufRegister`).
+   */
+  uint64_t buffer_registrations_cufile;
+  /**
+   * Buffer registrations that registered nothing because cuFile is not used in this process
+   * (compat mode ON, or cuFile unusable): a counted no-op.
+   */
+  uint64_t buffer_registrations_skipped;
+  /**
+   * Bytes registered with cuFile through gdsroute now (not a count: it falls as buffers are
+   * deregistered, and a reset leaves it).
+   */
+  uint64_t buffer_registered_bytes;
 } gdsroute_stats;
 
 /**
@@ -1219,6 +1234,71 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_file_close(const gdsroute_file *file)
  * freeing twice is undefined behaviour (use `gdsroute_file_close` for an idempotent close).
  */
 void gdsroute_file_free(gdsroute_file *file);
+
+/**
+ * Registers `size` bytes at `ptr` (device or host memory) with cuFile for later reads and
+ * writes, as KvikIO's `buffer_register`: `cuFileBufRegister(ptr, size, flags)`, flags 0 or
+ * `CU_FILE_RDMA_REGISTER` (1) and `CU_FILE_RDMA_RELAXED_ORDERING` (2). Reads and writes of any
+ * part of the buffer then pass that part's address as always. Where cuFile is not used in this
+ * process (compat mode ON, or cuFile unusable: `gdsroute_cufile_usable`), nothing is registered
+ * and the call is counted (`buffer_registrations_skipped`); asking may open cuFile's driver
+ * (0.4 to 0.5 s once per process). Registration pins device memory for nvidia-fs: it pays for
+ * buffers reused over many reads on a machine with nvidia-fs, and for `cuFileReadAsync`
+ * (`GDSROUTE_CUFILE_ASYNC=native`); without nvidia-fs it brought no speed-up (measured on the
+ * H200, about 35 ms per GiB to register: docs/local-api.md, "Buffer registration").
+ *
+ * Reference-counted, unlike cuFile: registering the same `ptr` again returns OK and adds a
+ * reference (the first `size` stays); each registration needs its own
+ * `gdsroute_buffer_deregister`, and only the last one deregisters from cuFile. Deregister before
+ * freeing the memory. Errors: `NULL_ARGUMENT`, `INVALID_ARGUMENT` (size 0, flags outside 0..3),
+ * `OVERFLOW` (the range wraps), `CUDA_ERROR`, `CUFILE_ERROR` (cuFile refused, e.g. more than
+ * `max_device_pinned_mem_size`).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_buffer_register(const void *ptr,
+                                         size_t size,
+                                         int32_t flags);
+
+/**
+ * Drops one registration of the buffer registered at `ptr` (the pointer given to
+ * `gdsroute_buffer_register`); the last one calls `cuFileBufDeregister`. Errors:
+ * `NULL_ARGUMENT`, `INVALID_ARGUMENT` (`ptr` is not registered through gdsroute), `CUDA_ERROR`,
+ * `CUFILE_ERROR`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_buffer_deregister(const void *ptr);
+
+/**
+ * Registers the whole CUDA allocation `ptr` points into (its base and size from
+ * `cuMemGetAddressRange`), as KvikIO's `memory_register`; otherwise as
+ * `gdsroute_buffer_register`. Errors: `NULL_ARGUMENT`, `INVALID_ARGUMENT` (flags outside 0..3),
+ * `CUDA_UNAVAILABLE`, `CUDA_ERROR` (`ptr` is not CUDA memory: register pageable host memory with
+ * `gdsroute_buffer_register` and its size), `CUFILE_ERROR`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_memory_register(const void *ptr, int32_t flags);
+
+/**
+ * Undoes one `gdsroute_memory_register` of the allocation `ptr` points into (any pointer into
+ * it), as KvikIO's `memory_deregister`. Errors: as `gdsroute_memory_register`'s lookup, then as
+ * `gdsroute_buffer_deregister`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_memory_deregister(const void *ptr);
+
+/**
+ * The registrations gdsroute holds on the buffer registered at `ptr`, into `*references` (0:
+ * not registered through gdsroute; a pointer inside a registered buffer is not its base and
+ * gives 0). Errors: `NULL_ARGUMENT` (`references`).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_buffer_references(const void *ptr, uint64_t *references);
+
+/**
+ * Frees the pinned bounce buffers that no transfer holds, on every device (KvikIO's
+ * bounce-buffer release, `bounce_buffer_free`), and writes the bytes unpinned into the
+ * optional `*bytes_freed`;
+ * the counters' `pinned_bytes` drop by as much. Buffers lent to a transfer in flight are kept
+ * and go back to their pool. Later device transfers through the POSIX route pin buffers again,
+ * so the first one afterwards pays that, as a fresh process's does. Never fails.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_bounce_buffer_free(size_t *bytes_freed);
 
 /**
  * Sets `*done` to true once every task of the operation has stopped. Never blocks.

@@ -364,6 +364,15 @@ pub struct Counters {
     /// `gdsroute_stream_register` calls that registered the stream with cuFile
     /// (`cuFileStreamRegister`, under `GDSROUTE_CUFILE_ASYNC=native`).
     pub stream_registrations_cufile: u64,
+    /// `gdsroute_buffer_register` / `gdsroute_memory_register` calls that registered the buffer
+    /// with cuFile (`cuFileBufRegister`).
+    pub buffer_registrations_cufile: u64,
+    /// Buffer registrations made while cuFile is not used in this process (compat mode ON, or
+    /// cuFile unusable): each a counted no-op, a repeated one included.
+    pub buffer_registrations_skipped: u64,
+    /// Bytes registered with cuFile through gdsroute now (not a count: it falls as buffers are
+    /// deregistered, and a reset leaves it).
+    pub buffer_registered_bytes: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

@@ -1,10 +1,11 @@
 //! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads), the
 //! operations it starts (`operation`), the settings (`settings`) and the process-wide counters
-//! (`process`, read through `counters`), the registration of streams (`stream`) and the page-cache
-//! tools (`page_cache_tools`).
+//! (`process`, read through `counters`), the registration of streams (`stream`), the memory the library
+//! registers or pins (`memory`) and the page-cache tools (`page_cache_tools`).
 
 pub mod counters;
 pub(crate) mod file;
+pub mod memory;
 pub mod page_cache_tools;
 mod operation;
 pub(crate) mod process;

@@ -24,6 +24,7 @@ macro_rules! symbol_version {
 
 pub(crate) mod diagnose;
 pub(crate) mod file;
+pub(crate) mod memory;
 pub(crate) mod operation;
 pub(crate) mod page_cache;
 pub(crate) mod settings;

@@ -98,6 +98,7 @@ impl Counters {
             posix_write_tasks, posix_write_bytes, posix_direct_write_bytes, cufile_write_tasks, cufile_write_bytes,
             stream_calls_ordered, stream_calls_blocking_no_stream_wait, stream_calls_blocking_setting, stream_registrations_skipped,
             stream_calls_cufile_async, stream_registrations_cufile,
+            buffer_registrations_cufile, buffer_registrations_skipped, buffer_registered_bytes,
         );
         in_layout_order(&[&ours, &self.cufile_fields()])
     }

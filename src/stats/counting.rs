@@ -211,6 +211,14 @@ pub(crate) fn record_stream_registration(with_cufile: bool) {
     }
 }
 
+/// Counts a buffer registration: one that registered with cuFile, or one made while cuFile is not
+/// used (skipped; a registration that added a reference with cuFile in use counts in neither).
+pub(crate) fn record_buffer_registration(with_cufile: bool, skipped: bool) {
+    let totals = &mut global().lock().totals;
+    totals.buffer_registrations_cufile += u64::from(with_cufile);
+    totals.buffer_registrations_skipped += u64::from(skipped);
+}
+
 /// A call in progress: unless its result was recorded (`finish`) or handed to an operation
 /// that records it (`handed_over`), it is counted as rejected when dropped, so that every early
 /// error return (and a panic) counts once, as the completed calls do.
@@ -289,11 +297,12 @@ mod tests {
         assert!(after.stream_calls_ordered >= before.stream_calls_ordered + 2);
         let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
         assert_eq!(
-            &names[names.len() - 6..],
+            &names[names.len() - 9..names.len() - 3],
             ["stream_calls_ordered", "stream_calls_blocking_no_stream_wait", "stream_calls_blocking_setting", "stream_registrations_skipped", "stream_calls_cufile_async", "stream_registrations_cufile"]
         );
         record_stream_call(&handle, StreamMode::CufileAsync);
         assert_eq!(handle.snapshot().stream_calls_cufile_async, 1);
+        assert_eq!(&names[names.len() - 3..], ["buffer_registrations_cufile", "buffer_registrations_skipped", "buffer_registered_bytes"]);
         assert!(c.summary().ends_with("; 4 stream-ordered calls: 2 queued on their streams, 2 blocking (1 no stream wait, 1 setting off)"), "{}", c.summary());
         let c = Counters { stream_calls_cufile_async: 3, stream_calls_ordered: 1, ..Counters::default() };
         assert!(c.summary().ends_with("; 4 stream-ordered calls: 1 queued on their streams, 3 through cuFileReadAsync/WriteAsync"), "{}", c.summary());

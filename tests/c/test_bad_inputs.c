@@ -777,6 +777,77 @@ static void test_handle_queries(const char *path) {
     CHECK((reason == GDSROUTE_FALLBACK_REASON_NONE) == (strstr(text, "can serve") != NULL));
 }
 
+/* Buffer registration and the bounce buffers' release. Under compat mode ON cuFile is never used,
+ * so every registration is a counted no-op, and the reference counting is the library's own. */
+static void test_buffer_registration(void) {
+    uint32_t before_mode = 0;
+    CHECK_STATUS(gdsroute_settings_get_compat_mode(&before_mode), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_settings_set_compat_mode(GDSROUTE_COMPAT_MODE_ON), GDSROUTE_STATUS_OK);
+    static char buffer[8192];
+    gdsroute_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+    CHECK_STATUS(gdsroute_stats_get(&before), GDSROUTE_STATUS_OK);
+    uint64_t refs = 99;
+
+    CHECK_STATUS(gdsroute_buffer_register(NULL, 4096, 0), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("ptr");
+    CHECK_STATUS(gdsroute_buffer_register(buffer, 0, 0), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("0 bytes");
+    CHECK_STATUS(gdsroute_buffer_register(buffer, 4096, 4), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("0x4");
+    CHECK_STATUS(gdsroute_buffer_register(buffer, 4096, -1), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_buffer_register((void *)(UINTPTR_MAX - 10), 100, 0), GDSROUTE_STATUS_OVERFLOW);
+    CHECK_MESSAGE("wrap");
+    CHECK_STATUS(gdsroute_buffer_references(buffer, &refs), GDSROUTE_STATUS_OK);
+    CHECK(refs == 0); /* nothing was recorded by the refused calls */
+
+    /* Two registrations need two deregistrations; a third is refused with a clear status. */
+    CHECK_STATUS(gdsroute_buffer_register(buffer, sizeof buffer, 0), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_buffer_register(buffer, sizeof buffer, 1), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_buffer_references(buffer, &refs), GDSROUTE_STATUS_OK);
+    CHECK(refs == 2);
+    CHECK_STATUS(gdsroute_buffer_references(buffer + 1, &refs), GDSROUTE_STATUS_OK);
+    CHECK(refs == 0); /* named by its base only */
+    CHECK_STATUS(gdsroute_buffer_deregister(buffer + 1), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("not registered");
+    CHECK_STATUS(gdsroute_buffer_deregister(buffer), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_buffer_references(buffer, &refs), GDSROUTE_STATUS_OK);
+    CHECK(refs == 1);
+    CHECK_STATUS(gdsroute_buffer_deregister(buffer), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_buffer_references(buffer, &refs), GDSROUTE_STATUS_OK);
+    CHECK(refs == 0);
+    CHECK_STATUS(gdsroute_buffer_deregister(buffer), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_buffer_deregister(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_buffer_references(buffer, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("references");
+
+    CHECK_STATUS(gdsroute_stats_get(&after), GDSROUTE_STATUS_OK);
+    CHECK(after.buffer_registrations_skipped == before.buffer_registrations_skipped + 2);
+    CHECK(after.buffer_registrations_cufile == before.buffer_registrations_cufile);
+    CHECK(after.buffer_registered_bytes == 0);
+
+    /* The whole-allocation variant needs CUDA memory: host memory is refused, with a reason. */
+    CHECK_STATUS(gdsroute_memory_register(NULL, 0), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_memory_register(buffer, 8), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("0x8");
+    gdsroute_status s = gdsroute_memory_register(buffer, 0);
+    CHECK(s == GDSROUTE_STATUS_CUDA_UNAVAILABLE || s == GDSROUTE_STATUS_CUDA_ERROR);
+    CHECK(gdsroute_last_error_message(NULL, 0) > 0);
+    s = gdsroute_memory_deregister(buffer);
+    CHECK(s == GDSROUTE_STATUS_CUDA_UNAVAILABLE || s == GDSROUTE_STATUS_CUDA_ERROR);
+    CHECK_STATUS(gdsroute_memory_deregister(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+
+    /* Nothing lent, so every idle bounce buffer goes; NULL is accepted for the count. */
+    size_t freed = 12345;
+    CHECK_STATUS(gdsroute_bounce_buffer_free(&freed), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_stats_get(&after), GDSROUTE_STATUS_OK);
+    CHECK(after.pinned_bytes == 0);
+    CHECK_STATUS(gdsroute_bounce_buffer_free(NULL), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_bounce_buffer_free(&freed), GDSROUTE_STATUS_OK);
+    CHECK(freed == 0);
+
+    CHECK_STATUS(gdsroute_settings_set_compat_mode(before_mode), GDSROUTE_STATUS_OK);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     const char *tmp = getenv("TMPDIR");
@@ -807,6 +878,7 @@ int main(int argc, char **argv) {
         test_writes(path, strlen(content));
         test_stream_calls(path);
         test_handle_queries(path);
+        test_buffer_registration();
     }
 
     char other[512];

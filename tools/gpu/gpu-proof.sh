@@ -38,6 +38,7 @@ step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 s
 step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$PWD/$D run "$D/gpu_faults" --ignored --test-threads 1
 step "registered page cache on the GPU"; run "$D/gpu_page_cache" --ignored --test-threads 1
 step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threads 1
+step "buffer registration and bounce buffers, udev record"; run "$D/gpu_memory" --ignored --test-threads 1 --nocapture
 step "stray cufile.log in the working directory?"; ls -l cufile.log 2>&1
 # The exit suite (docs/exit.md; about 4 minutes): GDSROUTE_PROOF_EXIT=0 skips it.
 if [ "${GDSROUTE_PROOF_EXIT:-1}" != 0 ]; then

@@ -194,11 +194,14 @@ impl PinnedPool {
             stale
         };
         self.inner.returned.notify_all();
-        stale.into_iter().for_each(|raw| self.inner.free(raw));
+        stale.into_iter().for_each(|raw| {
+            self.inner.free(raw);
+        });
     }
 
-    /// Frees every idle buffer (lent-out buffers are unaffected).
-    pub fn clear(&self) {
+    /// Frees every idle buffer (lent-out buffers are unaffected) and returns the pinned bytes
+    /// released (a buffer CUDA refused to release stays pinned and is not among them).
+    pub fn clear(&self) -> u64 {
         let idle = {
             let mut state = self.inner.lock();
             let idle = std::mem::take(&mut state.idle);
@@ -206,7 +209,7 @@ impl PinnedPool {
             idle
         };
         self.inner.returned.notify_all();
-        idle.into_iter().for_each(|raw| self.inner.free(raw));
+        idle.into_iter().map(|raw| self.inner.free(raw)).sum()
     }
 
     /// The pool's counters.
@@ -287,11 +290,14 @@ impl Inner {
         self.returned.notify_one();
         if let Some(raw) = stale {
             let inner = Arc::clone(self);
-            crate::sys::cuda::outside_stream_ordered_task(move || inner.free(raw));
+            crate::sys::cuda::outside_stream_ordered_task(move || {
+                inner.free(raw);
+            });
         }
     }
 
-    fn free(&self, raw: PinnedAllocation) {
+    /// Frees one buffer; returns the pinned bytes released (0 when CUDA refused).
+    fn free(&self, raw: PinnedAllocation) -> u64 {
         let pinned = raw.pinned_bytes();
         self.bytes_pinned.fetch_sub(pinned, Ordering::Relaxed);
         if let Some(group) = &self.group {
@@ -306,14 +312,18 @@ impl Inner {
                 group.add(pinned);
             }
             eprintln!("gdsroute: {e}");
+            return 0;
         }
+        pinned
     }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         let idle = std::mem::take(&mut self.lock().idle);
-        idle.into_iter().for_each(|raw| self.free(raw));
+        idle.into_iter().for_each(|raw| {
+            self.free(raw);
+        });
     }
 }
 

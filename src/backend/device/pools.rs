@@ -70,6 +70,14 @@ pub(crate) fn pinned_usage() -> (u64, u64) {
     GROUP.usage()
 }
 
+/// Frees the idle bounce buffers of every device (KvikIO's `bounce_buffer_free`) and returns the
+/// pinned bytes released. Buffers lent to a transfer in flight stay, and go back to their pool
+/// afterwards; a later transfer pins new ones as it needs them.
+pub(crate) fn free_idle_bounce_buffers() -> u64 {
+    let pools = POOLS.read().unwrap_or_else(|p| p.into_inner());
+    pools.values().map(|device| device.pool.clear()).sum()
+}
+
 /// Where a device's bounce buffers are placed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -135,6 +143,7 @@ mod tests {
             assert_eq!(of(1000).stats.node, None);
             assert!(bounce_pool(1000, 4096).acquire().is_err());
             assert_eq!(pinned_usage(), (0, 0));
+            assert_eq!(free_idle_bounce_buffers(), 0, "nothing pinned, nothing freed");
         }
     }
 }

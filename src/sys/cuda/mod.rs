@@ -35,7 +35,7 @@ pub(crate) use event::thread_events;
 pub(crate) use pinned::PinnedAllocation;
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use pointer::{MemoryKind, classify};
-pub(crate) use pointer::allocation_range;
+pub(crate) use pointer::{allocation_range, enter_context_for};
 pub(crate) use registered::{FileMapping, RegisteredMapping};
 pub(crate) use stream::{CallerStream, FlagWord, StreamEvent, describe_stream_wait, enter_context_of, stream_wait_available};
 

@@ -122,14 +122,7 @@ pub fn classify(ptr: *const c_void) -> Result<MemoryKind, CudaFailure> {
 /// Thread safety: any thread; pushes the owning context (or, for pinned host memory, the
 /// primary context of device 0 when none is current) for the duration of the call.
 pub(crate) fn allocation_range(ptr: *const c_void) -> Result<(u64, usize), CudaFailure> {
-    cuda()?;
-    let kind = classify(ptr)?;
-    let ctx = match context_for(&kind)? {
-        Some(ctx) => Some(ctx),
-        None if current_context()?.is_none() => Some(primary_context(0)?),
-        None => None,
-    };
-    let _scope = ctx.map(ScopedContext::push).transpose()?;
+    let _scope = enter_context_for(ptr)?;
     let mut base: sys::CUdeviceptr = 0;
     let mut size: usize = 0;
     // SAFETY: cuda() succeeded; both out-pointers are valid locals; the driver only looks the
@@ -138,6 +131,22 @@ pub(crate) fn allocation_range(ptr: *const c_void) -> Result<(u64, usize), CudaF
         sys::cuMemGetAddressRange_v2(&mut base, &mut size, ptr as usize as sys::CUdeviceptr)
     })?;
     Ok((base, size))
+}
+
+/// Makes current, for a driver call about `ptr` (CUDA's or cuFile's), the context that owns it,
+/// or for host memory the primary context of device 0 when no context is current (the driver
+/// needs one); `None` when the current context serves. Undone when the value drops.
+///
+/// Errors: `Unavailable`/`Forked` when CUDA cannot be used; those of `classify` and `push`.
+pub(crate) fn enter_context_for(ptr: *const c_void) -> Result<Option<ScopedContext>, CudaFailure> {
+    cuda()?;
+    let kind = classify(ptr)?;
+    let ctx = match context_for(&kind)? {
+        Some(ctx) => Some(ctx),
+        None if current_context()?.is_none() => Some(primary_context(0)?),
+        None => None,
+    };
+    ctx.map(ScopedContext::push).transpose()
 }
 
 /// The context a transfer to memory of this kind should run in, chosen like KvikIO: the

@@ -10,7 +10,7 @@ mod stats;
 
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use codes::IoFailure;
-pub(crate) use codes::code_message;
+pub(crate) use codes::{CufileFailure, code_message};
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use driver::log_configuration;
 pub(crate) use driver::{CufileHandle, DriverProperties};
