@@ -140,6 +140,11 @@ enum /* no tag before C23: gdsroute_status is the uint32_t typedef below */
    */
   GDSROUTE_STATUS_STREAM_CAPTURING = 304,
   /**
+   * A cuFile driver setting was given after cuFile's driver opened in this process (or began
+   * opening): cuFile reads its settings only when it opens, so the setting was not applied.
+   */
+  GDSROUTE_STATUS_CUFILE_DRIVER_OPEN = 305,
+  /**
    * A setting (environment variable or API value) is invalid.
    */
   GDSROUTE_STATUS_INVALID_SETTING = 400,
@@ -391,6 +396,91 @@ typedef struct gdsroute_file gdsroute_file;
  * A read or write in flight.
  */
 typedef struct gdsroute_op gdsroute_op;
+
+/**
+ * cuFile's driver properties (`cuFileDriverGetProperties`, KvikIO's `DriverProperties`) and
+ * what gdsroute did with the caller's driver settings. `#[repr(C)]`, every field a `u64`,
+ * append-only; the caller sets `struct_size = sizeof(gdsroute_driver_properties)` and the
+ * library writes at most that many bytes (and sets `struct_size` to how many it wrote).
+ */
+typedef struct {
+  /**
+   * Size of this struct in bytes as the library filled it.
+   */
+  uint64_t struct_size;
+  /**
+   * nvidia-fs major version; 0 (with `nvfs_minor` 0) when the kernel module is not loaded and
+   * cuFile serves every read and write through its POSIX compatibility path.
+   */
+  uint64_t nvfs_major;
+  /**
+   * nvidia-fs minor version.
+   */
+  uint64_t nvfs_minor;
+  /**
+   * 1 when cuFile polls for the completion of I/O up to `poll_threshold_kb` (control flag
+   * `CU_FILE_USE_POLL_MODE`), else 0.
+   */
+  uint64_t poll_mode;
+  /**
+   * 1 when cuFile may fall back to its compatibility mode (control flag
+   * `CU_FILE_ALLOW_COMPAT_MODE`), else 0.
+   */
+  uint64_t allow_compat_mode;
+  /**
+   * Largest I/O that polls (KiB).
+   */
+  uint64_t poll_threshold_kb;
+  /**
+   * Largest direct I/O nvidia-fs issues (KiB).
+   */
+  uint64_t max_direct_io_size_kb;
+  /**
+   * cuFile's `dstatusflags`: bit `1 << n` per supported storage type (LUSTRE 0, WEKAFS 1,
+   * NFS 2, GPFS 3, NVME 4, NVMEOF 5, SCSI 6, SCALEFLUX_CSD 7, NVMESH 8, BEEGFS 9, ...).
+   */
+  uint64_t status_flags;
+  /**
+   * cuFile's `dcontrolflags`: bit `1 << n` per control (USE_POLL_MODE 0, ALLOW_COMPAT_MODE 1).
+   */
+  uint64_t control_flags;
+  /**
+   * cuFile's `fflags`: bit `1 << n` per feature (DYN_ROUTING 0, BATCH_IO 1, STREAMS 2,
+   * PARALLEL_IO 3).
+   */
+  uint64_t feature_flags;
+  /**
+   * GPU memory cuFile reserves per device for its bounce buffers (KiB).
+   */
+  uint64_t max_device_cache_size_kb;
+  /**
+   * Size of one of those buffers (KiB).
+   */
+  uint64_t per_buffer_cache_size_kb;
+  /**
+   * Most device memory `cuFileBufRegister` may pin (KiB).
+   */
+  uint64_t max_device_pinned_mem_size_kb;
+  /**
+   * Largest batch (`cuFileBatchIOSetUp`).
+   */
+  uint64_t max_batch_io_size;
+  /**
+   * Batch timeout (ms).
+   */
+  uint64_t max_batch_io_timeout_ms;
+  /**
+   * Driver settings (`gdsroute_driver_set_*`) that gdsroute applied just before it opened
+   * cuFile's driver and cuFile accepted. Whether cuFile then honoured them shows in the fields
+   * above.
+   */
+  uint64_t settings_applied;
+  /**
+   * Driver settings cuFile refused when gdsroute applied them before the open (the exit
+   * report and `gdsroute-diagnose` say which and why).
+   */
+  uint64_t settings_refused;
+} gdsroute_driver_properties;
 
 /**
  * A snapshot of the counters. `#[repr(C)]` because it crosses the C ABI by value; the field order
@@ -655,8 +745,8 @@ typedef struct {
    */
   uint64_t buffer_registrations_cufile;
   /**
-   * Buffer registrations that registered nothing because cuFile is not used in this process
-   * (compat mode ON, or cuFile unusable): a counted no-op.
+   * Buffer registrations made while cuFile is not used in this process (compat mode ON, or
+   * cuFile unusable): each a counted no-op, a repeated one included.
    */
   uint64_t buffer_registrations_skipped;
   /**
@@ -909,6 +999,56 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
  * `INVALID_SETTING` only when a setting in the environment is invalid (as every call does).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_begin_device_setup(void);
+
+/**
+ * Fills `*props` with cuFile's driver properties (KvikIO's `DriverProperties`: nvidia-fs
+ * version, poll mode and threshold, largest direct I/O, cuFile's flags, its device cache, the
+ * pinned-memory limit, the batch limits) and how many of the caller's driver settings gdsroute
+ * applied before the driver opened. Set `props->struct_size = sizeof(gdsroute_driver_properties)`
+ * first: the library writes at most that many bytes and sets `struct_size` to the bytes
+ * written. Opens cuFile's driver if it is not open (0.4 to 0.5 s once per process, and cuFile's
+ * threads), as `gdsroute_cufile_usable` does; settings given after that are refused. Errors:
+ * `NULL_ARGUMENT`, `INVALID_ARGUMENT` (`struct_size` below 8), `CUFILE_UNAVAILABLE` (compat mode
+ * ON, or cuFile cannot be used: the message says why), `CUFILE_ERROR`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_driver_properties_get(gdsroute_driver_properties *props);
+
+/**
+ * Sets cuFile's poll mode for its driver open (`cuFileDriverSetPollMode(enabled,
+ * threshold_kb)`): poll for the completion of I/O of at most `threshold_kb` KiB instead of
+ * waiting; KvikIO's `set_nvfs_poll_mode` and `set_nvfs_poll_thresh_size` together. cuFile reads
+ * its settings only when its driver opens (a setter called after the open returns success and
+ * changes nothing, measured with cuFile 1.15), so gdsroute keeps the value and applies it just
+ * before it opens the driver. Call the `gdsroute_driver_set_*` functions first: before the first
+ * device read, `gdsroute_begin_device_setup`, `gdsroute_cufile_usable`,
+ * `gdsroute_driver_properties_get` or a buffer registration. Errors: `CUFILE_DRIVER_OPEN` once
+ * the driver opened or began opening in this process (nothing applied), `CUFILE_UNAVAILABLE`
+ * where cuFile is known to be unusable.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_driver_set_poll_mode(bool enabled, size_t threshold_kb);
+
+/**
+ * Sets the largest direct I/O nvidia-fs issues, in KiB, for cuFile's driver open
+ * (`cuFileDriverSetMaxDirectIOSize`); when it applies, as `gdsroute_driver_set_poll_mode`.
+ * Errors: `INVALID_ARGUMENT` (0), `CUFILE_DRIVER_OPEN`, `CUFILE_UNAVAILABLE`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_driver_set_max_direct_io_size(size_t kb);
+
+/**
+ * Sets the GPU memory cuFile reserves per device for its bounce buffers, in KiB
+ * (`cuFileDriverSetMaxCacheSize`, KvikIO's `set_max_device_cache_size`); when it applies, as
+ * `gdsroute_driver_set_poll_mode`. Errors: `INVALID_ARGUMENT` (0), `CUFILE_DRIVER_OPEN`,
+ * `CUFILE_UNAVAILABLE`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_driver_set_max_cache_size(size_t kb);
+
+/**
+ * Sets the most device memory `cuFileBufRegister` may pin, in KiB
+ * (`cuFileDriverSetMaxPinnedMemSize`, KvikIO's `set_max_pinned_memory_size`); when it applies,
+ * as `gdsroute_driver_set_poll_mode`. Errors: `INVALID_ARGUMENT` (0), `CUFILE_DRIVER_OPEN`,
+ * `CUFILE_UNAVAILABLE`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_driver_set_max_pinned_memory_size(size_t kb);
 
 /**
  * Opens a file.

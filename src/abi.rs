@@ -48,6 +48,9 @@ pub enum Status {
     /// A stream-ordered call was given a stream that is being captured into a CUDA graph: its
     /// transfer would be recorded into the graph, not run, so it is refused.
     StreamCapturing = 304,
+    /// A cuFile driver setting was given after cuFile's driver opened in this process (or began
+    /// opening): cuFile reads its settings only when it opens, so the setting was not applied.
+    CufileDriverOpen = 305,
     /// A setting (environment variable or API value) is invalid.
     InvalidSetting = 400,
     /// A panic was caught inside the library; the library stays usable.
@@ -59,7 +62,7 @@ pub enum Status {
 /// Every status, in numeric order; used by `from_code` and the tests. A module constant, not an
 /// associated one: cbindgen turned the associated `Status::ALL` into a `gdsroute_status_ALL` macro of Rust
 /// variant names that no C program could compile (issue 15).
-const ALL: [Status; 18] = [
+const ALL: [Status; 19] = [
     Status::Ok,
     Status::NullArgument,
     Status::InvalidArgument,
@@ -75,6 +78,7 @@ const ALL: [Status; 18] = [
     Status::CufileUnavailable,
     Status::CufileError,
     Status::StreamCapturing,
+    Status::CufileDriverOpen,
     Status::InvalidSetting,
     Status::Panic,
     Status::Internal,
@@ -104,6 +108,7 @@ impl Status {
             Status::CufileUnavailable => c"cuFile is unavailable and compat mode is OFF",
             Status::CufileError => c"cuFile call failed",
             Status::StreamCapturing => c"the stream is being captured into a CUDA graph",
+            Status::CufileDriverOpen => c"cuFile's driver is open already: driver settings apply only before it opens",
             Status::InvalidSetting => c"invalid setting",
             Status::Panic => c"internal panic caught",
             Status::Internal => c"internal error",
@@ -130,6 +135,7 @@ impl Error {
             Error::CufileUnavailable(_) => Status::CufileUnavailable,
             Error::Cufile(_) => Status::CufileError,
             Error::StreamCapturing(_) => Status::StreamCapturing,
+            Error::DriverOpen(_) => Status::CufileDriverOpen,
             Error::InvalidSetting(_) => Status::InvalidSetting,
             Error::Panic(_) => Status::Panic,
             Error::Internal(_) => Status::Internal,
@@ -521,4 +527,55 @@ mod tests {
         }
         assert_eq!(Status::from_code(7), None);
     }
+}
+
+/// cuFile's driver properties (`cuFileDriverGetProperties`, KvikIO's `DriverProperties`) and
+/// what gdsroute did with the caller's driver settings. `#[repr(C)]`, every field a `u64`,
+/// append-only; the caller sets `struct_size = sizeof(gdsroute_driver_properties)` and the
+/// library writes at most that many bytes (and sets `struct_size` to how many it wrote).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CufileDriverProperties {
+    /// Size of this struct in bytes as the library filled it.
+    pub struct_size: u64,
+    /// nvidia-fs major version; 0 (with `nvfs_minor` 0) when the kernel module is not loaded and
+    /// cuFile serves every read and write through its POSIX compatibility path.
+    pub nvfs_major: u64,
+    /// nvidia-fs minor version.
+    pub nvfs_minor: u64,
+    /// 1 when cuFile polls for the completion of I/O up to `poll_threshold_kb` (control flag
+    /// `CU_FILE_USE_POLL_MODE`), else 0.
+    pub poll_mode: u64,
+    /// 1 when cuFile may fall back to its compatibility mode (control flag
+    /// `CU_FILE_ALLOW_COMPAT_MODE`), else 0.
+    pub allow_compat_mode: u64,
+    /// Largest I/O that polls (KiB).
+    pub poll_threshold_kb: u64,
+    /// Largest direct I/O nvidia-fs issues (KiB).
+    pub max_direct_io_size_kb: u64,
+    /// cuFile's `dstatusflags`: bit `1 << n` per supported storage type (LUSTRE 0, WEKAFS 1,
+    /// NFS 2, GPFS 3, NVME 4, NVMEOF 5, SCSI 6, SCALEFLUX_CSD 7, NVMESH 8, BEEGFS 9, ...).
+    pub status_flags: u64,
+    /// cuFile's `dcontrolflags`: bit `1 << n` per control (USE_POLL_MODE 0, ALLOW_COMPAT_MODE 1).
+    pub control_flags: u64,
+    /// cuFile's `fflags`: bit `1 << n` per feature (DYN_ROUTING 0, BATCH_IO 1, STREAMS 2,
+    /// PARALLEL_IO 3).
+    pub feature_flags: u64,
+    /// GPU memory cuFile reserves per device for its bounce buffers (KiB).
+    pub max_device_cache_size_kb: u64,
+    /// Size of one of those buffers (KiB).
+    pub per_buffer_cache_size_kb: u64,
+    /// Most device memory `cuFileBufRegister` may pin (KiB).
+    pub max_device_pinned_mem_size_kb: u64,
+    /// Largest batch (`cuFileBatchIOSetUp`).
+    pub max_batch_io_size: u64,
+    /// Batch timeout (ms).
+    pub max_batch_io_timeout_ms: u64,
+    /// Driver settings (`gdsroute_driver_set_*`) that gdsroute applied just before it opened
+    /// cuFile's driver and cuFile accepted. Whether cuFile then honoured them shows in the fields
+    /// above.
+    pub settings_applied: u64,
+    /// Driver settings cuFile refused when gdsroute applied them before the open (the exit
+    /// report and `gdsroute-diagnose` say which and why).
+    pub settings_refused: u64,
 }

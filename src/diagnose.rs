@@ -294,6 +294,22 @@ fn driver_lines(lines: &mut Vec<String>) -> Option<DriverProperties> {
                     if p.is_gds_available() { "available" } else { "NOT available (cuFile serves reads through its POSIX path)" },
                     if p.compat_mode_allowed() { "allowed" } else { "disallowed" }
                 ));
+                lines.push(format!(
+                    "cuFile driver properties: poll mode {} (threshold {} KiB), max direct I/O {} KiB, device cache {} KiB in buffers of {} KiB, \
+                     max pinned {} KiB, batch {} (timeout {} ms), flags status {:#x} control {:#x} features {:#x}",
+                    if p.dcontrolflags & 1 != 0 { "on" } else { "off" },
+                    p.poll_thresh_size,
+                    p.max_direct_io_size,
+                    p.max_device_cache_size,
+                    p.per_buffer_cache_size,
+                    p.max_device_pinned_mem_size,
+                    p.max_batch_io_size,
+                    p.max_batch_io_timeout_msecs,
+                    p.dstatusflags,
+                    p.dcontrolflags,
+                    p.fflags
+                ));
+                lines.extend(crate::api::driver::applied_settings().into_iter().map(|s| format!("cuFile driver setting: {s}")));
                 Some(p)
             }
             Err(e) => {

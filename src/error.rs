@@ -69,6 +69,9 @@ pub enum Error {
     /// A cuFile call failed.
     #[error("cuFile error: {0}")]
     Cufile(String),
+    /// A cuFile driver setting given after the driver opened (cuFile reads them at the open).
+    #[error("{0}")]
+    DriverOpen(String),
     /// A stream-ordered call on a stream that is being captured into a CUDA graph.
     #[error("{0}")]
     StreamCapturing(String),
@@ -118,6 +121,7 @@ impl Clone for Error {
             Error::Cuda(s) => Error::Cuda(s.clone()),
             Error::CufileUnavailable(s) => Error::CufileUnavailable(s.clone()),
             Error::Cufile(s) => Error::Cufile(s.clone()),
+            Error::DriverOpen(s) => Error::DriverOpen(s.clone()),
             Error::StreamCapturing(s) => Error::StreamCapturing(s.clone()),
             Error::InvalidSetting(s) => Error::InvalidSetting(s.clone()),
             Error::Panic(s) => Error::Panic(s.clone()),

@@ -5,7 +5,8 @@
 //! offers: the handle (`File`, with its verdicts `Unusable`/`FallbackReason`), the operation a
 //! parallel read or write hands back (`Operation`, waited for with `wait`), errors (`Error`,
 //! `Result`, and `Status`, the code each error maps to), the streams (`stream`: registration with
-//! cuFile), the memory (`memory`: buffers registered with cuFile, the bounce buffers' release), the settings (`settings`: a getter and
+//! cuFile), the memory (`memory`: buffers registered with cuFile, the bounce buffers' release), cuFile's
+//! driver (`driver`: its properties and settings), the settings (`settings`: a getter and
 //! a setter per setting, the defaults), the counters (`counters`: `Counters`, `DeviceCounters`,
 //! process-wide and per device, reset, rendered), the diagnosis (`diagnose`, the report behind
 //! `gdsroute-diagnose`) and cuFile's `shutdown`. Everything else is crate-private, so that the
@@ -49,7 +50,7 @@ pub mod trace;
 
 pub use abi::{FallbackReason, Status};
 pub use api::file::File;
-pub use api::{counters, memory, page_cache_tools, settings, stream};
+pub use api::{counters, driver, memory, page_cache_tools, settings, stream};
 pub use api::process::{begin_device_setup, cufile_usable};
 pub use backend::cufile::gds::{Unusable, shutdown};
 pub use error::{Error, Result};
@@ -81,7 +82,7 @@ pub mod testing {
     pub mod cufile {
         pub use crate::api::process::cufile_by_device;
         pub use crate::backend::cufile::file::CufileFile;
-        pub use crate::sys::cufile::{CufileLibrary, IoFailure, LIBRARY_ENV_VAR, LoadError, PerGpuSnapshot, PerGpuTotals, StatsSupport, log_configuration};
+        pub use crate::sys::cufile::{CufileLibrary, DriverControl, IoFailure, LIBRARY_ENV_VAR, LoadError, PerGpuSnapshot, PerGpuTotals, StatsSupport, log_configuration};
         pub use crate::sys::startup::{DEFAULT_CUFILE_LOG, quiet_cufile_log};
     }
 

@@ -12,6 +12,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use gdsroute::testing::cufile::{
+    DriverControl,
     CufileLibrary, LIBRARY_ENV_VAR, LoadError, IoFailure, StatsSupport, log_configuration,
 };
 use gdsroute::FallbackReason;
@@ -305,6 +306,31 @@ fn driver_open_close_and_properties() {
     let p = lib.properties().unwrap();
     assert!(p.is_gds_available());
     assert_eq!((p.nvfs_major, p.nvfs_minor), (2, 17));
+}
+
+#[test]
+fn driver_settings_reach_cufile_with_their_values() {
+    let _env = Env::new();
+    let (lib, hooks) = load(Variant::Full);
+    assert_eq!(hooks.int("fake_cufile_open_count"), 0);
+    for control in [
+        DriverControl::PollMode { enabled: true, threshold_kb: 64 },
+        DriverControl::MaxDirectIoKb(8192),
+        DriverControl::MaxCacheKb(65536),
+        DriverControl::MaxPinnedMemoryKb(1 << 20),
+    ] {
+        lib.set_driver_control(control).unwrap();
+    }
+    lib.driver_open().unwrap();
+    let p = lib.properties().unwrap();
+    assert_eq!(
+        (p.poll_thresh_size, p.dcontrolflags & 1, p.max_direct_io_size, p.max_device_cache_size, p.max_device_pinned_mem_size),
+        (64, 1, 8192, 65536, 1 << 20)
+    );
+    // The fake behaves as cuFile 1.15: after the open a setter succeeds and changes nothing.
+    lib.set_driver_control(DriverControl::MaxDirectIoKb(4096)).unwrap();
+    assert_eq!(lib.properties().unwrap().max_direct_io_size, 8192);
+    lib.driver_close().unwrap();
 }
 
 #[test]

@@ -23,6 +23,7 @@ macro_rules! symbol_version {
 }
 
 pub(crate) mod diagnose;
+pub(crate) mod driver;
 pub(crate) mod file;
 pub(crate) mod memory;
 pub(crate) mod operation;
@@ -119,6 +120,44 @@ impl TextOut {
         // SAFETY: checked by `out` in `new`.
         unsafe { write_out(self.length, n) };
     }
+}
+
+/// The `struct_size` a caller set in its versioned struct at `dst` (see `copy_versioned_out`),
+/// checked before any work is done for it.
+///
+/// Errors: `NullArgument`; `InvalidArgument` below 8.
+///
+/// # Safety
+/// As `copy_versioned_out`.
+pub(crate) unsafe fn versioned_size<T>(dst: *mut T, name: &'static str, c_type: &str) -> Result<u64> {
+    let dst = out(dst, name)?;
+    // SAFETY: struct_size is the struct's first field; the caller set it.
+    let caller_size = unsafe { dst.cast::<u64>().read_unaligned() };
+    if caller_size < 8 {
+        return Err(Error::InvalidArgument(format!("{name}->struct_size is {caller_size}; set it to sizeof({c_type}) before the call")));
+    }
+    Ok(caller_size)
+}
+
+/// Copies `value`, a versioned struct (`#[repr(C)]`, its first field the `u64` `struct_size`),
+/// into a caller's struct of `struct_size` bytes: the smaller of the two sizes, with
+/// `struct_size` set to the bytes written, so that a caller built against an older header, whose
+/// struct is shorter, keeps working after fields are appended. `name` is the argument, `c_type`
+/// the C type the message tells the caller to size it with.
+///
+/// # Safety
+/// `dst` is NULL or points to at least `dst->struct_size` writable bytes; `T` starts with a
+/// `u64` and has no padding that matters to the caller.
+pub(crate) unsafe fn copy_versioned_out<T: Copy>(value: &T, dst: *mut T, name: &'static str, c_type: &str) -> Result<()> {
+    // SAFETY: forwarded from the caller.
+    let caller_size = unsafe { versioned_size(dst, name, c_type) }?;
+    let n = caller_size.min(std::mem::size_of::<T>() as u64) as usize;
+    let mut src = *value;
+    // SAFETY: the first 8 bytes of `src` are its struct_size.
+    unsafe { (&raw mut src).cast::<u64>().write_unaligned(n as u64) };
+    // SAFETY: n bytes fit both the source and the caller's struct.
+    unsafe { std::ptr::copy_nonoverlapping((&raw const src).cast::<u8>(), dst.cast::<u8>(), n) };
+    Ok(())
 }
 
 /// Copies `text` into a C buffer with snprintf semantics: at most `buf_len - 1` bytes and a NUL

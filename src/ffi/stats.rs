@@ -15,19 +15,8 @@ pub(crate) use crate::abi::StatsFormat;
 /// # Safety
 /// `dst` is NULL or points to at least `dst->struct_size` writable bytes.
 pub(crate) unsafe fn copy_counters_out(counters: &Counters, dst: *mut Counters) -> Result<()> {
-    let dst = out(dst, "stats")?;
-    // SAFETY: struct_size is the struct's first field; the caller set it.
-    let caller_size = unsafe { dst.cast::<u64>().read_unaligned() };
-    if caller_size < 8 {
-        return Err(Error::InvalidArgument(format!(
-            "stats->struct_size is {caller_size}; set it to sizeof(gdsroute_stats) before the call"
-        )));
-    }
-    let n = caller_size.min(Counters::SIZE) as usize;
-    let src = Counters { struct_size: n as u64, ..*counters };
-    // SAFETY: n bytes fit both the source and the caller's struct.
-    unsafe { std::ptr::copy_nonoverlapping((&raw const src).cast::<u8>(), dst.cast::<u8>(), n) };
-    Ok(())
+    // SAFETY: forwarded from the caller; `Counters` starts with its `struct_size`.
+    unsafe { super::copy_versioned_out(counters, dst, "stats", "gdsroute_stats") }
 }
 
 /// Reads a caller's struct, treating fields beyond its `struct_size` as 0.

@@ -528,7 +528,7 @@ static void test_status_strings(void) {
         GDSROUTE_STATUS_CLOSED_HANDLE, GDSROUTE_STATUS_INVALID_PATH, GDSROUTE_STATUS_OPEN_FAILED,
         GDSROUTE_STATUS_IO_ERROR, GDSROUTE_STATUS_CUDA_UNAVAILABLE, GDSROUTE_STATUS_CUDA_ERROR,
         GDSROUTE_STATUS_CUFILE_UNAVAILABLE, GDSROUTE_STATUS_CUFILE_ERROR, GDSROUTE_STATUS_STREAM_CAPTURING,
-        GDSROUTE_STATUS_INVALID_SETTING, GDSROUTE_STATUS_PANIC, GDSROUTE_STATUS_INTERNAL,
+        GDSROUTE_STATUS_CUFILE_DRIVER_OPEN, GDSROUTE_STATUS_INVALID_SETTING, GDSROUTE_STATUS_PANIC, GDSROUTE_STATUS_INTERNAL,
     };
     const size_t count = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < count; i++) {
@@ -539,7 +539,7 @@ static void test_status_strings(void) {
             CHECK(strcmp(s, gdsroute_status_str(codes[j])) != 0);
         }
     }
-    static const uint32_t unknown[] = {1, 99, 107, 202, 305, 401, 902, 0xFFFFFFFFu};
+    static const uint32_t unknown[] = {1, 99, 107, 202, 306, 401, 902, 0xFFFFFFFFu};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = gdsroute_status_str(unknown[i]);
         CHECK(s != NULL && strcmp(s, "unknown status code") == 0);
@@ -848,8 +848,59 @@ static void test_buffer_registration(void) {
     CHECK_STATUS(gdsroute_settings_set_compat_mode(before_mode), GDSROUTE_STATUS_OK);
 }
 
+/* cuFile's driver properties and settings, in a fresh process. Compat mode ON never opens the driver; under AUTO the
+ * query opens it where cuFile works (then later settings are refused: the driver is open) and
+ * otherwise decides that cuFile cannot be used (then settings are refused with the reason). */
+static void test_driver(void) {
+    uint32_t before_mode = 0;
+    CHECK_STATUS(gdsroute_settings_get_compat_mode(&before_mode), GDSROUTE_STATUS_OK);
+    gdsroute_driver_properties props;
+    memset(&props, 0x5A, sizeof props);
+    props.struct_size = 4;
+    CHECK_STATUS(gdsroute_driver_properties_get(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("props");
+    CHECK_STATUS(gdsroute_driver_properties_get(&props), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("sizeof(gdsroute_driver_properties)");
+    CHECK(props.nvfs_major == 0x5A5A5A5A5A5A5A5Aull); /* nothing written */
+
+    CHECK_STATUS(gdsroute_driver_set_max_direct_io_size(0), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("0 KiB");
+    CHECK_STATUS(gdsroute_driver_set_max_cache_size(0), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_driver_set_max_pinned_memory_size(0), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    /* Before any open: staged, for the open to apply. */
+    CHECK_STATUS(gdsroute_driver_set_poll_mode(true, 4), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_driver_set_max_direct_io_size(16384), GDSROUTE_STATUS_OK);
+
+    CHECK_STATUS(gdsroute_settings_set_compat_mode(GDSROUTE_COMPAT_MODE_ON), GDSROUTE_STATUS_OK);
+    props.struct_size = sizeof props;
+    CHECK_STATUS(gdsroute_driver_properties_get(&props), GDSROUTE_STATUS_CUFILE_UNAVAILABLE);
+    CHECK_MESSAGE("compat mode is ON");
+    CHECK_STATUS(gdsroute_driver_set_max_cache_size(131072), GDSROUTE_STATUS_OK); /* still staged */
+
+    CHECK_STATUS(gdsroute_settings_set_compat_mode(GDSROUTE_COMPAT_MODE_AUTO), GDSROUTE_STATUS_OK);
+    gdsroute_status got = gdsroute_driver_properties_get(&props);
+    if (got == GDSROUTE_STATUS_OK) {
+        CHECK(props.struct_size == sizeof props);
+        CHECK(props.settings_applied + props.settings_refused == 3);
+        CHECK_STATUS(gdsroute_driver_set_poll_mode(false, 4), GDSROUTE_STATUS_CUFILE_DRIVER_OPEN);
+        CHECK_MESSAGE("before the first device read");
+    } else {
+        CHECK(got == GDSROUTE_STATUS_CUFILE_UNAVAILABLE);
+        CHECK_STATUS(gdsroute_driver_set_poll_mode(false, 4), GDSROUTE_STATUS_CUFILE_UNAVAILABLE);
+        CHECK_MESSAGE("not applied");
+    }
+    CHECK_STATUS(gdsroute_driver_set_max_pinned_memory_size(0), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_settings_set_compat_mode(before_mode), GDSROUTE_STATUS_OK);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
+    /* The driver's settings in a process of their own: whether they are refused depends on what
+     * the process tried before (CUDA, the cuFile verdict). */
+    if (argc > 1 && strcmp(argv[1], "driver") == 0) {
+        test_driver();
+        return check_summary();
+    }
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/gdsroute-bad-inputs-XXXXXX", tmp != NULL && tmp[0] ? tmp : "/tmp");
     if (mkdtemp(dir) == NULL) {

@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -148,19 +149,45 @@ static fake_status close_impl(void) {
 EXPORT fake_status cuFileDriverClose(void) { return close_impl(); }
 EXPORT fake_status cuFileDriverClose_v2(void) { return close_impl(); }
 
+/* The driver setters as cuFile 1.15 behaves (measured on the H200): staged before the driver
+ * opens and reported by the properties from then on; after the open they return success and
+ * change nothing. Values in KiB; 0 = not set (the defaults below). */
+static size_t set_poll_thresh, set_max_direct_io, set_max_cache, set_max_pinned;
+static int set_poll_mode = -1;
+static int fake_stage(size_t *slot, size_t value) {
+    pthread_mutex_lock(&lock);
+    if (open_count == 0) *slot = value;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+EXPORT fake_status cuFileDriverSetPollMode(bool poll, size_t threshold_kb) {
+    pthread_mutex_lock(&lock);
+    if (open_count == 0) {
+        set_poll_mode = poll;
+        set_poll_thresh = threshold_kb;
+    }
+    pthread_mutex_unlock(&lock);
+    return status(0);
+}
+EXPORT fake_status cuFileDriverSetMaxDirectIOSize(size_t kb) { return status(fake_stage(&set_max_direct_io, kb)); }
+EXPORT fake_status cuFileDriverSetMaxCacheSize(size_t kb) { return status(fake_stage(&set_max_cache, kb)); }
+EXPORT fake_status cuFileDriverSetMaxPinnedMemSize(size_t kb) { return status(fake_stage(&set_max_pinned, kb)); }
+
 EXPORT fake_status cuFileDriverGetProperties(void *out) {
     if (!out) return status(5022);
     struct fake_props p;
     memset(&p, 0, sizeof p);
     p.nvfs.major = (unsigned)env_int("FAKE_CUFILE_NVFS_MAJOR", 0);
     p.nvfs.minor = (unsigned)env_int("FAKE_CUFILE_NVFS_MINOR", 0);
-    p.nvfs.poll_thresh_size = 4;
-    p.nvfs.max_direct_io_size = 16384;
-    p.nvfs.dcontrolflags = 1u << 1; /* ALLOW_COMPAT_MODE */
+    pthread_mutex_lock(&lock);
+    p.nvfs.poll_thresh_size = set_poll_mode >= 0 ? set_poll_thresh : 4;
+    p.nvfs.max_direct_io_size = set_max_direct_io ? set_max_direct_io : 16384;
+    p.nvfs.dcontrolflags = (1u << 1) | (set_poll_mode > 0 ? 1u : 0u); /* ALLOW_COMPAT_MODE, USE_POLL_MODE */
     p.fflags = 1u << 1;             /* BATCH_IO */
-    p.max_device_cache_size = 131072;
+    p.max_device_cache_size = set_max_cache ? (unsigned)set_max_cache : 131072;
     p.per_buffer_cache_size = 1024;
-    p.max_device_pinned_mem_size = 33554432;
+    p.max_device_pinned_mem_size = set_max_pinned ? (unsigned)set_max_pinned : 33554432;
+    pthread_mutex_unlock(&lock);
     p.max_batch_io_size = 128;
     p.max_batch_io_timeout_msecs = 5;
     memcpy(out, &p, sizeof p);

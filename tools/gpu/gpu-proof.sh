@@ -39,6 +39,9 @@ step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$
 step "registered page cache on the GPU"; run "$D/gpu_page_cache" --ignored --test-threads 1
 step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threads 1
 step "buffer registration and bounce buffers, udev record"; run "$D/gpu_memory" --ignored --test-threads 1 --nocapture
+for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_after_begin_device_setup_is_refused_even_while_the_open_runs; do
+    step "cuFile driver settings, udev record: $t"; run "$D/gpu_driver" --ignored --exact "$t" --nocapture
+done
 step "stray cufile.log in the working directory?"; ls -l cufile.log 2>&1
 # The exit suite (docs/exit.md; about 4 minutes): GDSROUTE_PROOF_EXIT=0 skips it.
 if [ "${GDSROUTE_PROOF_EXIT:-1}" != 0 ]; then

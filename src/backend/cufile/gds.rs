@@ -140,6 +140,8 @@ fn open_process() -> Result<Gds, Unusable> {
         // Shut down (or exiting) before the driver opened: never open it now.
         return Err(shut_down());
     }
+    // The caller's driver settings, staged until now: cuFile reads them when it opens.
+    super::driver_settings::apply_before_open(library);
     crate::trace::event("cufile.driver_open.start", 0);
     let opened = library.driver_open();
     crate::trace::event("cufile.driver_open.end", 0);
@@ -385,6 +387,19 @@ pub fn process() -> Result<&'static Gds, Unusable> {
         return Err(shut_down());
     }
     PROCESS.get_or_init(open_process).as_ref().map_err(Clone::clone)
+}
+
+/// Why cuFile cannot be used in this process, when that is known already (`None`: not decided
+/// yet, or usable): the process verdict, or one of its first two checks (CUDA, libcufile), which
+/// a device read runs before the verdict and does not record in it. Loads nothing.
+pub(crate) fn decided_unusable() -> Option<Unusable> {
+    if let Some(Err(unusable)) = PROCESS.get() {
+        return Some(unusable.clone());
+    }
+    if let Some(reason) = cuda::known_unavailable() {
+        return Some(Unusable::new(FallbackReason::CudaUnavailable, reason));
+    }
+    LIBRARY.get().and_then(|library| library.as_ref().err().cloned())
 }
 
 fn shut_down() -> Unusable {

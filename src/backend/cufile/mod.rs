@@ -1,4 +1,4 @@
-//! cuFile as a backend: the buffers registered with it through gdsroute (`buffers`), the process's state (`gds`: the AUTO probe's process half, the driver
+//! cuFile as a backend: the buffers registered with it through gdsroute (`buffers`), the driver settings a caller stages for its open (`driver_settings`), the process's state (`gds`: the AUTO probe's process half, the driver
 //! opened once after CUDA, the call gate and shutdown, cuFile's statistics), a file registered
 //! with it (`file`) and the submission calls that move a task's bytes: `synchronous`,
 //! `cuFileRead` / `cuFileWrite` per task on the calling thread, and `stream_ordered`,
@@ -7,6 +7,7 @@
 //! ranges of one or more files in one submission) go beside them in `batch.rs`.
 
 pub(crate) mod buffers;
+pub(crate) mod driver_settings;
 pub(crate) mod file;
 pub(crate) mod gds;
 pub(crate) mod stream_ordered;

@@ -124,6 +124,12 @@ pub fn cuda() -> Result<&'static CudaDriver, CudaFailure> {
     }
 }
 
+/// Why CUDA cannot be used, when an earlier `cuda()` found out (`None`: not tried yet, or
+/// usable); loads and initialises nothing.
+pub(crate) fn known_unavailable() -> Option<String> {
+    VERDICT.get().and_then(|verdict| verdict.as_ref().err().cloned())
+}
+
 /// True when the calling thread has a CUDA context current that the application made: libcuda
 /// is already loaded (checked without loading it) and `cuCtxGetCurrent` reports a context
 /// (`CUDA_ERROR_NOT_INITIALIZED` otherwise, without initialising anything). Only then is our

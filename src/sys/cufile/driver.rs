@@ -55,6 +55,24 @@ pub struct DriverProperties {
     pub max_batch_io_timeout_msecs: u32,
 }
 
+/// One of the driver settings cuFile's setters change (sizes in KiB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverControl {
+    /// `cuFileDriverSetPollMode(enabled, threshold_kb)`: poll for completion of I/O up to this size.
+    PollMode {
+        /// Poll rather than wait.
+        enabled: bool,
+        /// Largest I/O that polls (KiB).
+        threshold_kb: usize,
+    },
+    /// `cuFileDriverSetMaxDirectIOSize`: the largest direct I/O nvidia-fs issues.
+    MaxDirectIoKb(usize),
+    /// `cuFileDriverSetMaxCacheSize`: the GPU memory cuFile reserves per device for its buffers.
+    MaxCacheKb(usize),
+    /// `cuFileDriverSetMaxPinnedMemSize`: the most device memory `cuFileBufRegister` may pin.
+    MaxPinnedMemoryKb(usize),
+}
+
 impl DriverProperties {
     /// Size of the C struct.
     pub(crate) const C_SIZE: usize = 56;
@@ -203,6 +221,33 @@ impl CufileLibrary {
         let head: &[u8; DriverProperties::C_SIZE] =
             buf.0[..DriverProperties::C_SIZE].try_into().expect("56");
         Ok(DriverProperties::parse(head))
+    }
+
+    /// One of cuFile's driver setters (`cuFileDriverSetPollMode` and the `SetMax*Size` family,
+    /// sizes in KiB). cuFile reads them as staged values when its driver opens; after the open,
+    /// 1.15 returns success and changes nothing (measured on the H200, docs/local-api.md,
+    /// "cuFile driver properties"), so the caller applies them just before `driver_open`.
+    pub fn set_driver_control(&self, control: DriverControl) -> Result<(), CufileFailure> {
+        let s = &self.sym;
+        // SAFETY (each call): plain values by value, as cufile.h declares them.
+        match control {
+            DriverControl::PollMode { enabled, threshold_kb } => {
+                let f = s.set_poll_mode.ok_or(CufileFailure::missing("cuFileDriverSetPollMode"))?;
+                check("cuFileDriverSetPollMode", unsafe { f(enabled, threshold_kb) })
+            }
+            DriverControl::MaxDirectIoKb(kb) => {
+                let f = s.set_max_direct_io_size.ok_or(CufileFailure::missing("cuFileDriverSetMaxDirectIOSize"))?;
+                check("cuFileDriverSetMaxDirectIOSize", unsafe { f(kb) })
+            }
+            DriverControl::MaxCacheKb(kb) => {
+                let f = s.set_max_cache_size.ok_or(CufileFailure::missing("cuFileDriverSetMaxCacheSize"))?;
+                check("cuFileDriverSetMaxCacheSize", unsafe { f(kb) })
+            }
+            DriverControl::MaxPinnedMemoryKb(kb) => {
+                let f = s.set_max_pinned_mem_size.ok_or(CufileFailure::missing("cuFileDriverSetMaxPinnedMemSize"))?;
+                check("cuFileDriverSetMaxPinnedMemSize", unsafe { f(kb) })
+            }
+        }
     }
 
     /// `cuFileHandleRegister` for `fd` (an `CU_FILE_HANDLE_TYPE_OPAQUE_FD` descriptor).

@@ -61,6 +61,8 @@ pub(crate) type FnBufDeregister = unsafe extern "C" fn(*const c_void) -> RawCufi
 pub(crate) type FnSetInt = unsafe extern "C" fn(c_int) -> RawCufileError;
 pub(crate) type FnGetInt = unsafe extern "C" fn(*mut c_int) -> RawCufileError;
 pub(crate) type FnGetStats = unsafe extern "C" fn(*mut c_void) -> RawCufileError;
+pub(crate) type FnSetPollMode = unsafe extern "C" fn(bool, usize) -> RawCufileError;
+pub(crate) type FnSetSize = unsafe extern "C" fn(usize) -> RawCufileError;
 pub(crate) type FnSetParamString = unsafe extern "C" fn(c_int, *const c_char) -> RawCufileError;
 /// `cuFileReadAsync` / `cuFileWriteAsync(fh, bufPtr_base, size_t *size_p, off_t *file_offset_p,
 /// off_t *bufPtr_offset_p, ssize_t *bytes_p, CUstream)`: the numbers are read through the
@@ -92,6 +94,10 @@ pub(crate) struct Symbols {
     pub stats_reset: Option<FnVoid>,
     pub get_stats_l3: Option<FnGetStats>,
     pub set_parameter_string: Option<FnSetParamString>,
+    pub set_poll_mode: Option<FnSetPollMode>,
+    pub set_max_direct_io_size: Option<FnSetSize>,
+    pub set_max_cache_size: Option<FnSetSize>,
+    pub set_max_pinned_mem_size: Option<FnSetSize>,
     /// The stream API (cuFile 1.7, CUDA 12.2): `cuFileReadAsync`, `cuFileWriteAsync`,
     /// `cuFileStreamRegister`, `cuFileStreamDeregister`; all optional.
     pub read_async: Option<FnAsync>,
@@ -237,6 +243,10 @@ impl CufileLibrary {
                 stats_reset: resolve(&lib, "cuFileStatsReset"),
                 get_stats_l3: resolve(&lib, "cuFileGetStatsL3"),
                 set_parameter_string: resolve(&lib, "cuFileSetParameterString"),
+                set_poll_mode: resolve(&lib, "cuFileDriverSetPollMode"),
+                set_max_direct_io_size: resolve(&lib, "cuFileDriverSetMaxDirectIOSize"),
+                set_max_cache_size: resolve(&lib, "cuFileDriverSetMaxCacheSize"),
+                set_max_pinned_mem_size: resolve(&lib, "cuFileDriverSetMaxPinnedMemSize"),
                 read_async: resolve(&lib, "cuFileReadAsync"),
                 write_async: resolve(&lib, "cuFileWriteAsync"),
                 stream_register: resolve(&lib, "cuFileStreamRegister"),
@@ -315,6 +325,10 @@ impl CufileLibrary {
             ("cuFileStatsReset", s.stats_reset.is_some()),
             ("cuFileGetStatsL3", s.get_stats_l3.is_some()),
             ("cuFileSetParameterString", s.set_parameter_string.is_some()),
+            ("cuFileDriverSetPollMode", s.set_poll_mode.is_some()),
+            ("cuFileDriverSetMaxDirectIOSize", s.set_max_direct_io_size.is_some()),
+            ("cuFileDriverSetMaxCacheSize", s.set_max_cache_size.is_some()),
+            ("cuFileDriverSetMaxPinnedMemSize", s.set_max_pinned_mem_size.is_some()),
             ("cuFileReadAsync", s.read_async.is_some()),
             ("cuFileWriteAsync", s.write_async.is_some()),
             ("cuFileStreamRegister", s.stream_register.is_some()),

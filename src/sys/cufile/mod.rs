@@ -13,6 +13,8 @@ pub use codes::IoFailure;
 pub(crate) use codes::{CufileFailure, code_message};
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use driver::log_configuration;
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use driver::DriverControl;
 pub(crate) use driver::{CufileHandle, DriverProperties};
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use library::{CufileLibrary, LIBRARY_ENV_VAR, LoadError};
