@@ -398,6 +398,12 @@ typedef struct gdsroute_file gdsroute_file;
 typedef struct gdsroute_op gdsroute_op;
 
 /**
+ * A pool of worker threads a caller made. Cloning shares it. Its workers leave once the pool
+ * and every handle it was given to have let go, after what was queued on it ran.
+ */
+typedef struct gdsroute_pool gdsroute_pool;
+
+/**
  * cuFile's driver properties (`cuFileDriverGetProperties`, KvikIO's `DriverProperties`) and
  * what gdsroute did with the caller's driver settings. `#[repr(C)]`, every field a `u64`,
  * append-only; the caller sets `struct_size = sizeof(gdsroute_driver_properties)` and the
@@ -1513,6 +1519,52 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_page_cache_drop_system(void);
 GDSROUTE_MUST_USE gdsroute_status gdsroute_supports_direct_io(const char *path, bool *supported);
 
 /**
+ * Makes a pool of `threads` worker threads (1 to `GDSROUTE_MAX_THREADS`) for handles given it
+ * with `gdsroute_file_set_pool`; with `ncpus` CPUs at `cpus`, every worker runs on those CPUs
+ * only (`sched_setaffinity`; for example the CPUs of the NUMA node near a drive or a GPU), with
+ * `cpus` NULL and `ncpus` 0 wherever the process may run. Free it with `gdsroute_pool_free`: its
+ * workers leave once it is freed and no handle holds it, after the calls queued on it ran.
+ * Errors: `NULL_ARGUMENT` (`pool`, or `cpus` with `ncpus` > 0), `INVALID_ARGUMENT` (a thread
+ * count out of range, `cpus` with `ncpus` 0, a CPU this process may not run on), `INTERNAL` (no
+ * thread could be started).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_pool_create(size_t threads,
+                                     const size_t *cpus,
+                                     size_t ncpus,
+                                     gdsroute_pool **pool);
+
+/**
+ * Lets go of a pool made by `gdsroute_pool_create`; handles given it keep running their calls
+ * on it until they are given another or freed. NULL is a no-op; freeing twice is undefined
+ * behaviour.
+ */
+void gdsroute_pool_free(gdsroute_pool *pool);
+
+/**
+ * Runs the handle's parallel calls (`gdsroute_file_pread`, `_pwrite` and the stream-ordered
+ * ones) from now on on `pool`, or with `pool` NULL on the pool a handle opened now would get
+ * (the shared pool; its drive's under `KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE`). Calls in flight
+ * finish where they run. Errors: `NULL_ARGUMENT` (`file`), `CLOSED_HANDLE`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_set_pool(const gdsroute_file *file,
+                                       const gdsroute_pool *pool);
+
+/**
+ * Writes which pool runs the handle's parallel calls into `buf` (snprintf semantics; full length
+ * in `*length`; `buf` may be NULL when `buf_len` is 0): `shared`, `drive NAME` (the pool of
+ * that drive, e.g. `drive nvme0`), `no block device: KIND` (`memory` for tmpfs, `network`,
+ * `fuse`, `overlay`, `other`) or `caller` (a pool given with `gdsroute_file_set_pool`). Errors:
+ * `NULL_ARGUMENT`, `CLOSED_HANDLE`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_pool_name(const gdsroute_file *file,
+                                        char *buf,
+                                        size_t buf_len,
+                                        size_t *length);
+
+/**
  * Reads the default compat mode (a `gdsroute_compat_mode` value) into `*mode`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_compat_mode(uint32_t *mode);
@@ -1711,6 +1763,23 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_prepare_at_open(bool *en
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_settings_set_prepare_at_open(bool enabled);
+
+/**
+ * Reads whether handles opened from now on get the worker pool of the drive that holds their
+ * file (`KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE`, default off: the shared pool) into `*enabled`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_thread_pool_per_block_device(bool *enabled);
+
+/**
+ * Chooses, for handles opened from now on, between the shared pool (off) and a pool per
+ * physical drive (on; KvikIO's `set_thread_pool_per_block_device`): a partition counts as its
+ * disk and an NVMe namespace as its controller, so that a slow drive's tasks do not queue in
+ * front of another drive's; files without a block device share a pool per kind of file system
+ * (`memory` for tmpfs, `network`, `fuse`, `overlay`, `other`). Each pool has the thread-count
+ * setting's threads and follows its changes. `gdsroute_file_pool_name` says which pool a handle
+ * got. Handles opened before keep theirs.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_thread_pool_per_block_device(bool enabled);
 
 /**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters

@@ -6,7 +6,8 @@
 //! parallel read or write hands back (`Operation`, waited for with `wait`), errors (`Error`,
 //! `Result`, and `Status`, the code each error maps to), the streams (`stream`: registration with
 //! cuFile), the memory (`memory`: buffers registered with cuFile, the bounce buffers' release), cuFile's
-//! driver (`driver`: its properties and settings), the settings (`settings`: a getter and
+//! driver (`driver`: its properties and settings), the worker pools (`Pool`, a caller's; those per
+//! drive), the settings (`settings`: a getter and
 //! a setter per setting, the defaults), the counters (`counters`: `Counters`, `DeviceCounters`,
 //! process-wide and per device, reset, rendered), the diagnosis (`diagnose`, the report behind
 //! `gdsroute-diagnose`) and cuFile's `shutdown`. Everything else is crate-private, so that the
@@ -51,6 +52,7 @@ pub mod trace;
 pub use abi::{FallbackReason, Status};
 pub use api::file::File;
 pub use api::{counters, driver, memory, page_cache_tools, settings, stream};
+pub use api::pool::{Pool, drive_pools_in_use};
 pub use api::process::{begin_device_setup, cufile_usable};
 pub use backend::cufile::gds::{Unusable, shutdown};
 pub use error::{Error, Result};

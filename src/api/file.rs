@@ -56,6 +56,7 @@ impl File {
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
         let page_cache = PageCache::for_descriptor(fd.as_raw_fd());
+        let pool = thread_pool::Assigned::at_open(|| crate::sys::drive::drive_of(fd.as_raw_fd()))?;
         let compat_mode = compat_mode.unwrap_or_else(|| settings.compat_mode());
         crate::io::warm_up::prepare_in_background(compat_mode);
         Ok(File {
@@ -69,10 +70,35 @@ impl File {
                 direct: OnceCell::new(),
                 auto_environment: OnceCell::new(),
                 serialized_buffered_writes: OnceCell::new(),
+                pool: std::sync::Mutex::new(pool),
             }))),
             compat_mode,
             stats: Arc::new(StatsCell::default()),
         })
+    }
+
+    /// Runs this handle's parallel calls from now on on `pool` (a caller's `Pool`: its size and
+    /// CPUs), or with `None` on the pool a handle opened now gets (the shared pool; under
+    /// `KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE` its drive's). Calls in flight finish where they run.
+    ///
+    /// Errors: `ClosedHandle`; the settings or the drive's pool (`None` only).
+    pub fn set_pool(&self, pool: Option<&crate::api::pool::Pool>) -> Result<()> {
+        let file = self.open_file()?;
+        let assigned = match pool {
+            Some(pool) => thread_pool::Assigned::Caller(Arc::clone(&pool.inner)),
+            None => thread_pool::Assigned::at_open(|| crate::sys::drive::drive_of(file.fd.as_raw_fd()))?,
+        };
+        *file.pool.lock().unwrap_or_else(|p| p.into_inner()) = assigned;
+        Ok(())
+    }
+
+    /// Which pool runs this handle's parallel calls, in words: `shared`, `drive nvme0` (the pool
+    /// of that drive), `no block device: memory` (tmpfs; also `network`, `fuse`, `overlay`,
+    /// `other`), or `caller` (a `Pool` given with `set_pool`).
+    ///
+    /// Errors: `ClosedHandle`.
+    pub fn pool_name(&self) -> Result<String> {
+        Ok(self.open_file()?.pool.lock().unwrap_or_else(|p| p.into_inner()).describe())
     }
 
     fn open_file(&self) -> Result<Arc<OpenFile>> {

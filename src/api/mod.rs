@@ -1,7 +1,8 @@
 //! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads), the
 //! operations it starts (`operation`), the settings (`settings`) and the process-wide counters
 //! (`process`, read through `counters`), the registration of streams (`stream`), the memory the library
-//! registers or pins (`memory`), cuFile's driver properties and settings (`driver`) and the page-cache tools (`page_cache_tools`).
+//! registers or pins (`memory`), cuFile's driver properties and settings (`driver`),
+//! the worker pools (`pool`: a caller's, those per drive) and the page-cache tools (`page_cache_tools`).
 
 pub mod counters;
 pub mod driver;
@@ -9,6 +10,7 @@ pub(crate) mod file;
 pub mod memory;
 pub mod page_cache_tools;
 mod operation;
+pub(crate) mod pool;
 pub(crate) mod process;
 pub mod settings;
 pub mod stream;

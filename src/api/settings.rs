@@ -107,6 +107,17 @@ pub fn set_auto_direct_io_read(enabled: bool) {
     crate::settings_table::live().set_auto_direct_io_read(enabled);
 }
 
+/// Whether handles opened from now on get the pool of the drive that holds their file
+/// (`KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE`; default off: the shared pool).
+pub fn thread_pool_per_block_device() -> Result<bool> {
+    Ok(crate::settings_table::global()?.thread_pool_per_block_device())
+}
+
+/// Sets `thread_pool_per_block_device` for handles opened from now on.
+pub fn set_thread_pool_per_block_device(enabled: bool) {
+    crate::settings_table::live().set_thread_pool_per_block_device(enabled);
+}
+
 /// Whether aligned host writes go through `O_DIRECT` (`KVIKIO_AUTO_DIRECT_IO_WRITE`).
 pub fn auto_direct_io_write() -> Result<bool> {
     Ok(crate::settings_table::global()?.auto_direct_io_write())

@@ -295,3 +295,27 @@ pub extern "C" fn gdsroute_settings_set_prepare_at_open(enabled: bool) -> Status
 
 symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_auto_direct_io_write, gdsroute_settings_set_auto_direct_io_write, gdsroute_settings_get_stream_ordered, gdsroute_settings_set_stream_ordered, gdsroute_settings_get_cufile_async_native, gdsroute_settings_set_cufile_async_native);
 symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_prepare_at_open, gdsroute_settings_set_prepare_at_open);
+
+/// Reads whether handles opened from now on get the worker pool of the drive that holds their
+/// file (`KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE`, default off: the shared pool) into `*enabled`.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_thread_pool_per_block_device(enabled: *mut bool) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(enabled, "enabled", |s| s.thread_pool_per_block_device()) }
+}
+
+/// Chooses, for handles opened from now on, between the shared pool (off) and a pool per
+/// physical drive (on; KvikIO's `set_thread_pool_per_block_device`): a partition counts as its
+/// disk and an NVMe namespace as its controller, so that a slow drive's tasks do not queue in
+/// front of another drive's; files without a block device share a pool per kind of file system
+/// (`memory` for tmpfs, `network`, `fuse`, `overlay`, `other`). Each pool has the thread-count
+/// setting's threads and follows its changes. `gdsroute_file_pool_name` says which pool a handle
+/// got. Handles opened before keep theirs.
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_thread_pool_per_block_device(enabled: bool) -> Status {
+    set_setting(|s| s.set_thread_pool_per_block_device(enabled))
+}
+
+symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_thread_pool_per_block_device, gdsroute_settings_set_thread_pool_per_block_device);

@@ -20,7 +20,6 @@ use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::warm_up;
 use crate::io::task_source::Task;
 use crate::io::task_split::{self, Chunk, Split};
-use crate::io::thread_pool;
 use crate::settings::{self, CompatMode, CufileAsync, Snapshot};
 use crate::stats::{self, Route, StatsCell, TaskOutcome};
 use crate::sys::cuda::{self, MemoryKind};
@@ -83,8 +82,8 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     };
     crate::trace::event(event, request.size as u64);
     let (counted, snapshot) = begin(stats, &request)?;
-    let pool = thread_pool::global()?;
     let file = open_file()?;
+    let pool = file.pool()?;
     let Some(Planned { call, len, size_known }) = plan_call(&file, request, snapshot, compat_mode, snapshot.gds_threshold, stream_ordered)? else {
         // Nothing to move: no task, no cuFile probe, an operation that is already done.
         counted.handed_over();
@@ -123,7 +122,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
             // it gets one worker more (its writes were 6-10 % slower without, 2026-12-02).
             let one_at_a_time = buffered_write && file.direct_fd(direct_io).is_none();
             let workers = if one_at_a_time { file.buffered_write_workers().saturating_add(usize::from(stream_ordered)) } else { usize::MAX };
-            operation.start(pool, workers);
+            operation.start(&pool, workers);
         }
     }
     Ok(operation)

@@ -7,11 +7,12 @@ use crate::backend::cufile::file::CufileFile;
 use crate::direction::Direction;
 use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
 use crate::error::{Error, Result};
+use crate::io::thread_pool::{Assigned, ThreadPool};
 use crate::page_cache::PageCache;
 use crate::settings::{self, CompatMode};
 use once_cell::sync::OnceCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// KvikIO's open flags. Stricter than KvikIO, which looks at two characters only: the whole
 /// string must be one of these.
@@ -79,9 +80,18 @@ pub(crate) struct OpenFile {
     /// Whether the file system runs buffered writes to this file one at a time
     /// (`sys::fs::serializes_buffered_writes`), asked at the first parallel write.
     pub serialized_buffered_writes: OnceCell<bool>,
+    /// The pool its parallel calls run on: chosen at open, or a caller's given later.
+    pub pool: Mutex<Assigned>,
 }
 
 impl OpenFile {
+    /// The pool its parallel calls run on now.
+    ///
+    /// Errors: the shared pool could not be made (settings, threads).
+    pub(crate) fn pool(&self) -> Result<ThreadPool> {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner()).pool()
+    }
+
     pub(crate) fn io_error(&self, op: &'static str, offset: u64, source: std::io::Error) -> Error {
         // Keep errno intact for gdsroute_last_error_errno; say why EBADF happens in the op text.
         let op = if source.raw_os_error() == Some(libc::EBADF) && self.flags == OpenFlags::Write {
@@ -213,6 +223,7 @@ mod tests {
             direct: OnceCell::new(),
             auto_environment: OnceCell::new(),
             serialized_buffered_writes: OnceCell::new(),
+            pool: Mutex::new(Assigned::Shared),
         };
         assert!(file.cufile_serves(CompatMode::Auto).is_err());
         assert!(file.cufile.get().is_none(), "the verdict was not decided for routing");

@@ -241,6 +241,13 @@ settings_table! {
             "Chooses, for stream-ordered calls from now on, between queueing them on their stream (on) and \
              synchronising the stream and moving the bytes on the calling thread, as KvikIO's fallback does (off).",
     }
+    ThreadPoolPerBlockDevice {
+        name: "KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE", aliases: [],
+        doc: "handles get the worker pool of the drive that holds their file (one per kind of file system without one)",
+        parse: Parse::Bool, default: false, get: thread_pool_per_block_device -> bool,
+        set: set_thread_pool_per_block_device,
+            "Chooses, for handles opened from now on, between the shared pool (off) and a pool per physical drive (on), as KvikIO.",
+    }
     CufileAsync {
         name: "GDSROUTE_CUFILE_ASYNC", aliases: [], doc: "stream-ordered calls cuFile serves: tasks (the engine's stream mode) or native (cuFileReadAsync/WriteAsync on registered streams)",
         parse: Parse::Word { parse: |text| CufileAsync::parse(text).map(CufileAsync::to_raw), expected: "tasks or native (any case)" },

@@ -131,18 +131,35 @@ pub(crate) fn serializes_buffered_writes(fd: RawFd) -> bool {
     if !stat(fd).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG) {
         return false;
     }
-    const EXT4: i64 = 0xEF53; // ext2/3/4 share the magic
-    const XFS: i64 = 0x5846_5342;
-    const BTRFS: i64 = 0x9123_683E;
-    const TMPFS: i64 = 0x0102_1994;
+    matches!(file_system_magic(fd), Some(magic::EXT4 | magic::XFS | magic::BTRFS | magic::TMPFS))
+}
+
+/// File-system magic numbers (`statfs(2)`'s `f_type`, linux/magic.h) the library tells apart.
+pub(crate) mod magic {
+    pub(crate) const EXT4: u32 = 0xEF53; // ext2/3/4 share the magic
+    pub(crate) const XFS: u32 = 0x5846_5342;
+    pub(crate) const BTRFS: u32 = 0x9123_683E;
+    pub(crate) const TMPFS: u32 = 0x0102_1994;
+    pub(crate) const RAMFS: u32 = 0x8584_58F6;
+    pub(crate) const NFS: u32 = 0x6969;
+    pub(crate) const CIFS: u32 = 0xFF53_4D42;
+    pub(crate) const SMB2: u32 = 0xFE53_4D42;
+    pub(crate) const LUSTRE: u32 = 0x0BD0_0BD0;
+    pub(crate) const GPFS: u32 = 0x4750_4653;
+    pub(crate) const FUSE: u32 = 0x6573_5546;
+    pub(crate) const OVERLAYFS: u32 = 0x794C_7630;
+}
+
+/// The magic number of the file system holding `fd` (`fstatfs`), `None` when the call fails.
+pub(crate) fn file_system_magic(fd: RawFd) -> Option<u32> {
     // SAFETY: an all-zero statfs is a valid out-buffer.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer; a bad descriptor only makes the call fail.
     if unsafe { libc::fstatfs(fd, &mut st) } != 0 {
-        return false;
+        return None;
     }
     // The magic is 32 bits wide; `f_type` is a signed word (sign-extended where it is 32 bits).
-    matches!(st.f_type as i64 & 0xFFFF_FFFF, EXT4 | XFS | BTRFS | TMPFS)
+    Some((st.f_type as i64 & 0xFFFF_FFFF) as u32)
 }
 
 /// `fsync(2)` (`data_only`: `fdatasync(2)`), retried on `EINTR`.

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -893,6 +895,81 @@ static void test_driver(void) {
     CHECK_STATUS(gdsroute_settings_set_compat_mode(before_mode), GDSROUTE_STATUS_OK);
 }
 
+/* Worker pools: a caller's pool runs a handle's reads (every byte checked), bad pools and NULLs are
+ * refused, the pool per drive is named, and a handle outlives the pool value it was given. */
+static void test_pools(const char *path, size_t len) {
+    gdsroute_pool *pool = (gdsroute_pool *)0x1;
+    size_t cpu0 = 0, bad_cpu = 1u << 20, length = 0;
+    char name[128];
+    CHECK_STATUS(gdsroute_pool_create(2, NULL, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("pool");
+    CHECK_STATUS(gdsroute_pool_create(0, NULL, 0, &pool), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("0 threads");
+    CHECK_STATUS(gdsroute_pool_create(GDSROUTE_MAX_THREADS + 1, NULL, 0, &pool), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_pool_create(2, NULL, 1, &pool), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("cpus");
+    CHECK_STATUS(gdsroute_pool_create(2, &cpu0, 0, &pool), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("empty");
+    CHECK_STATUS(gdsroute_pool_create(2, &bad_cpu, 1, &pool), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("CPU 1048576");
+    CHECK(pool == (gdsroute_pool *)0x1); /* nothing written on failure */
+    gdsroute_pool_free(NULL);
+
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+    while (cpu0 < CPU_SETSIZE && !CPU_ISSET(cpu0, &allowed)) cpu0++;
+    CHECK_STATUS(gdsroute_pool_create(3, &cpu0, 1, &pool), GDSROUTE_STATUS_OK);
+    gdsroute_file *file = open_ok(path, "r");
+    CHECK_STATUS(gdsroute_file_pool_name(file, name, sizeof name, &length), GDSROUTE_STATUS_OK);
+    CHECK(strcmp(name, "shared") == 0 && length == 6);
+    CHECK_STATUS(gdsroute_file_set_pool(NULL, pool), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_set_pool(file, pool), GDSROUTE_STATUS_OK);
+    gdsroute_pool_free(pool); /* the handle holds it */
+    CHECK_STATUS(gdsroute_file_pool_name(file, name, sizeof name, &length), GDSROUTE_STATUS_OK);
+    CHECK(strcmp(name, "caller") == 0);
+    CHECK_STATUS(gdsroute_file_pool_name(NULL, name, sizeof name, &length), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_file_pool_name(file, name, sizeof name, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_settings_set_task_size(5), GDSROUTE_STATUS_OK);
+    char buf[64], expect[64];
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL && fread(expect, 1, len, f) == len);
+    if (f) fclose(f);
+    for (size_t offset = 0; offset < len; offset += 7) {
+        memset(buf, 0x5A, sizeof buf);
+        gdsroute_op *op = NULL;
+        size_t got = 0;
+        CHECK_STATUS(gdsroute_file_pread(file, buf + 1, len - offset, offset, &op), GDSROUTE_STATUS_OK);
+        CHECK_STATUS(gdsroute_op_wait(op, &got), GDSROUTE_STATUS_OK);
+        gdsroute_op_free(op);
+        CHECK(got == len - offset && memcmp(buf + 1, expect + offset, got) == 0);
+        CHECK(buf[0] == 0x5A && buf[1 + got] == 0x5A);
+    }
+    CHECK_STATUS(gdsroute_settings_set_task_size(GDSROUTE_DEFAULT_TASK_SIZE), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_file_set_pool(file, NULL), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_file_pool_name(file, name, sizeof name, &length), GDSROUTE_STATUS_OK);
+    CHECK(strcmp(name, "shared") == 0);
+
+    /* The pool per drive: named by the drive, or by the kind of file system without one. */
+    bool per_drive = true;
+    CHECK_STATUS(gdsroute_settings_get_thread_pool_per_block_device(&per_drive), GDSROUTE_STATUS_OK);
+    CHECK(!per_drive);
+    CHECK_STATUS(gdsroute_settings_get_thread_pool_per_block_device(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_settings_set_thread_pool_per_block_device(true), GDSROUTE_STATUS_OK);
+    gdsroute_file *on_drive = open_ok(path, "r");
+    CHECK_STATUS(gdsroute_file_pool_name(on_drive, name, sizeof name, &length), GDSROUTE_STATUS_OK);
+    CHECK(strncmp(name, "drive ", 6) == 0 || strncmp(name, "no block device: ", 17) == 0);
+    CHECK_STATUS(gdsroute_file_pool_name(file, name, sizeof name, &length), GDSROUTE_STATUS_OK);
+    CHECK(strcmp(name, "shared") == 0); /* opened before */
+    CHECK_STATUS(gdsroute_settings_set_thread_pool_per_block_device(false), GDSROUTE_STATUS_OK);
+    gdsroute_file_free(on_drive);
+
+    CHECK_STATUS(gdsroute_file_close(file), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_file_set_pool(file, NULL), GDSROUTE_STATUS_CLOSED_HANDLE);
+    CHECK_STATUS(gdsroute_file_pool_name(file, name, sizeof name, &length), GDSROUTE_STATUS_CLOSED_HANDLE);
+    gdsroute_file_free(file);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     /* The driver's settings in a process of their own: whether they are refused depends on what
@@ -930,6 +1007,7 @@ int main(int argc, char **argv) {
         test_stream_calls(path);
         test_handle_queries(path);
         test_buffer_registration();
+        test_pools(path, strlen(content));
     }
 
     char other[512];

@@ -33,7 +33,8 @@ pub(crate) fn global() -> Result<&'static ThreadPool> {
     }
 }
 
-/// Applies a new thread count to the settings and, if it is running, to the shared pool.
+/// Applies a new thread count to the settings and, if they are running, to the shared pool and
+/// the pools per drive.
 pub(crate) fn set_global_num_threads(threads: usize) -> Result<()> {
     // Under the pool lock, so that concurrent setters leave setting and pool in agreement.
     let slot = current();
@@ -41,5 +42,5 @@ pub(crate) fn set_global_num_threads(threads: usize) -> Result<()> {
     if let Some(g) = slot.as_ref().filter(|g| g.pid == std::process::id()) {
         g.pool.resize(threads)?;
     }
-    Ok(())
+    super::assigned::resize_drive_pools(threads)
 }

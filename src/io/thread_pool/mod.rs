@@ -2,12 +2,15 @@
 //! pool can be resized while in use (extra threads leave after their current task), and a pool
 //! thread that waits for an operation runs queued tasks meanwhile, so a task that submits and
 //! waits for another call (nested submission) cannot deadlock the pool. Beside the queue: jobs
-//! run once on every worker (`broadcast`: per-thread preparation, warm_up.rs) and the process's
-//! one pool (`global`).
+//! run once on every worker (`broadcast`: per-thread preparation, warm_up.rs), the process's
+//! shared pool (`global`) and which pool a handle's tasks run on (`assigned`: the shared one, one
+//! per drive, or a caller's).
 
+mod assigned;
 mod broadcast;
 mod global;
 
+pub(crate) use assigned::{Assigned, CallerPool, drive_pools};
 pub(crate) use global::{global, set_global_num_threads};
 
 use crate::error::{Error, Result};
@@ -28,6 +31,8 @@ struct State {
     target_threads: usize,
     live_threads: usize,
     next_thread_id: usize,
+    /// Its owner let go (a caller's pool freed): workers leave once the queue is empty.
+    retired: bool,
 }
 
 struct Shared {
@@ -35,6 +40,9 @@ struct Shared {
     work_ready: Condvar,
     /// `State::next_generation`, readable without the lock (`run_due_broadcasts`).
     generations: AtomicU64,
+    /// The CPUs every worker runs on (`sched_setaffinity` at its start); `None`: wherever the
+    /// process may run.
+    cpus: Option<Vec<usize>>,
 }
 
 thread_local! {
@@ -59,6 +67,18 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
 impl ThreadPool {
     /// Starts a pool with `threads` workers.
     pub(crate) fn new(threads: usize) -> Result<ThreadPool> {
+        Self::placed(threads, None)
+    }
+
+    /// Starts a pool with `threads` workers, each running only on `cpus` when given (checked
+    /// against the CPUs this process may use).
+    ///
+    /// Errors: `InvalidArgument` for no threads, an empty CPU list, or a CPU the process may not
+    /// run on; `Internal` when no thread could be started.
+    pub(crate) fn placed(threads: usize, cpus: Option<Vec<usize>>) -> Result<ThreadPool> {
+        if let Some(cpus) = &cpus {
+            check_cpus(cpus)?;
+        }
         let pool = ThreadPool {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -68,9 +88,11 @@ impl ThreadPool {
                     target_threads: 0,
                     live_threads: 0,
                     next_thread_id: 0,
+                    retired: false,
                 }),
                 work_ready: Condvar::new(),
                 generations: AtomicU64::new(0),
+                cpus,
             }),
         };
         pool.resize(threads)?;
@@ -119,6 +141,19 @@ impl ThreadPool {
         self.shared.work_ready.notify_one();
     }
 
+    /// Lets the workers go once every queued job has run (a caller's pool whose last holder let
+    /// go: no job is queued on it later).
+    pub(crate) fn retire(&self) {
+        lock(&self.shared).retired = true;
+        self.shared.work_ready.notify_all();
+    }
+
+    /// Workers alive now (those leaving after their current job included).
+    #[cfg(test)]
+    pub(crate) fn live_threads(&self) -> usize {
+        lock(&self.shared).live_threads
+    }
+
     /// Runs one queued job on the calling thread, if there is one. Used by waiters on pool
     /// threads so that nested waits make progress.
     pub(crate) fn run_one_queued(&self) -> bool {
@@ -147,12 +182,17 @@ fn run_job(job: impl FnOnce()) {
 /// `run_due_broadcasts` advances too).
 fn worker_loop(shared: Arc<Shared>, due: u64) {
     ON_POOL_THREAD.with(|c| c.set(true));
+    if let Some(cpus) = &shared.cpus {
+        // Checked when the pool was made; a refusal now (the process's CPUs changed) leaves the
+        // worker wherever the process may run.
+        let _ = pin_to(cpus);
+    }
     let pool = Arc::as_ptr(&shared) as usize;
     WORKER_DUE.with(|c| c.set((pool, due)));
     let due = || WORKER_DUE.with(|c| c.get().1);
     let mut state = lock(&shared);
     loop {
-        if state.live_threads > state.target_threads {
+        if state.live_threads > state.target_threads || (state.retired && state.queue.is_empty()) {
             state.forget_worker(due());
             return;
         }
@@ -172,6 +212,47 @@ fn worker_loop(shared: Arc<Shared>, due: u64) {
             None => state = shared.work_ready.wait(state).unwrap_or_else(|p| p.into_inner()),
         }
     }
+}
+
+/// The CPUs this process may run on (`sched_getaffinity`).
+fn allowed_cpus() -> std::io::Result<libc::cpu_set_t> {
+    // SAFETY: an all-zero cpu_set_t is an empty set; the call fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer of the size given.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
+fn check_cpus(cpus: &[usize]) -> Result<()> {
+    if cpus.is_empty() {
+        return Err(Error::InvalidArgument("a pool's CPU list is empty (pass none to run anywhere)".into()));
+    }
+    let allowed = allowed_cpus().map_err(|e| Error::Internal(format!("sched_getaffinity: {e}")))?;
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    for &cpu in cpus {
+        // SAFETY: CPU_ISSET reads the set in range (cpu < max checked first).
+        if cpu >= max || !unsafe { libc::CPU_ISSET(cpu, &allowed) } {
+            return Err(Error::InvalidArgument(format!("CPU {cpu} is not one this process may run on")));
+        }
+    }
+    Ok(())
+}
+
+/// Runs the calling thread on `cpus` only.
+fn pin_to(cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: an all-zero cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: CPU_SET writes in range (checked by `check_cpus`).
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: a valid set of the size given, for the calling thread (0).
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 // Tests of the queue, the workers and the broadcasts together.
@@ -361,6 +442,50 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         assert!(lock(&pool.shared).broadcasts.is_empty());
         pool.run_due_broadcasts(); // not a worker: nothing
+    }
+
+    #[test]
+    fn workers_run_on_the_cpus_given_and_a_bad_cpu_list_is_refused() {
+        let allowed = allowed_cpus().unwrap();
+        let first = (0..1024).find(|&c| unsafe { libc::CPU_ISSET(c, &allowed) }).unwrap();
+        let pool = ThreadPool::placed(2, Some(vec![first])).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..4 {
+            let tx = tx.clone();
+            pool.submit(move || {
+                let set = allowed_cpus().unwrap();
+                let on: Vec<usize> = (0..1024).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
+                tx.send(on).unwrap();
+            });
+        }
+        for _ in 0..4 {
+            assert_eq!(rx.recv_timeout(Duration::from_secs(120)).unwrap(), [first]);
+        }
+        assert!(matches!(ThreadPool::placed(1, Some(vec![])), Err(Error::InvalidArgument(_))));
+        assert!(matches!(ThreadPool::placed(1, Some(vec![100_000])), Err(Error::InvalidArgument(ref m)) if m.contains("CPU 100000")));
+        assert!(matches!(ThreadPool::placed(0, None), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn a_retired_pool_runs_what_was_queued_and_its_workers_leave() {
+        let pool = ThreadPool::new(3).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for i in 0..20 {
+            let tx = tx.clone();
+            pool.submit(move || {
+                std::thread::sleep(Duration::from_millis(1));
+                tx.send(i).unwrap();
+            });
+        }
+        pool.retire();
+        let mut got: Vec<i32> = (0..20).map(|_| rx.recv_timeout(Duration::from_secs(120)).unwrap()).collect();
+        got.sort();
+        assert_eq!(got, (0..20).collect::<Vec<_>>());
+        let start = std::time::Instant::now();
+        while pool.live_threads() > 0 && start.elapsed() < Duration::from_secs(120) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(pool.live_threads(), 0);
     }
 
     #[test]
