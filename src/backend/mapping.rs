@@ -1,0 +1,130 @@
+//! Reads out of a shared, read-only mapping of a file range (the mapping handle,
+//! `api::mapping`), without a load or store of the mapping in user space: host memory is filled
+//! by the kernel's copy (`process_copy::copy_either_side_bad`, `process_vm_readv` on this
+//! process), device memory by the same copy into a pinned bounce buffer and a host-to-device copy
+//! from it (`device::bounce_in_with`). A page of the mapping past the end of a file truncated
+//! under it then reads as `EFAULT` instead of raising `SIGBUS`, so no signal handler is needed;
+//! `stopped` tells which side faulted and says so.
+
+use crate::backend::device::bounce_in_with;
+use crate::backend::posix::{self, Delivered};
+use crate::error::{Error, Result};
+use crate::sys::cuda::{FileMapping, MemoryKind};
+use crate::sys::process_copy::{ShortCopy, copy_either_side_bad};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// A mapped range of an open file: `mapping` (none for an empty range) holds the file's bytes
+/// from `mapped_from`, a page boundary, on; the descriptor stays open for `fstat` and for the
+/// `pread`s that stand in for the kernel copy where it is refused.
+#[derive(Debug)]
+pub(crate) struct MappedRange {
+    mapping: Option<FileMapping>,
+    mapped_from: u64,
+    fd: OwnedFd,
+    path: String,
+}
+
+impl MappedRange {
+    /// Maps `len` bytes of `fd` from `offset` (any offset: the mapping starts at the page before
+    /// it). Errors: `Io` with the errno of `mmap`; `Overflow` where the range with its lead does
+    /// not fit a `usize`.
+    pub(crate) fn new(fd: OwnedFd, path: String, offset: u64, len: usize) -> Result<MappedRange> {
+        let mapped_from = offset - offset % crate::sys::page_cache::page_size();
+        let lead = (offset - mapped_from) as usize;
+        let mapping = match len {
+            0 => None,
+            _ => {
+                let mapped = len.checked_add(lead).ok_or_else(|| Error::Overflow(format!("a mapping of {len} bytes at offset {offset} exceeds the address space")))?;
+                Some(FileMapping::new(fd.as_raw_fd(), mapped_from, mapped).map_err(|source| Error::Io { op: "mmap", path: path.clone(), offset, source })?)
+            }
+        };
+        Ok(MappedRange { mapping, mapped_from, fd, path })
+    }
+
+    /// The file's current size (`fstat`).
+    pub(crate) fn file_size(&self) -> Result<u64> {
+        crate::sys::fs::file_size(self.fd.as_raw_fd()).map_err(|source| Error::Io { op: "fstat", path: self.path.clone(), offset: 0, source })
+    }
+
+    /// The mapped byte at file offset `offset`, which the caller keeps inside the mapped range.
+    fn source(&self, offset: u64) -> *const u8 {
+        let base = self.mapping.as_ref().map_or(std::ptr::null(), FileMapping::as_ptr);
+        base.wrapping_add((offset - self.mapped_from) as usize)
+    }
+
+    /// Copies the `len` bytes at file offset `offset` into host memory at `dst`. Returns `len`.
+    ///
+    /// # Safety
+    /// `offset .. offset + len` lies in the mapped range; `dst .. dst + len` is the caller's
+    /// memory to overwrite and nothing else writes it meanwhile (a page of it that cannot be
+    /// written is an error, `EFAULT`, not a crash).
+    pub(crate) unsafe fn read_host(&self, dst: *mut u8, len: usize, offset: u64) -> Result<usize> {
+        // SAFETY: forwarded from the caller; either side may fault, which the call reports.
+        match unsafe { copy_either_side_bad(dst, self.source(offset), len) } {
+            Ok(()) => Ok(len),
+            // SAFETY: forwarded from the caller.
+            Err(stop) => unsafe { self.stopped(stop, dst, len, offset) },
+        }
+    }
+
+    /// Copies the `len` bytes at file offset `offset` into device memory of `kind` at `dst`
+    /// through a pinned bounce buffer of `buffer_size` (the setting) at most. Returns `len`.
+    ///
+    /// # Safety
+    /// `offset .. offset + len` lies in the mapped range; `dst .. dst + len` is device memory of
+    /// `kind` that the caller may overwrite.
+    pub(crate) unsafe fn read_device(&self, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<usize> {
+        let fill = |_step: usize, host: *mut u8, want: usize, pos: u64| {
+            // SAFETY: pos .. pos + want lies in the caller's range, so in the mapping; host is a
+            // piece of the bounce buffer that no copy reads any more.
+            let bytes = unsafe { self.read_host(host, want, pos) }?;
+            Ok(Delivered { bytes, not_cached: false, direct_bytes: 0 })
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { bounce_in_with(kind, dst, len, offset, buffer_size, false, fill) }.map(|d| d.bytes)
+    }
+
+    /// A copy of `len` bytes at `offset` into `dst` that stopped after `stop.copied` bytes: the
+    /// error that says why, or, where the kernel refused the copy itself (`ENOSYS`, `EPERM`: a
+    /// seccomp filter), the rest read with `pread` from the same file, which is what the mapping
+    /// shows.
+    ///
+    /// # Safety
+    /// As `read_host`.
+    unsafe fn stopped(&self, stop: ShortCopy, dst: *mut u8, len: usize, offset: u64) -> Result<usize> {
+        let at = offset + stop.copied as u64;
+        if stop.error.raw_os_error() != Some(libc::EFAULT) {
+            let rest = len - stop.copied;
+            // SAFETY: the rest of the caller's range.
+            let read = unsafe { posix::read_full_at(self.fd.as_raw_fd(), dst.wrapping_add(stop.copied), rest, at) };
+            let n = read.map_err(|source| Error::Io { op: "pread (the copy out of the mapping was refused)", path: self.path.clone(), offset: at, source })?;
+            return if n == rest { Ok(len) } else { Err(self.shrank(at + n as u64)) };
+        }
+        // Which side faulted: the mapped byte alone, copied into memory of our own.
+        let mut byte = 0u8;
+        // SAFETY: one byte of ours; the source may fault, which the call reports.
+        if unsafe { copy_either_side_bad(&mut byte, self.source(at), 1) }.is_ok() {
+            return Err(Error::Io { op: "copy from the mapping into the buffer", path: self.path.clone(), offset: at, source: stop.error });
+        }
+        match self.file_size() {
+            Ok(size) if size <= at => Err(self.shrank(at)),
+            // The file still has the byte: its page could not be read in (a disk error, which
+            // `pread` names).
+            _ => {
+                // SAFETY: one byte of ours.
+                let source = match unsafe { posix::read_full_at(self.fd.as_raw_fd(), &mut byte, 1, at) } {
+                    Err(e) => e,
+                    Ok(_) => stop.error,
+                };
+                Err(Error::Io { op: "page-in of the mapped file", path: self.path.clone(), offset: at, source })
+            }
+        }
+    }
+
+    /// The file no longer has the mapped byte at `offset`.
+    fn shrank(&self, offset: u64) -> Error {
+        let size = self.file_size().unwrap_or(0);
+        Error::MappedFileShrank { path: self.path.clone(), offset, size, source: io::Error::from_raw_os_error(libc::EFAULT) }
+    }
+}
