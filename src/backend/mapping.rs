@@ -53,62 +53,89 @@ impl MappedRange {
         base.wrapping_add((offset - self.mapped_from) as usize)
     }
 
-    /// Copies the `len` bytes at file offset `offset` into host memory at `dst`. Returns `len`.
+    /// Copies the `len` bytes at file offset `offset` into host memory at `dst`. Returns `len`;
+    /// on an error the bytes before the failing one are in `dst`, nothing after it.
     ///
     /// # Safety
     /// `offset .. offset + len` lies in the mapped range; `dst .. dst + len` is the caller's
     /// memory to overwrite and nothing else writes it meanwhile (a page of it that cannot be
     /// written is an error, `EFAULT`, not a crash).
     pub(crate) unsafe fn read_host(&self, dst: *mut u8, len: usize, offset: u64) -> Result<usize> {
-        // SAFETY: forwarded from the caller; either side may fault, which the call reports.
-        match unsafe { copy_either_side_bad(dst, self.source(offset), len) } {
-            Ok(()) => Ok(len),
-            // SAFETY: forwarded from the caller.
-            Err(stop) => unsafe { self.stopped(stop, dst, len, offset) },
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { self.copy_out(dst, len, offset) }.map(|()| len).map_err(|(_, e)| e)
     }
 
     /// Copies the `len` bytes at file offset `offset` into device memory of `kind` at `dst`
-    /// through a pinned bounce buffer of `buffer_size` (the setting) at most. Returns `len`.
+    /// through a pinned bounce buffer of `buffer_size` (the setting) at most. Returns `len`; on
+    /// an error, as `read_host`, the bytes before the failing one have reached `dst`.
     ///
     /// # Safety
     /// `offset .. offset + len` lies in the mapped range; `dst .. dst + len` is device memory of
     /// `kind` that the caller may overwrite.
     pub(crate) unsafe fn read_device(&self, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<usize> {
+        // A piece that stops short is copied to the device as far as it got, which ends the
+        // loop; the error is reported after that copy.
+        let mut failed = None;
         let fill = |_step: usize, host: *mut u8, want: usize, pos: u64| {
             // SAFETY: pos .. pos + want lies in the caller's range, so in the mapping; host is a
             // piece of the bounce buffer that no copy reads any more.
-            let bytes = unsafe { self.read_host(host, want, pos) }?;
+            let bytes = match unsafe { self.copy_out(host, want, pos) } {
+                Ok(()) => want,
+                Err((copied, e)) => {
+                    failed = Some(e);
+                    copied
+                }
+            };
             Ok(Delivered { bytes, not_cached: false, direct_bytes: 0 })
         };
         // SAFETY: forwarded from the caller.
-        unsafe { bounce_in_with(kind, dst, len, offset, buffer_size, false, fill) }.map(|d| d.bytes)
+        let copied = unsafe { bounce_in_with(kind, dst, len, offset, buffer_size, false, fill) }?.bytes;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(copied),
+        }
+    }
+
+    /// The copy of `read_host`: on an error, the bytes copied before it and why.
+    ///
+    /// # Safety
+    /// As `read_host`.
+    unsafe fn copy_out(&self, dst: *mut u8, len: usize, offset: u64) -> std::result::Result<(), (usize, Error)> {
+        // SAFETY: forwarded from the caller; either side may fault, which the call reports.
+        match unsafe { copy_either_side_bad(dst, self.source(offset), len) } {
+            Ok(()) => Ok(()),
+            // SAFETY: forwarded from the caller.
+            Err(stop) => unsafe { self.stopped(stop, dst, len, offset) },
+        }
     }
 
     /// A copy of `len` bytes at `offset` into `dst` that stopped after `stop.copied` bytes: the
     /// error that says why, or, where the kernel refused the copy itself (`ENOSYS`, `EPERM`: a
     /// seccomp filter), the rest read with `pread` from the same file, which is what the mapping
-    /// shows.
+    /// shows. On an error, the bytes copied before it.
     ///
     /// # Safety
     /// As `read_host`.
-    unsafe fn stopped(&self, stop: ShortCopy, dst: *mut u8, len: usize, offset: u64) -> Result<usize> {
+    unsafe fn stopped(&self, stop: ShortCopy, dst: *mut u8, len: usize, offset: u64) -> std::result::Result<(), (usize, Error)> {
         let at = offset + stop.copied as u64;
         if stop.error.raw_os_error() != Some(libc::EFAULT) {
             let rest = len - stop.copied;
             // SAFETY: the rest of the caller's range.
-            let read = unsafe { posix::read_full_at(self.fd.as_raw_fd(), dst.wrapping_add(stop.copied), rest, at) };
-            let n = read.map_err(|source| Error::Io { op: "pread (the copy out of the mapping was refused)", path: self.path.clone(), offset: at, source })?;
-            return if n == rest { Ok(len) } else { Err(self.shrank(at + n as u64)) };
+            return match unsafe { posix::read_full_at(self.fd.as_raw_fd(), dst.wrapping_add(stop.copied), rest, at) } {
+                Ok(n) if n == rest => Ok(()),
+                Ok(n) => Err((stop.copied + n, self.shrank(at + n as u64))),
+                // The count of a failed `pread` is not known: only what the copy delivered.
+                Err(source) => Err((stop.copied, Error::Io { op: "pread (the copy out of the mapping was refused)", path: self.path.clone(), offset: at, source })),
+            };
         }
         // Which side faulted: the mapped byte alone, copied into memory of our own.
         let mut byte = 0u8;
         // SAFETY: one byte of ours; the source may fault, which the call reports.
         if unsafe { copy_either_side_bad(&mut byte, self.source(at), 1) }.is_ok() {
-            return Err(Error::Io { op: "copy from the mapping into the buffer", path: self.path.clone(), offset: at, source: stop.error });
+            return Err((stop.copied, Error::Io { op: "copy from the mapping into the buffer", path: self.path.clone(), offset: at, source: stop.error }));
         }
-        match self.file_size() {
-            Ok(size) if size <= at => Err(self.shrank(at)),
+        let error = match self.file_size() {
+            Ok(size) if size <= at => self.shrank(at),
             // The file still has the byte: its page could not be read in (a disk error, which
             // `pread` names).
             _ => {
@@ -117,9 +144,10 @@ impl MappedRange {
                     Err(e) => e,
                     Ok(_) => stop.error,
                 };
-                Err(Error::Io { op: "page-in of the mapped file", path: self.path.clone(), offset: at, source })
+                Error::Io { op: "page-in of the mapped file", path: self.path.clone(), offset: at, source }
             }
-        }
+        };
+        Err((stop.copied, error))
     }
 
     /// The file no longer has the mapped byte at `offset`.
