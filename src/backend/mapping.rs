@@ -156,3 +156,55 @@ impl MappedRange {
         Error::MappedFileShrank { path: self.path.clone(), offset, size, source: io::Error::from_raw_os_error(libc::EFAULT) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+
+    /// A file of `len` bytes (`i * 7 % 256` at `i`), mapped from `offset` to its end.
+    fn mapped(len: usize, offset: u64) -> (tempfile::NamedTempFile, MappedRange, Vec<u8>) {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 256) as u8).collect();
+        let mut tmp = tempfile::NamedTempFile::new().unwrap();
+        tmp.write_all(&data).unwrap();
+        // SAFETY: a fresh descriptor of the file, owned by the range.
+        let fd = unsafe { OwnedFd::from_raw_fd(libc::dup(tmp.as_file().as_raw_fd())) };
+        let range = MappedRange::new(fd, "f".into(), offset, len - offset as usize).unwrap();
+        (tmp, range, data)
+    }
+
+    /// Where the kernel refuses the copy itself (a seccomp filter: `ENOSYS`, `EPERM`), the rest
+    /// comes from `pread` of the same file; a file that shrank meanwhile is said so, with the
+    /// bytes delivered before its end.
+    #[test]
+    fn a_refused_copy_is_finished_by_pread() {
+        let (tmp, range, data) = mapped(20_000, 4097);
+        for errno in [libc::ENOSYS, libc::EPERM] {
+            let mut dst = vec![0xA5u8; 15_000];
+            let stop = ShortCopy { copied: 100, error: io::Error::from_raw_os_error(errno) };
+            // SAFETY: dst holds the bytes named; the range lies in the mapping.
+            unsafe { range.stopped(stop, dst.as_mut_ptr(), dst.len(), 4097) }.unwrap();
+            assert!(dst[..100].iter().all(|&b| b == 0xA5), "the copied part is the copy's");
+            assert!(dst[100..] == data[4197..19_097]);
+        }
+        tmp.as_file().set_len(10_000).unwrap();
+        let mut dst = vec![0xA5u8; 15_000];
+        let stop = ShortCopy { copied: 0, error: io::Error::from_raw_os_error(libc::ENOSYS) };
+        // SAFETY: as above.
+        let (copied, err) = unsafe { range.stopped(stop, dst.as_mut_ptr(), dst.len(), 4097) }.unwrap_err();
+        assert_eq!(copied, 10_000 - 4097);
+        assert!(matches!(err, Error::MappedFileShrank { offset: 10_000, size: 10_000, .. }), "{err}");
+        assert!(dst[..copied] == data[4097..10_000] && dst[copied..].iter().all(|&b| b == 0xA5));
+    }
+
+    #[test]
+    fn an_empty_range_maps_nothing() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        // SAFETY: as in `mapped`.
+        let fd = unsafe { OwnedFd::from_raw_fd(libc::dup(tmp.as_file().as_raw_fd())) };
+        let range = MappedRange::new(fd, "f".into(), 0, 0).unwrap();
+        assert!(range.mapping.is_none());
+        assert_eq!(range.file_size().unwrap(), 0);
+    }
+}
