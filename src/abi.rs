@@ -129,7 +129,7 @@ impl Error {
             Error::ClosedHandle { .. } => Status::ClosedHandle,
             Error::InvalidPath(_) => Status::InvalidPath,
             Error::Open { .. } => Status::OpenFailed,
-            Error::Io { .. } => Status::IoError,
+            Error::Io { .. } | Error::MappedFileShrank { .. } => Status::IoError,
             Error::CudaUnavailable(_) => Status::CudaUnavailable,
             Error::Cuda(_) => Status::CudaError,
             Error::CufileUnavailable(_) => Status::CufileUnavailable,

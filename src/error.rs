@@ -57,6 +57,20 @@ pub enum Error {
         /// The OS error (errno).
         source: std::io::Error,
     },
+    /// A read of a mapping handle (`MappedFile`) reached a page past the end of its file, which
+    /// was truncated under the mapping: the kernel's copy out of the mapping failed (`EFAULT`)
+    /// where a load would have raised `SIGBUS`.
+    #[error("{path:?} shrank to {size} bytes under its mapping: the mapped bytes from offset {offset} are gone ({source})")]
+    MappedFileShrank {
+        /// The file's path.
+        path: String,
+        /// The file offset of the first mapped byte the copy could not read.
+        offset: u64,
+        /// The file's size after the failed copy (`fstat`; 0 if that failed too).
+        size: u64,
+        /// The error of the copy (`EFAULT`).
+        source: std::io::Error,
+    },
     /// The CUDA driver is missing or did not initialise.
     #[error("CUDA driver unavailable: {0}")]
     CudaUnavailable(String),
@@ -90,7 +104,7 @@ impl Error {
     /// The errno behind this error, if it came from a system call.
     pub fn os_error(&self) -> Option<i32> {
         match self {
-            Error::Open { source, .. } | Error::Io { source, .. } => source.raw_os_error(),
+            Error::Open { source, .. } | Error::Io { source, .. } | Error::MappedFileShrank { source, .. } => source.raw_os_error(),
             _ => None,
         }
     }
@@ -117,6 +131,7 @@ impl Clone for Error {
             Error::InvalidPath(s) => Error::InvalidPath(s.clone()),
             Error::Open { path, flags, source } => Error::Open { path: path.clone(), flags: flags.clone(), source: clone_io(source) },
             Error::Io { op, path, offset, source } => Error::Io { op, path: path.clone(), offset: *offset, source: clone_io(source) },
+            Error::MappedFileShrank { path, offset, size, source } => Error::MappedFileShrank { path: path.clone(), offset: *offset, size: *size, source: clone_io(source) },
             Error::CudaUnavailable(s) => Error::CudaUnavailable(s.clone()),
             Error::Cuda(s) => Error::Cuda(s.clone()),
             Error::CufileUnavailable(s) => Error::CufileUnavailable(s.clone()),

@@ -2,7 +2,8 @@
 //! which route every read and write took.
 //!
 //! The Rust API is what a program that reads and writes files uses, the same as the C ABI
-//! offers: the handle (`File`, with its verdicts `Unusable`/`FallbackReason`), the operation a
+//! offers: the handle (`File`, with its verdicts `Unusable`/`FallbackReason`), the mapping handle
+//! (`MappedFile`, KvikIO's `MmapHandle`), the operation a
 //! parallel read or write hands back (`Operation`, waited for with `wait`), errors (`Error`,
 //! `Result`, and `Status`, the code each error maps to), the streams (`stream`: registration with
 //! cuFile), the memory (`memory`: buffers registered with cuFile, the bounce buffers' release), cuFile's
@@ -51,6 +52,7 @@ pub mod trace;
 
 pub use abi::{FallbackReason, Status};
 pub use api::file::File;
+pub use api::mapping::MappedFile;
 pub use api::{counters, driver, memory, page_cache_tools, settings, stream};
 pub use api::pool::{Pool, drive_pools_in_use};
 pub use api::process::{begin_device_setup, cufile_usable};

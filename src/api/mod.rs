@@ -1,4 +1,5 @@
-//! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads), the
+//! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads), a mapping
+//! handle (`mapping`: a file range mapped read-only, read into host or device memory), the
 //! operations it starts (`operation`), the settings (`settings`) and the process-wide counters
 //! (`process`, read through `counters`), the registration of streams (`stream`), the memory the library
 //! registers or pins (`memory`), cuFile's driver properties and settings (`driver`),
@@ -7,6 +8,7 @@
 pub mod counters;
 pub mod driver;
 pub(crate) mod file;
+pub(crate) mod mapping;
 pub mod memory;
 pub mod page_cache_tools;
 mod operation;

@@ -18,8 +18,9 @@ fn c_path(path: &[u8]) -> Result<CString> {
     CString::new(path).map_err(|_| Error::InvalidPath(format!("{:?} contains a NUL byte", String::from_utf8_lossy(path))))
 }
 
-/// The file at `path`, open read-only, with its size and (device, inode).
-fn open(path: &[u8]) -> Result<(OwnedFd, String, u64, (u64, u64))> {
+/// The file at `path`, open read-only, with its size and (device, inode) (also the mapping
+/// handle's open, `api::mapping`).
+pub(super) fn open(path: &[u8]) -> Result<(OwnedFd, String, u64, (u64, u64))> {
     let c = c_path(path)?;
     let display = String::from_utf8_lossy(path).into_owned();
     // SAFETY: `c` is NUL-terminated.

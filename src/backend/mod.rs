@@ -3,10 +3,12 @@
 //! (bounce buffers and registered page-cache copies; GPU memory without cuFile) and
 //! `cufile::synchronous::task` (the cuFile call; `cufile` also holds the process's cuFile state
 //! and per-file registration). A backend serves one task; which backend serves it is
-//! `io::dispatch`'s match on `io::route`'s decision.
+//! `io::dispatch`'s match on `io::route`'s decision. Beside them, `mapping`: the copies out of a
+//! file mapping of the mapping handle (`api::mapping`), which no route leads to.
 
 pub(crate) mod cufile;
 pub(crate) mod device;
+pub(crate) mod mapping;
 pub(crate) mod posix;
 
 use std::os::fd::RawFd;

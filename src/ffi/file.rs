@@ -111,21 +111,13 @@ pub unsafe extern "C" fn gdsroute_file_open_with_compat_mode(
     })
 }
 
-/// The body of a query on a handle: checks `file`, then `value` (`NULL_ARGUMENT` naming `name`),
-/// then writes `answer(file)` through `value`; nothing is written on an error.
+/// A query on a file handle (`super::query`).
 ///
 /// # Safety
 /// `file` is NULL or a live handle; `value` is NULL or writable for a `T`.
 unsafe fn query<T>(file: *const File, value: *mut T, name: &'static str, answer: impl FnOnce(&File) -> crate::error::Result<T>) -> Status {
-    guard(|| {
-        // SAFETY: forwarded from the caller.
-        let file = unsafe { arg(file, "file")? };
-        let value = out(value, name)?;
-        let answer = answer(file)?;
-        // SAFETY: checked by `out`.
-        unsafe { write_out(value, answer) };
-        Ok(())
-    })
+    // SAFETY: forwarded from the caller.
+    unsafe { super::query(file, "file", value, name, answer) }
 }
 
 /// Reads the compat mode the handle was opened with into `*compat_mode`.

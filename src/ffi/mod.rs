@@ -25,6 +25,7 @@ macro_rules! symbol_version {
 pub(crate) mod diagnose;
 pub(crate) mod driver;
 pub(crate) mod file;
+pub(crate) mod mapping;
 pub(crate) mod memory;
 pub(crate) mod operation;
 pub(crate) mod page_cache;
@@ -91,6 +92,24 @@ pub(crate) fn out<T>(ptr: *mut T, name: &'static str) -> Result<*mut T> {
 pub(crate) unsafe fn write_out<T>(ptr: *mut T, value: T) {
     // SAFETY: forwarded from the caller; `write` does not drop the old (uninitialised) value.
     unsafe { ptr.write(value) }
+}
+
+/// The body of a query on a handle of type `H` (a file or a mapping): checks `handle`
+/// (`NULL_ARGUMENT` naming `handle_name`), then `value` (naming `name`), then writes
+/// `answer(handle)` through `value`; nothing is written on an error.
+///
+/// # Safety
+/// `handle` is NULL or a live handle; `value` is NULL or writable for a `T`.
+pub(crate) unsafe fn query<H, T>(handle: *const H, handle_name: &'static str, value: *mut T, name: &'static str, answer: impl FnOnce(&H) -> Result<T>) -> Status {
+    guard(|| {
+        // SAFETY: forwarded from the caller.
+        let handle = unsafe { arg(handle, handle_name)? };
+        let value = out(value, name)?;
+        let answer = answer(handle)?;
+        // SAFETY: checked by `out`.
+        unsafe { write_out(value, answer) };
+        Ok(())
+    })
 }
 
 /// A caller's text output: `buf` of `buf_len` bytes (snprintf semantics) and the full length in

@@ -21,7 +21,7 @@ pub struct Residency {
 }
 
 /// The system page size.
-fn page_size() -> u64 {
+pub(crate) fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if page > 0 { page as u64 } else { 4096 }

@@ -23,10 +23,25 @@ pub(crate) struct ShortCopy {
 /// `dst` must be valid for writes of `len` bytes and not overlap `src`. `src` need not be valid:
 /// a bad page ends the copy with `EFAULT`.
 pub(crate) unsafe fn copy_from_caller(dst: *mut u8, src: *const u8, len: usize) -> Result<(), ShortCopy> {
+    // SAFETY: a stricter contract than `copy_either_side_bad`'s.
+    unsafe { copy_either_side_bad(dst, src, len) }
+}
+
+/// Copies `len` bytes from `src` into `dst` where either may have bad pages: a page of `src` that
+/// cannot be read (a page of a file mapping past the end of a file truncated under it reads so
+/// too: the kernel's page-in fails where a load would raise `SIGBUS`) or a page of `dst` that
+/// cannot be written ends the copy with `EFAULT`, and nothing at or after that point of `dst` is
+/// written. `process_vm_readv`: the kernel reads `src` with the pages pinned one by one and writes
+/// `dst` with its user-copy routine, both of which report a fault instead of signalling. Which
+/// side faulted is not said; the caller asks (`api::mapping` probes the source alone).
+///
+/// # Safety
+/// `dst` must not overlap `src` and nothing else may write either range during the call.
+pub(crate) unsafe fn copy_either_side_bad(dst: *mut u8, src: *const u8, len: usize) -> Result<(), ShortCopy> {
     copy_in_pieces(len, |done| {
-        // SAFETY: done < len; dst + done .. dst + len is the library's writable memory. The
-        // kernel reads src + done .. src + len itself and reports a bad page as EFAULT.
-        let local = libc::iovec { iov_base: unsafe { dst.add(done) }.cast(), iov_len: len - done };
+        // done < len. The kernel writes dst + done .. dst + len and reads src + done .. src + len
+        // itself and reports a bad page on either side as EFAULT.
+        let local = libc::iovec { iov_base: dst.wrapping_add(done).cast(), iov_len: len - done };
         let remote = libc::iovec { iov_base: src.wrapping_add(done).cast_mut().cast(), iov_len: len - done };
         // SAFETY: one iovec on each side, as described above; flags must be 0.
         unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) }
@@ -77,14 +92,23 @@ pub(crate) mod testing {
     pub(crate) const PAGE: usize = 4096;
 
     /// `pages` pages of anonymous memory holding `i % 251` at byte `i`, with page `bad` made
-    /// inaccessible by `protection` (or unmapped when `protection` is `None`).
+    /// inaccessible by `protection` (or unmapped when `protection` is `None`). One at a time in
+    /// the process: a hole left by one test's mapping could be taken by another test's `mmap`,
+    /// and its `Drop` (which unmaps the whole range) would then unmap that other mapping's page
+    /// (seen: a byte of another test's pattern in a fresh mapping).
     pub(crate) struct Mapping {
         pub base: *mut u8,
         pages: usize,
+        /// The page unmapped by `new`, which `Drop` leaves alone (it may be someone else's now).
+        hole: Option<usize>,
+        _one_at_a_time: std::sync::MutexGuard<'static, ()>,
     }
+
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     impl Mapping {
         pub(crate) fn new(pages: usize, bad: usize, protection: Option<libc::c_int>) -> Self {
+            let one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
             let base = unsafe { libc::mmap(std::ptr::null_mut(), pages * PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
             assert_ne!(base, libc::MAP_FAILED);
@@ -98,11 +122,11 @@ pub(crate) mod testing {
             let rc = match protection {
                 // SAFETY: as above.
                 Some(prot) => unsafe { libc::mprotect(page, PAGE, prot) },
-                // SAFETY: as above; Drop unmaps the whole range, which tolerates the hole.
+                // SAFETY: as above; Drop unmaps the pages around the hole.
                 None => unsafe { libc::munmap(page, PAGE) },
             };
             assert_eq!(rc, 0);
-            Mapping { base, pages }
+            Mapping { base, pages, hole: protection.is_none().then_some(bad), _one_at_a_time: one_at_a_time }
         }
 
         /// The byte `new` put at `i`.
@@ -119,8 +143,16 @@ pub(crate) mod testing {
 
     impl Drop for Mapping {
         fn drop(&mut self) {
-            // SAFETY: the mapping made in `new`.
-            unsafe { libc::munmap(self.base.cast(), self.pages * PAGE) };
+            let (before, after) = match self.hole {
+                Some(hole) => (hole, hole + 1),
+                None => (self.pages, self.pages),
+            };
+            // SAFETY: the pages of the mapping made in `new`, without its hole (munmap of an
+            // empty range fails harmlessly).
+            unsafe {
+                libc::munmap(self.base.cast(), before * PAGE);
+                libc::munmap(self.base.add(after * PAGE).cast(), (self.pages - after) * PAGE);
+            }
         }
     }
 }
@@ -180,6 +212,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A destination with a read-only (or unmapped) page takes the copy up to that page and
+    /// nothing after it: `copy_either_side_bad` needs neither side valid.
+    #[test]
+    fn a_copy_from_good_memory_into_bad_memory_stops_at_the_bad_page() {
+        for bad in [0, 2, PAGES - 1] {
+            for protection in [Some(libc::PROT_READ), None] {
+                let map = Mapping::new(PAGES, bad, protection);
+                let start = 1usize;
+                let len = PAGES * PAGE - start - 1;
+                let src = vec![0x5Au8; len];
+                // SAFETY: src holds len bytes; the destination may fault, which the call reports.
+                let stop = unsafe { copy_either_side_bad(map.base.add(start), src.as_ptr(), len) }.unwrap_err();
+                let at = (bad * PAGE).saturating_sub(start);
+                let what = format!("bad page {bad}, {protection:?}");
+                assert_eq!((stop.copied, stop.error.raw_os_error()), (at, Some(libc::EFAULT)), "{what}");
+                for i in (0..PAGES * PAGE).filter(|i| i / PAGE != bad) {
+                    let inside = i >= start && i < start + at;
+                    assert_eq!(map.at(i), if inside { 0x5A } else { Mapping::original(i) }, "{what}: byte {i}");
+                }
+            }
+        }
+    }
+
+    /// The case the mapping handle rests on: a shared mapping of a file that is then truncated
+    /// reads as `EFAULT` from the first page past the new end (a load would raise `SIGBUS`), every
+    /// byte before it right, and the process goes on; no signal handler is involved.
+    #[test]
+    fn a_mapping_of_a_file_truncated_under_it_reads_as_efault() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir().join(format!("gdsroute-truncated-{}", std::process::id()));
+        let mut file = std::fs::File::create_new(&dir).unwrap();
+        let data: Vec<u8> = (0..4 * PAGE).map(|i| (i * 7 % 256) as u8).collect();
+        file.write_all(&data).unwrap();
+        let mapping = crate::sys::cuda::FileMapping::new(file.as_raw_fd(), 0, data.len()).unwrap();
+        for new_len in [PAGE + 100, PAGE, 0] {
+            file.set_len(new_len as u64).unwrap();
+            let mut dst = vec![POISON; data.len()];
+            // SAFETY: dst holds the bytes named; the mapping may fault past the new end.
+            let stop = unsafe { copy_either_side_bad(dst.as_mut_ptr(), mapping.as_ptr(), data.len()) }.unwrap_err();
+            // The page holding the new end is still there (zero past it): the fault is at the next.
+            let at = new_len.div_ceil(PAGE) * PAGE;
+            assert_eq!((stop.copied, stop.error.raw_os_error()), (at, Some(libc::EFAULT)), "truncated to {new_len}");
+            assert_eq!(dst[..new_len], data[..new_len]);
+            assert!(dst[new_len..at].iter().all(|&b| b == 0) && dst[at..].iter().all(|&b| b == POISON));
+        }
+        drop(mapping);
+        std::fs::remove_file(&dir).unwrap();
     }
 
     #[test]

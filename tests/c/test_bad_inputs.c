@@ -970,6 +970,164 @@ static void test_pools(const char *path, size_t len) {
     gdsroute_file_free(file);
 }
 
+/* The mapping handle (KvikIO's MmapHandle): every function with good and bad inputs. Range
+ * errors name the range, outputs stay untouched on failure, a closed handle refuses reads, an
+ * empty file maps nothing, and a file truncated under the mapping gives IO_ERROR (EFAULT) with a
+ * message that says it shrank, not a SIGBUS. */
+static void test_mapping(void) {
+    const char *content = "0123456789abcdefghijklmnopqrstuvwxyz";
+    const size_t file_len = strlen(content);
+    gdsroute_mapping *const untouched = (gdsroute_mapping *)&file_len; /* never dereferenced */
+    gdsroute_mapping *m = untouched;
+    char path[512], missing[512], empty[512], big[512];
+    path_in_dir(path, sizeof path, "mapped");
+    write_file(path, content, 0644);
+    path_in_dir(missing, sizeof missing, "does-not-exist");
+    CHECK_STATUS(gdsroute_mapping_open(NULL, 0, 0, &m), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("path");
+    CHECK_STATUS(gdsroute_mapping_open(path, 0, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("mapping");
+    CHECK_STATUS(gdsroute_mapping_open("", 0, 0, &m), GDSROUTE_STATUS_INVALID_PATH);
+    CHECK_STATUS(gdsroute_mapping_open(missing, 0, 0, &m), GDSROUTE_STATUS_OPEN_FAILED);
+    CHECK(gdsroute_last_error_errno() == ENOENT);
+    CHECK_MESSAGE(missing);
+    CHECK_STATUS(gdsroute_mapping_open(dir, 0, 0, &m), GDSROUTE_STATUS_IO_ERROR);
+    CHECK(gdsroute_last_error_errno() == ENODEV);
+    CHECK_MESSAGE("mmap");
+    CHECK_STATUS(gdsroute_mapping_open(path, file_len, 0, &m), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("map offset 36 is at or past the end");
+    CHECK_STATUS(gdsroute_mapping_open(path, 30, 7, &m), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("[30, 37)");
+    CHECK_STATUS(gdsroute_mapping_open(path, UINT64_MAX, 1, &m), GDSROUTE_STATUS_OVERFLOW);
+    CHECK_STATUS(gdsroute_mapping_open(path, 0, SIZE_MAX, &m), GDSROUTE_STATUS_OVERFLOW);
+    CHECK(m == untouched);
+
+    CHECK_STATUS(gdsroute_mapping_open(path, 5, 20, &m), GDSROUTE_STATUS_OK);
+    uint64_t file_size = 0, map_offset = 0;
+    size_t map_size = 0, n = 777;
+    bool closed = true;
+    CHECK_STATUS(gdsroute_mapping_file_size(m, &file_size), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_mapping_map_offset(m, &map_offset), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_mapping_map_size(m, &map_size), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_mapping_is_closed(m, &closed), GDSROUTE_STATUS_OK);
+    CHECK(file_size == file_len && map_offset == 5 && map_size == 20 && !closed);
+    CHECK_STATUS(gdsroute_mapping_file_size(NULL, &file_size), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("mapping");
+    CHECK_STATUS(gdsroute_mapping_file_size(m, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("size");
+    CHECK_STATUS(gdsroute_mapping_map_offset(NULL, &map_offset), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_mapping_map_offset(m, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("file_offset");
+    CHECK_STATUS(gdsroute_mapping_map_size(NULL, &map_size), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_mapping_map_size(m, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_mapping_is_closed(NULL, &closed), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_mapping_is_closed(m, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("closed");
+
+    /* Reads: every byte of the range, guards untouched; zero bytes anywhere in it. */
+    char buf[64];
+    memset(buf, 'G', sizeof buf);
+    CHECK_STATUS(gdsroute_mapping_read(m, buf + 8, 20, 5, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 20 && memcmp(buf + 8, content + 5, 20) == 0 && buf[7] == 'G' && buf[28] == 'G');
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 0, 25, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 0);
+    gdsroute_op *op = NULL;
+    memset(buf, 'G', sizeof buf);
+    CHECK_STATUS(gdsroute_mapping_pread(m, buf + 8, 19, 6, 3, &op), GDSROUTE_STATUS_OK);
+    n = 777;
+    CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 19 && memcmp(buf + 8, content + 6, 19) == 0 && buf[7] == 'G' && buf[27] == 'G');
+    gdsroute_op_free(op);
+    op = NULL;
+    CHECK_STATUS(gdsroute_mapping_pread(m, buf, 20, 5, 0, &op), GDSROUTE_STATUS_OK); /* the setting's task size */
+    CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 20 && memcmp(buf, content + 5, 20) == 0);
+    gdsroute_op_free(op);
+
+    /* Bad reads: outside the mapped range, overflow, NULLs; nothing written. */
+    op = (gdsroute_op *)untouched;
+    n = 777;
+    memset(buf, 'G', sizeof buf);
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 1, 4, &n), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("[4, 5)");
+    CHECK_MESSAGE("[5, 25)");
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 2, 24, &n), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("[24, 26)");
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 0, 26, &n), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, SIZE_MAX, 5, &n), GDSROUTE_STATUS_OVERFLOW);
+    CHECK_STATUS(gdsroute_mapping_read(NULL, buf, 1, 5, &n), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("mapping");
+    CHECK_STATUS(gdsroute_mapping_read(m, NULL, 1, 5, &n), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("buf");
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 1, 5, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("bytes_read");
+    CHECK_STATUS(gdsroute_mapping_pread(m, buf, 21, 5, 0, &op), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("[5, 26)");
+    CHECK_STATUS(gdsroute_mapping_pread(m, buf, 1, UINT64_MAX, 0, &op), GDSROUTE_STATUS_OVERFLOW);
+    CHECK_STATUS(gdsroute_mapping_pread(NULL, buf, 1, 5, 0, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_mapping_pread(m, NULL, 1, 5, 0, &op), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("buf");
+    CHECK_STATUS(gdsroute_mapping_pread(m, buf, 1, 5, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("op");
+    CHECK(n == 777 && op == (gdsroute_op *)untouched && buf[0] == 'G' && buf[sizeof buf - 1] == 'G');
+
+    /* Closed: reads and the file size refused (naming the file), the range still answered. */
+    CHECK_STATUS(gdsroute_mapping_close(m), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_mapping_is_closed(m, &closed), GDSROUTE_STATUS_OK);
+    CHECK(closed);
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 1, 5, &n), GDSROUTE_STATUS_CLOSED_HANDLE);
+    CHECK_MESSAGE(path);
+    CHECK_STATUS(gdsroute_mapping_pread(m, buf, 1, 5, 0, &op), GDSROUTE_STATUS_CLOSED_HANDLE);
+    file_size = 777;
+    CHECK_STATUS(gdsroute_mapping_file_size(m, &file_size), GDSROUTE_STATUS_CLOSED_HANDLE);
+    CHECK(n == 777 && file_size == 777 && op == (gdsroute_op *)untouched);
+    CHECK_STATUS(gdsroute_mapping_map_offset(m, &map_offset), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_mapping_map_size(m, &map_size), GDSROUTE_STATUS_OK);
+    CHECK(map_offset == 5 && map_size == 20);
+    CHECK_STATUS(gdsroute_mapping_close(m), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_mapping_close(NULL), GDSROUTE_STATUS_OK);
+    gdsroute_mapping_free(m);
+    gdsroute_mapping_free(NULL);
+
+    /* An empty file: a handle that maps nothing and reads 0 bytes. */
+    path_in_dir(empty, sizeof empty, "empty");
+    write_file(empty, "", 0644);
+    m = NULL;
+    CHECK_STATUS(gdsroute_mapping_open(empty, 0, 0, &m), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_mapping_map_size(m, &map_size), GDSROUTE_STATUS_OK);
+    CHECK(map_size == 0);
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 0, 0, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 0);
+    CHECK_STATUS(gdsroute_mapping_read(m, buf, 1, 0, &n), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    gdsroute_mapping_free(m);
+    CHECK_STATUS(gdsroute_mapping_open(empty, 1, 0, &m), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    unlink(empty);
+
+    /* Truncated under the mapping: an error, the process lives, what is left still reads. */
+    path_in_dir(big, sizeof big, "truncated");
+    static char pages[3 * 4096];
+    for (size_t i = 0; i < sizeof pages; i++) pages[i] = (char)('a' + i % 26);
+    int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && write(fd, pages, sizeof pages) == (ssize_t)sizeof pages && close(fd) == 0);
+    m = NULL;
+    CHECK_STATUS(gdsroute_mapping_open(big, 0, 0, &m), GDSROUTE_STATUS_OK);
+    CHECK(truncate(big, 100) == 0);
+    static char back[3 * 4096];
+    CHECK_STATUS(gdsroute_mapping_read(m, back, sizeof back, 0, &n), GDSROUTE_STATUS_IO_ERROR);
+    CHECK(gdsroute_last_error_errno() == EFAULT);
+    CHECK_MESSAGE("shrank to 100 bytes under its mapping");
+    CHECK_MESSAGE("offset 4096");
+    CHECK_STATUS(gdsroute_mapping_pread(m, back, sizeof back, 0, 4096, &op), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_IO_ERROR);
+    CHECK_MESSAGE("shrank");
+    gdsroute_op_free(op);
+    CHECK_STATUS(gdsroute_mapping_read(m, back, 100, 0, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 100 && memcmp(back, pages, 100) == 0);
+    gdsroute_mapping_free(m);
+    unlink(big);
+    unlink(path);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     /* The driver's settings in a process of their own: whether they are refused depends on what
@@ -1008,6 +1166,7 @@ int main(int argc, char **argv) {
         test_handle_queries(path);
         test_buffer_registration();
         test_pools(path, strlen(content));
+        test_mapping();
     }
 
     char other[512];

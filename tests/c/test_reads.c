@@ -2,7 +2,7 @@
  * page and task boundaries, unaligned offsets, offsets near and past the end, task sizes x thread
  * counts set through the settings API, guard bytes around every destination buffer. Then the
  * operation lifecycle (poll, wait twice, free without wait, close while in flight) and the
- * counters of a 1 GiB sparse read. */
+ * counters of a 1 GiB sparse read. The mapping handle's reads are checked the same way. */
 #define _GNU_SOURCE
 #include "check.h"
 #include "test_data.h"
@@ -118,6 +118,64 @@ static void test_matrix(const char *path) {
         }
     }
     gdsroute_file_free(file);
+}
+
+/* The mapping handle's read and pread at mapped ranges from the whole file to an unaligned part,
+ * reads at the ends of the range and across task boundaries, task sizes (0: the setting) x
+ * thread counts, every byte and the guards checked as for the file handle. */
+static void test_mapping_matrix(const char *path) {
+    static const struct {
+        uint64_t offset;
+        size_t size;
+    } ranges[] = {{0, 0}, {4097, 0}, {12345, 5 * MiB}};
+    static const size_t tasks[] = {0, 4096, 65536, 1 * MiB};
+    static const size_t thread_counts[] = {1, 4};
+    for (size_t ri = 0; ri < sizeof ranges / sizeof ranges[0]; ri++) {
+        gdsroute_mapping *m = NULL;
+        CHECK_STATUS(gdsroute_mapping_open(path, ranges[ri].offset, ranges[ri].size, &m), GDSROUTE_STATUS_OK);
+        if (m == NULL) {
+            return;
+        }
+        uint64_t start = 0;
+        size_t len = 0;
+        CHECK_STATUS(gdsroute_mapping_map_offset(m, &start), GDSROUTE_STATUS_OK);
+        CHECK_STATUS(gdsroute_mapping_map_size(m, &len), GDSROUTE_STATUS_OK);
+        CHECK(start == ranges[ri].offset && len == (ranges[ri].size ? ranges[ri].size : content_len - start));
+        const uint64_t end = start + len;
+        for (size_t ti = 0; ti < sizeof tasks / sizeof tasks[0]; ti++) {
+            for (size_t hi = 0; hi < sizeof thread_counts / sizeof thread_counts[0]; hi++) {
+                const size_t task = tasks[ti], threads = thread_counts[hi];
+                CHECK_STATUS(gdsroute_settings_set_num_threads(threads), GDSROUTE_STATUS_OK);
+                const size_t t = task ? task : 4096;
+                const struct {
+                    size_t size;
+                    uint64_t offset;
+                } cases[] = {
+                    {0, start}, {0, end}, {1, start}, {1, end - 1}, {4097, start + 1},
+                    {4096, end - 4096}, {t + 1, start + 3}, {3 * t + 5, end - 3 * t - 5}, {len, start},
+                };
+                for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+                    const size_t size = cases[ci].size;
+                    const uint64_t offset = cases[ci].offset;
+                    unsigned char *buf = guarded_alloc(size);
+                    gdsroute_op *op = NULL;
+                    size_t n = (size_t)-1;
+                    CHECK_STATUS(gdsroute_mapping_pread(m, buf, size, offset, task, &op), GDSROUTE_STATUS_OK);
+                    CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_OK);
+                    gdsroute_op_free(op);
+                    verify("mapping pread", buf, size, offset, n, task, threads);
+                    if (ti == 0 && hi == 0) {
+                        memset(buf - GUARD, POISON, size + 2 * GUARD);
+                        n = (size_t)-1;
+                        CHECK_STATUS(gdsroute_mapping_read(m, buf, size, offset, &n), GDSROUTE_STATUS_OK);
+                        verify("mapping read", buf, size, offset, n, task, threads);
+                    }
+                    guarded_free(buf);
+                }
+            }
+        }
+        gdsroute_mapping_free(m);
+    }
 }
 
 static void test_operation_lifecycle(const char *path) {
@@ -290,6 +348,7 @@ int main(void) {
     make_random_file(path, 9 * MiB + 4321); /* not a multiple of any task size */
 
     test_matrix(path);
+    test_mapping_matrix(path);
     test_operation_lifecycle(path);
     test_counters();
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (CONTRIBUTING.md, "The GPU suites"): the six routing scenarios of the GPU-route
 # issue with a 1 GiB random file read into cuMemAlloc memory through the C ABI, every byte
-# checked, then the GPU test suites (gpu_routes, gpu_writes and gpu_stream without and with the udev record)
-# and the exit suite. Build here first with tools/gpu/gpu-build.sh; the binaries
-# travel in .device/.
+# checked, then the GPU test suites (gpu_routes, gpu_writes and gpu_stream without and with the udev
+# record; then the CUDA layer's, gpu_faults, gpu_page_cache, gpu_devices and gpu_mapping) and the exit
+# suite. Build here first with tools/gpu/gpu-build.sh; the binaries travel in .device/.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)   # tools/gpu: the scripts beside this one
 D=${1:-.device}
@@ -38,6 +38,8 @@ step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 s
 step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$PWD/$D run "$D/gpu_faults" --ignored --test-threads 1
 step "registered page cache on the GPU"; run "$D/gpu_page_cache" --ignored --test-threads 1
 step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threads 1
+# --nocapture: the mapping_vs_pread line (a warm 1 GiB into device memory) is the figure.
+step "mapping handle into device memory"; run "$D/gpu_mapping" --ignored --test-threads 1 --nocapture
 step "buffer registration and bounce buffers, udev record"; run "$D/gpu_memory" --ignored --test-threads 1 --nocapture
 for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_after_begin_device_setup_is_refused_even_while_the_open_runs; do
     step "cuFile driver settings, udev record: $t"; run "$D/gpu_driver" --ignored --exact "$t" --nocapture

@@ -154,13 +154,42 @@ pub(super) unsafe fn bounce_out(file: TaskFile<'_>, kind: &MemoryKind, src: u64,
 /// # Safety
 /// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
 pub(super) unsafe fn bounce_in(file: TaskFile<'_>, kind: &MemoryKind, dst: u64, len: usize, offset: u64, buffer_size: u64) -> Result<Delivered> {
+    let fill = |step: usize, host: *mut u8, want: usize, pos: u64| {
+        // SAFETY: `bounce_in_with` hands out a piece of its buffer that no copy reads any more.
+        let read = unsafe { read_piece(file.fd, file.direct, host, want, pos, (step == 0).then_some(len)) };
+        read.map_err(|e| Error::Io { op: "pread", path: file.path.to_string(), offset: pos, source: e })
+    };
+    // SAFETY: forwarded from the caller.
+    unsafe { bounce_in_with(kind, dst, len, offset, buffer_size, file.direct.is_some(), fill) }
+}
+
+/// The loop of `bounce_in`, for any source of bytes: `fill(step, host, want, pos)` puts up to
+/// `want` bytes of the source at file offset `pos` into pinned memory at `host` (step `step` of
+/// the loop) and says what it delivered; each piece is copied to the GPU on the thread's stream
+/// while the next one is filled into the other half of the buffer. A piece shorter than asked
+/// ends the loop (end of the source). With `direct`, pieces of whole pages placed as the file's
+/// (`Pieces`). Returns the bytes copied, the pieces' `not_cached` and `direct_bytes` together;
+/// every copy has finished when it returns, on every path. `api::mapping` fills from a file
+/// mapping.
+///
+/// # Safety
+/// `dst .. dst + len` is device memory of `kind` that the caller may overwrite.
+pub(crate) unsafe fn bounce_in_with(
+    kind: &MemoryKind,
+    dst: u64,
+    len: usize,
+    offset: u64,
+    buffer_size: u64,
+    direct: bool,
+    mut fill: impl FnMut(usize, *mut u8, usize, u64) -> Result<Delivered>,
+) -> Result<Delivered> {
     crate::trace::event("bounce.start", len as u64);
     let _context = ScopedContext::for_kind(kind).map_err(cuda_error)?;
     let stream = cuda::thread_stream().map_err(cuda_error)?;
     let events = cuda::thread_events().map_err(cuda_error)?;
     let mut buffer = bounce_pool_for(kind, bounce_buffer_bytes(buffer_size))?.acquire().map_err(cuda_error)?;
     crate::trace::event("bounce.buffer", 0);
-    let pieces = Pieces::new(buffer.as_mut_ptr(), buffer.len(), true, file.direct.is_some());
+    let pieces = Pieces::new(buffer.as_mut_ptr(), buffer.len(), true, direct);
     let _drain = DrainOnDrop(stream);
     let mut in_flight = [false; 2];
     let mut done = 0usize;
@@ -173,14 +202,11 @@ pub(super) unsafe fn bounce_in(file: TaskFile<'_>, kind: &MemoryKind, dst: u64, 
         if in_flight[slot] {
             events[slot].synchronize().map_err(cuda_error)?;
         }
-        // SAFETY: host .. host + want lies in the buffer's half `slot`; no copy reads it any more.
-        let read = unsafe { read_piece(file.fd, file.direct, host, want, pos, (step == 0).then_some(len)) };
-        let read = read.map(|d| {
-            not_cached |= d.not_cached;
-            direct_bytes += d.direct_bytes;
-            d.bytes
-        });
-        let n = read.map_err(|e| Error::Io { op: "pread", path: file.path.to_string(), offset: pos, source: e })?;
+        // host .. host + want lies in the buffer's half `slot`; no copy reads it any more.
+        let filled = fill(step, host, want, pos)?;
+        not_cached |= filled.not_cached;
+        direct_bytes += filled.direct_bytes;
+        let n = filled.bytes;
         if n == 0 {
             break;
         }

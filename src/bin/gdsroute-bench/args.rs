@@ -16,6 +16,9 @@ usage: gdsroute-bench --file PATH [options]
   --prime-gpu           before the timed reads, copy 256 MiB host->device without the library
                         (separates the GPU's and the link's own warm-up from the library's)
   --no-table            skip the table at the end
+  --mapping             read through a mapping handle of the whole file (gdsroute_mapping_pread,
+                        the task size setting) instead of gdsroute_file_pread (RESULT
+                        impl=gdsroute-mapping route=mapping; the mode only opens the file handle)
 writes (--write): --file names the file written; it is created, rewritten and removed at the end,
 and must not exist unless --overwrite is given
   --write               measure writes from device (or host) memory instead of reads: one
@@ -108,6 +111,7 @@ pub struct Args {
     pub first_only: bool,
     pub default_settings: bool,
     pub prime_gpu: bool,
+    pub mapping: bool,
     pub table: bool,
     pub write: bool,
     pub size: usize,
@@ -181,6 +185,7 @@ pub fn parse_args() -> Result<Args, String> {
         first_only: false,
         default_settings: false,
         prime_gpu: false,
+        mapping: false,
         table: true,
         write: false,
         size: 1 << 30,
@@ -223,6 +228,10 @@ pub fn parse_args() -> Result<Args, String> {
             "--first-only" => a.first_only = true,
             "--default-settings" => a.default_settings = true,
             "--prime-gpu" => a.prime_gpu = true,
+            "--mapping" => {
+                read_only_flags.push("--mapping");
+                a.mapping = true
+            }
             "--no-table" => a.table = false,
             "--write" => a.write = true,
             "--size" => a.size = number(&value()?)?,
@@ -290,7 +299,7 @@ pub fn parse_args() -> Result<Args, String> {
     }
     if let Some(devices) = &a.devices {
         if a.first_only || a.prime_gpu || !read_only_flags.is_empty() {
-            return Err("--devices measures big warm reads: no --first-only, --prime-gpu, --kinds or --cache".into());
+            return Err("--devices measures big warm reads: no --first-only, --prime-gpu, --kinds, --cache or --mapping".into());
         }
         let mut seen = devices.clone();
         seen.sort_unstable();

@@ -4,13 +4,13 @@
 
 use std::ffi::{CString, c_char, c_void};
 
-use gdsroute::{Counters, File, Operation, Status};
+use gdsroute::{Counters, File, MappedFile, Operation, Status};
 
 use crate::args::Args;
 
 // The C API as include/gdsroute.h declares it (`safe` where the C function takes no pointer) (the library's exports, linked from the crate);
-// `File`, `Operation` and `Counters` are the Rust types of the same layout.
-// `File` and `Operation` cross only as pointers, opaque as in C, never dereferenced here.
+// `File`, `MappedFile`, `Operation` and `Counters` are the Rust types of the same layout.
+// `File`, `MappedFile` and `Operation` cross only as pointers, opaque as in C, never dereferenced here.
 #[allow(improper_ctypes)]
 unsafe extern "C" {
     fn gdsroute_file_open(path: *const c_char, flags: *const c_char, mode: u32, file: *mut *mut File) -> Status;
@@ -20,6 +20,9 @@ unsafe extern "C" {
     fn gdsroute_file_size(file: *const File, size: *mut u64) -> Status;
     fn gdsroute_file_sync(file: *const File) -> Status;
     fn gdsroute_file_free(file: *mut File);
+    fn gdsroute_mapping_open(path: *const c_char, file_offset: u64, size: usize, mapping: *mut *mut MappedFile) -> Status;
+    fn gdsroute_mapping_pread(mapping: *const MappedFile, buf: *mut c_void, size: usize, file_offset: u64, task_size: usize, op: *mut *mut Operation) -> Status;
+    fn gdsroute_mapping_free(mapping: *mut MappedFile);
     fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut usize) -> Status;
     fn gdsroute_op_free(op: *mut Operation);
     fn gdsroute_settings_get_compat_mode(mode: *mut u32) -> Status;
@@ -52,7 +55,8 @@ pub fn check(status: Status, what: &str) -> Result<(), String> {
     Err(format!("{what}: status {code} ({text}): {}", last_error()))
 }
 
-pub struct Handle(*mut File);
+/// A file handle, and (`--mapping`) a mapping handle of the whole file that its reads go through.
+pub struct Handle(*mut File, *mut MappedFile);
 
 impl Handle {
     /// `flags` as `gdsroute_file_open`'s ("r", "w", "r+"); `mode` None: `gdsroute_file_open`
@@ -82,7 +86,16 @@ impl Handle {
             }
         };
         check(status, &format!("gdsroute_file_open {path} {flags:?}"))?;
-        Ok(Handle(file))
+        Ok(Handle(file, std::ptr::null_mut()))
+    }
+
+    /// The same handle, its reads through a mapping handle of the whole file at `path`
+    /// (`gdsroute_mapping_open` with offset and size 0).
+    pub fn with_mapping(mut self, path: &str) -> Result<Handle, String> {
+        let c_path = CString::new(path).map_err(|_| "path has a NUL byte".to_string())?;
+        // SAFETY: a NUL-terminated string and a writable out-pointer.
+        check(unsafe { gdsroute_mapping_open(c_path.as_ptr(), 0, 0, &mut self.1) }, &format!("gdsroute_mapping_open {path}"))?;
+        Ok(self)
     }
 
     pub fn size(&self) -> Result<u64, String> {
@@ -95,8 +108,15 @@ impl Handle {
         Ok(size)
     }
 
-    /// One `gdsroute_file_pread` + `gdsroute_op_wait`; returns the bytes read.
+    /// One `gdsroute_file_pread` (`gdsroute_mapping_pread` with the task size setting, for a
+    /// handle `with_mapping`) + `gdsroute_op_wait`; returns the bytes read.
     pub fn pread(&self, dst: usize, size: usize, offset: u64) -> Result<usize, String> {
+        if !self.1.is_null() {
+            // SAFETY: as below; the mapping handle is live until Drop.
+            return run_op("gdsroute_mapping_pread", |op| unsafe {
+                gdsroute_mapping_pread(self.1, dst as *mut c_void, size, offset, 0, op)
+            });
+        }
         // SAFETY: dst is valid for size bytes (device or host) until the wait returns.
         run_op("gdsroute_file_pread", |op| unsafe {
             gdsroute_file_pread(self.0, dst as *mut c_void, size, offset, op)
@@ -134,8 +154,12 @@ fn run_op(what: &str, start: impl FnOnce(*mut *mut Operation) -> Status) -> Resu
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        // SAFETY: the handle came from gdsroute_file_open and is freed once.
-        unsafe { gdsroute_file_free(self.0) };
+        // SAFETY: the handles came from gdsroute_file_open and gdsroute_mapping_open (or are
+        // NULL, which the free functions accept) and are freed once.
+        unsafe {
+            gdsroute_mapping_free(self.1);
+            gdsroute_file_free(self.0);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! `gdsroute-bench --file PATH [options]`: reads a file into device (or host) memory through the
 //! C API (`gdsroute_file_pread` + `gdsroute_op_wait`, called from Rust) and prints one
-//! `RESULT impl=gdsroute ...` line per measurement, then a table. `--write` measures writes
+//! `RESULT impl=gdsroute ...` line per measurement (`impl=gdsroute-mapping` through a mapping
+//! handle, `--mapping`), then a table. `--write` measures writes
 //! (`gdsroute_file_pwrite` + `gdsroute_op_wait`) from device (or host) memory instead, and
 //! `--ceiling`/`--ceiling-direct` what plain `pwrite` from pinned memory reaches on the same file
 //! system (`RESULT impl=ceiling`); `--devices` reads into several GPUs at once. Method:

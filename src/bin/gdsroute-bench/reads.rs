@@ -1,6 +1,7 @@
-//! Reads through the library: the whole file (`big`) or random reads (`rand4k`, `rand64k`) into
-//! device or host memory, warm or cold, in steady state or as the first read of the process, with
-//! settings set or the library's defaults; every byte verified after each repetition.
+//! Reads through the library (a file handle, or with `--mapping` a mapping handle): the whole file
+//! (`big`) or random reads (`rand4k`, `rand64k`) into device or host memory, warm or cold, in
+//! steady state or as the first read of the process, with settings set or the library's defaults;
+//! every byte verified after each repetition.
 
 use std::time::Instant;
 
@@ -130,7 +131,10 @@ impl Bench {
         cfg.settings.apply()?;
         let opened = Instant::now();
         gdsroute::trace::event("bench.open", 0);
-        let handle = Handle::open(&self.args.file, "r", cfg.settings.mode.as_deref())?;
+        let mut handle = Handle::open(&self.args.file, "r", cfg.settings.mode.as_deref())?;
+        if self.args.mapping {
+            handle = handle.with_mapping(&self.args.file)?;
+        }
         let open_s = opened.elapsed().as_secs_f64();
         let (def_mode, threads, task) = capi::current_settings();
         let mode = cfg.settings.mode_or(def_mode);
@@ -164,7 +168,11 @@ impl Bench {
         let before = capi::stats();
         let (reps, rps) = self.timed_reps(&handle, &mut buffer, cfg, reads)?;
         let after = capi::stats();
-        let route = capi::read_route(&before, &after);
+        // The mapping handle's reads are in no counters.
+        let (implementation, route) = match self.args.mapping {
+            true => ("gdsroute-mapping", "mapping"),
+            false => ("gdsroute", capi::read_route(&before, &after)),
+        };
         let extra = self.extra_fields(&before, &after, open_s);
         let r = median(&rps);
         let rps_field = match cfg.kind {
@@ -172,7 +180,7 @@ impl Bench {
             Kind::Rand(_) => format!("{r:.0}"),
         };
         let line = format!(
-            "RESULT impl=gdsroute mem={} mode={mode} threads={threads} task={task} cache={} kind={} phase={} settings={} callers={} {} reads={reads} route={route} cufile_posix={} cufile_nvfs={}{extra}",
+            "RESULT impl={implementation} mem={} mode={mode} threads={threads} task={task} cache={} kind={} phase={} settings={} callers={} {} reads={reads} route={route} cufile_posix={} cufile_nvfs={}{extra}",
             cfg.mem.name(),
             cfg.cache,
             cfg.kind.name(),

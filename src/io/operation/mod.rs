@@ -57,6 +57,25 @@ impl Operation {
         stop: Stop,
         run: impl Fn(Task) -> Result<usize> + Send + Sync + 'static,
     ) -> Operation {
+        Operation::with_record(direction, tasks, requested, Some(stats), stop, run)
+    }
+
+    /// A read over the tasks of `tasks`, each run by `run`, that is in no counters: the mapping
+    /// handle's (`api::mapping`), whose copies out of memory are none of the counters' routes.
+    /// Every task runs (`Stop::Never`); started as `new`'s.
+    pub(crate) fn uncounted(tasks: impl TaskSource, run: impl Fn(Task) -> Result<usize> + Send + Sync + 'static) -> Operation {
+        let requested = tasks.size() as u64;
+        Operation::with_record(Direction::Read, tasks, requested, None, Stop::Never, run)
+    }
+
+    fn with_record(
+        direction: Direction,
+        tasks: impl TaskSource,
+        requested: u64,
+        stats: Option<Arc<StatsCell>>,
+        stop: Stop,
+        run: impl Fn(Task) -> Result<usize> + Send + Sync + 'static,
+    ) -> Operation {
         let count = tasks.count();
         let shared: Arc<Shared> = Arc::new(Progress {
             stop,
@@ -95,7 +114,7 @@ impl Operation {
             state: Mutex::new(State { front: 0, back: 0, running: 1, first_short: None, first_error: None, outcome: None, run: None, on_settle: None }),
             finished: Condvar::new(),
             requested: 0,
-            stats,
+            stats: Some(stats),
             direction,
             external: true,
             tasks: Split::one(0, 0),

@@ -46,7 +46,9 @@ pub(super) struct Progress<S: ?Sized> {
     pub(super) state: Mutex<State>,
     pub(super) finished: Condvar,
     pub(super) requested: u64,
-    pub(super) stats: Arc<StatsCell>,
+    /// Where the call is recorded when it settles; `None` for a call outside the counters (the
+    /// mapping handle's, `Operation::uncounted`).
+    pub(super) stats: Option<Arc<StatsCell>>,
     /// Which counters the call is recorded in when it settles.
     pub(super) direction: Direction,
     /// Settled from outside (`Operation::awaiting`, a stream-ordered call's handle): it has no
@@ -170,7 +172,9 @@ impl Shared {
             (None, None) => Ok(self.tasks.size()),
         };
         let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
-        stats::record_call(&self.stats, self.direction, self.requested, delivered, outcome.is_err());
+        if let Some(stats) = &self.stats {
+            stats::record_call(stats, self.direction, self.requested, delivered, outcome.is_err());
+        }
         if let Some(hook) = state.on_settle.take() {
             hook(&outcome);
         }

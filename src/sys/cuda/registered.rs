@@ -63,6 +63,15 @@ impl FileMapping {
         FileMapping { addr: NonNull::new(raw.cast()).unwrap(), len }
     }
 
+    /// The address of the first mapped byte (the file offset given to `new`).
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.addr.as_ptr()
+    }
+
+    /// Bytes mapped.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 impl Drop for FileMapping {
@@ -136,12 +145,12 @@ impl RegisteredMapping {
 
     /// The host address of the first mapped byte.
     pub(crate) fn as_ptr(&self) -> *const u8 {
-        self.mapping.addr.as_ptr()
+        self.mapping.as_ptr()
     }
 
     /// Bytes mapped.
     pub(crate) fn len(&self) -> usize {
-        self.mapping.len
+        self.mapping.len()
     }
 }
 
