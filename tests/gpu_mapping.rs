@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::gpu::{GUARD, POISON, file_with, ok, on_device0, open};
+use common::gpu::{GUARD, POISON, file_with, ok, on_device0, open, poisoned_allocation};
 use common::random_bytes;
 use cudarc::driver::sys;
 use gdsroute::settings::CompatMode;
@@ -16,19 +16,6 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 static SETTINGS_LOCK: Mutex<()> = Mutex::new(());
-
-/// `total` bytes of device (or managed) memory, poisoned.
-fn poisoned_allocation(total: usize, managed: bool) -> sys::CUdeviceptr {
-    let mut dev: sys::CUdeviceptr = 0;
-    if managed {
-        ok("cuMemAllocManaged", unsafe { sys::cuMemAllocManaged(&mut dev, total, 1) });
-    } else {
-        ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, total) });
-    }
-    ok("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(dev, POISON, total) });
-    ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
-    dev
-}
 
 /// The whole allocation back on the host, and the allocation freed.
 fn copy_back_and_free(dev: sys::CUdeviceptr, total: usize) -> Vec<u8> {

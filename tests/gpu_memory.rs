@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::gpu::{GUARD, POISON, file_with, ok, on_device0, open};
+use common::gpu::{GUARD, POISON, file_with, ok, on_device0, open, poisoned_allocation};
 use common::random_bytes;
 use cudarc::driver::sys;
 use gdsroute::memory::{self, Deregistration, Registration};
@@ -23,11 +23,7 @@ struct DeviceBuffer(sys::CUdeviceptr, usize);
 
 impl DeviceBuffer {
     fn poisoned(len: usize) -> DeviceBuffer {
-        let mut dev: sys::CUdeviceptr = 0;
-        ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev, len) });
-        ok("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(dev, POISON, len) });
-        ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
-        DeviceBuffer(dev, len)
+        DeviceBuffer(poisoned_allocation(len, false), len)
     }
 
     fn at(&self, offset: usize) -> *mut u8 {

@@ -32,10 +32,8 @@ pub fn open(tmp: &tempfile::NamedTempFile, mode: CompatMode) -> File {
     super::open(tmp.path(), Some(mode))
 }
 
-/// Reads into device memory at an unaligned offset inside a poisoned allocation, copies the
-/// whole allocation back and checks the bytes and both margins.
-pub fn check_device_read(file: &File, data: &[u8], size: usize, offset: u64, managed: bool) {
-    let total = size + 2 * GUARD;
+/// `total` bytes of device (or managed) memory, every byte `POISON`; the caller frees it.
+pub fn poisoned_allocation(total: usize, managed: bool) -> sys::CUdeviceptr {
     let mut dev: sys::CUdeviceptr = 0;
     if managed {
         ok("cuMemAllocManaged", unsafe { sys::cuMemAllocManaged(&mut dev, total, 1) });
@@ -44,6 +42,14 @@ pub fn check_device_read(file: &File, data: &[u8], size: usize, offset: u64, man
     }
     ok("cuMemsetD8", unsafe { sys::cuMemsetD8_v2(dev, POISON, total) });
     ok("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() });
+    dev
+}
+
+/// Reads into device memory at an unaligned offset inside a poisoned allocation, copies the
+/// whole allocation back and checks the bytes and both margins.
+pub fn check_device_read(file: &File, data: &[u8], size: usize, offset: u64, managed: bool) {
+    let total = size + 2 * GUARD;
+    let dev = poisoned_allocation(total, managed);
     let dst = (dev as usize + GUARD) as *mut u8;
     let op = unsafe { file.pread_raw(dst, size, offset) }.unwrap();
     let n = op.wait().unwrap();
