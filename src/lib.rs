@@ -25,7 +25,8 @@
 //! `cufile`); the backends use `page_cache`, `settings` and `stats`; all of these use `sys`,
 //! bindings without policy (CUDA, cuFile, file-system calls, the process at load time). At the
 //! bottom, used by every layer: `abi` (every type that crosses the C ABI, its values
-//! append-only), `error`, `direction` (`Read`/`Write`) and `trace`. A layer imports only layers
+//! append-only), `error`, `direction` (`Read`/`Write`), `log` (the lines `GDSROUTE_LOG_LEVEL` asks
+//! for) and `trace`. A layer imports only layers
 //! below it, and the files of one folder do not import each other in a loop.
 
 #![deny(unreachable_pub)]
@@ -38,6 +39,7 @@ mod direction;
 mod error;
 mod ffi;
 mod io;
+mod log;
 mod page_cache;
 // The settings' table and environment reading. Its public part is `api::settings`, which also
 // re-exports all of it crate-wide, so that the crate names both `crate::settings`.

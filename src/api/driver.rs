@@ -89,12 +89,5 @@ pub fn set_max_pinned_memory_size(kb: usize) -> Result<()> {
 /// Each setting the driver open applied, in words, with cuFile's refusal if it refused
 /// (`gdsroute-diagnose` prints them). Empty before the open or when none was set.
 pub fn applied_settings() -> Vec<String> {
-    driver_settings::applied()
-        .1
-        .iter()
-        .map(|a| match &a.refused {
-            None => format!("{:?}: applied before the driver opened", a.control),
-            Some(why) => format!("{:?}: refused by cuFile before the driver opened: {why}", a.control),
-        })
-        .collect()
+    driver_settings::applied_in_words()
 }

@@ -180,12 +180,24 @@ impl OpenFile {
     /// process"). The reason itself is decided, in the README's order, when it is asked for.
     pub(crate) fn cufile_serves(&self, compat_mode: CompatMode) -> std::result::Result<(), Unusable> {
         if compat_mode == CompatMode::Auto && self.cufile.get().is_none() {
-            let passes = *self.auto_environment.get_or_init(|| gds::auto_environment_check().is_ok());
+            let passes = *self.auto_environment.get_or_init(|| {
+                let check = gds::auto_environment_check();
+                if let Err(u) = &check {
+                    self.log_fallback(u);
+                }
+                check.is_ok()
+            });
             if !passes {
                 return Err(Unusable::new(FallbackReason::NoUdev, "AUTO's environment heuristics rule cuFile out"));
             }
         }
         self.cufile(compat_mode).map(|_| ())
+    }
+
+    /// Logs, once per file (each caller decides a verdict once), that its device transfers fall
+    /// back to the POSIX route and why.
+    fn log_fallback(&self, why: &Unusable) {
+        crate::log::log(crate::log::Level::Info, || format!("{}: device transfers take the POSIX route: {} ({:?})", self.path, why.message, why.reason));
     }
 
     /// The per-file verdict; once cuFile was shut down, "unusable" whatever was decided before,
@@ -197,7 +209,18 @@ impl OpenFile {
                 "cuFile was shut down (gdsroute_shutdown, process exit, or this is a forked child)",
             ));
         }
-        self.cufile.get_or_init(|| self.register_with_cufile(compat_mode)).as_ref().map_err(Clone::clone)
+        self.cufile
+            .get_or_init(|| {
+                let verdict = self.register_with_cufile(compat_mode);
+                match &verdict {
+                    Err(u) if compat_mode == CompatMode::Auto => self.log_fallback(u),
+                    Err(u) => crate::log::log(crate::log::Level::Warn, || format!("{}: cuFile cannot serve it under compat mode OFF, device transfers fail: {} ({:?})", self.path, u.message, u.reason)),
+                    Ok(_) => crate::log::log(crate::log::Level::Info, || format!("{}: registered with cuFile; device transfers from the GDS threshold up go through cuFile", self.path)),
+                }
+                verdict
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 

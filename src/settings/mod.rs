@@ -196,7 +196,24 @@ static GLOBAL: OnceCell<Settings> = OnceCell::new();
 /// The process-wide settings as setters change them, reading the environment on first use, bad
 /// variables or not.
 pub(crate) fn live() -> &'static Settings {
-    GLOBAL.get_or_init(|| Settings::from_env_keeping_errors(&env::ProcessEnv))
+    GLOBAL.get_or_init(|| {
+        let settings = Settings::from_env_keeping_errors(&env::ProcessEnv);
+        settings.log_read();
+        settings
+    })
+}
+
+impl Settings {
+    /// Logs what the environment gave each setting (debug) and each bad variable (warn).
+    fn log_read(&self) {
+        use crate::log::{Level, log};
+        for (i, setting) in TABLE.iter().enumerate() {
+            if let Some(error) = &self.env_errors[i] {
+                log(Level::Warn, || format!("setting {}: {error}; calls fail until a setter replaces it", setting.name));
+            }
+            log(Level::Debug, || format!("setting {} = {} ({})", setting.name, setting.show(self.raw(setting.key)), self.source(setting).name()));
+        }
+    }
 }
 
 /// The process-wide settings, reading the environment on first use. While a variable is bad and

@@ -84,6 +84,19 @@ pub(crate) fn apply_before_open(library: &CufileLibrary) {
     lock().take(|control| library.set_driver_control(control).map_err(|e| e.to_string()));
 }
 
+/// Each setting the driver open applied, in words, with cuFile's refusal if it refused. Empty
+/// before the open or when none was set.
+pub(crate) fn applied_in_words() -> Vec<String> {
+    applied()
+        .1
+        .iter()
+        .map(|a| match &a.refused {
+            None => format!("{:?}: applied before the driver opened", a.control),
+            Some(why) => format!("{:?}: refused by cuFile before the driver opened: {why}", a.control),
+        })
+        .collect()
+}
+
 /// The settings the driver open applied (empty before it, or when none were staged), and
 /// whether staging is closed.
 pub(crate) fn applied() -> (bool, Vec<Applied>) {

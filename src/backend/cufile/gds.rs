@@ -145,13 +145,23 @@ fn open_process() -> Result<Gds, Unusable> {
     crate::trace::event("cufile.driver_open.start", 0);
     let opened = library.driver_open();
     crate::trace::event("cufile.driver_open.end", 0);
-    opened.map_err(|e| Unusable::new(FallbackReason::DriverOpenFailed, e.to_string()))?;
+    opened.map_err(|e| {
+        crate::log::log(crate::log::Level::Warn, || format!("cuFileDriverOpen failed: {e}"));
+        Unusable::new(FallbackReason::DriverOpenFailed, e.to_string())
+    })?;
     if GATE.is_closed() {
         // gdsroute_shutdown ran while the driver opened (it found no driver to close): close it
         // here, so that shutdown means no cuFile afterwards. A shutdown that begins after this
         // check finds the gate closing for every call and the exit handler closes the driver.
         let _ = library.driver_close();
         return Err(shut_down());
+    }
+    crate::log::log(crate::log::Level::Info, || {
+        let properties = library.properties().map_or_else(|e| format!("properties unavailable: {e}"), |p| format!("{p:?}"));
+        format!("cuFile {} ({}) driver opened; {properties}", library.version_string(), library.path())
+    });
+    for applied in super::driver_settings::applied_in_words() {
+        crate::log::log(crate::log::Level::Info, || format!("cuFile driver setting: {applied}"));
     }
     let baseline = stats.and_then(|s| s.start().ok().and_then(|_| s.read_per_gpu().ok()));
     // SAFETY: registering a plain extern "C" function with no captured state.

@@ -311,7 +311,7 @@ impl Inner {
             if let Some(group) = &self.group {
                 group.add(pinned);
             }
-            eprintln!("gdsroute: {e}");
+            crate::log::cleanup_error("releasing a pinned bounce buffer (it stays pinned and counted)", &e);
             return 0;
         }
         pinned

@@ -163,9 +163,9 @@ impl Drop for ScopedContext {
         let r = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
         // Drop cannot fail; like KvikIO, report and carry on.
         if let Err(e) = check("cuCtxPopCurrent", r) {
-            eprintln!("gdsroute: {e}");
+            crate::log::cleanup_error("restoring the caller's CUDA context", &e);
         } else if popped as usize != self.ctx.0 {
-            eprintln!("gdsroute: cuCtxPopCurrent popped a context other than the one pushed");
+            crate::log::cleanup_error("restoring the caller's CUDA context", &"cuCtxPopCurrent popped a context other than the one pushed");
         }
     }
 }

@@ -121,7 +121,7 @@ impl RegisteredMapping {
         match check("cuMemHostUnregister", r) {
             Ok(()) => true,
             Err(e) => {
-                eprintln!("gdsroute: {e}");
+                crate::log::cleanup_error("unregistering a page-cache window", &e);
                 r == sys::CUresult::CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
             }
         }
