@@ -1687,6 +1687,32 @@ gdsroute_status gdsroute_file_pool_name(const gdsroute_file *file,
                                         size_t *length);
 
 /**
+ * Adds `delta` to the counter `name` of `section` in the exit report (`GDSROUTE_REPORT`): a
+ * library built on gdsroute (an HDF5 driver, a framework's loader) reports its own counters
+ * beside the routes, under its own section. Counters start at 0 and saturate; the report lists
+ * sections and names in byte order. Thread-safe. Errors: `NULL_ARGUMENT`, `INVALID_ARGUMENT` (an
+ * empty section or name).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_report_add_counter(const char *section,
+                                            const char *name,
+                                            uint64_t delta);
+
+/**
+ * Renders the exit report now, as text (`GDSROUTE_STATS_FORMAT_TEXT`) or one JSON object
+ * (`GDSROUTE_STATS_FORMAT_JSON`), into `buf` (snprintf semantics; full length in `*length`; `buf`
+ * may be NULL when `buf_len` is 0): the calls, bytes and GB/s of each direction over the time its
+ * calls were in flight, per route; POSIX tasks by reason; files that fell back, by reason;
+ * cuFile's own counters when live; the sections of `gdsroute_report_add_counter`. The same report
+ * `GDSROUTE_REPORT` writes at exit. Errors: `NULL_ARGUMENT`, `INVALID_ENUM`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_report_render(uint32_t format,
+                                       char *buf,
+                                       size_t buf_len,
+                                       size_t *length);
+
+/**
  * Reads the default compat mode (a `gdsroute_compat_mode` value) into `*mode`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_compat_mode(uint32_t *mode);

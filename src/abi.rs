@@ -167,6 +167,36 @@ pub enum FallbackReason {
     RegisterFailed = 8,
 }
 
+impl FallbackReason {
+    /// Every reason, in numeric order.
+    pub(crate) const ALL: [FallbackReason; 9] = [
+        FallbackReason::None,
+        FallbackReason::CompatOn,
+        FallbackReason::CudaUnavailable,
+        FallbackReason::LibraryUnavailable,
+        FallbackReason::NoUdev,
+        FallbackReason::Wsl,
+        FallbackReason::DriverOpenFailed,
+        FallbackReason::DirectOpenFailed,
+        FallbackReason::RegisterFailed,
+    ];
+
+    /// The C name, as `include/gdsroute.h` spells it.
+    pub(crate) fn c_name(self) -> &'static str {
+        match self {
+            FallbackReason::None => "GDSROUTE_FALLBACK_REASON_NONE",
+            FallbackReason::CompatOn => "GDSROUTE_FALLBACK_REASON_COMPAT_ON",
+            FallbackReason::CudaUnavailable => "GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE",
+            FallbackReason::LibraryUnavailable => "GDSROUTE_FALLBACK_REASON_LIBRARY_UNAVAILABLE",
+            FallbackReason::NoUdev => "GDSROUTE_FALLBACK_REASON_NO_UDEV",
+            FallbackReason::Wsl => "GDSROUTE_FALLBACK_REASON_WSL",
+            FallbackReason::DriverOpenFailed => "GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED",
+            FallbackReason::DirectOpenFailed => "GDSROUTE_FALLBACK_REASON_DIRECT_OPEN_FAILED",
+            FallbackReason::RegisterFailed => "GDSROUTE_FALLBACK_REASON_REGISTER_FAILED",
+        }
+    }
+}
+
 /// Whether device reads go through cuFile or our POSIX backend.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -38,17 +38,7 @@ impl ExitCode {
 
 /// The C name of a fallback reason, as `include/gdsroute.h` spells it.
 pub fn reason_c_name(reason: FallbackReason) -> &'static str {
-    match reason {
-        FallbackReason::None => "GDSROUTE_FALLBACK_REASON_NONE",
-        FallbackReason::CompatOn => "GDSROUTE_FALLBACK_REASON_COMPAT_ON",
-        FallbackReason::CudaUnavailable => "GDSROUTE_FALLBACK_REASON_CUDA_UNAVAILABLE",
-        FallbackReason::LibraryUnavailable => "GDSROUTE_FALLBACK_REASON_LIBRARY_UNAVAILABLE",
-        FallbackReason::NoUdev => "GDSROUTE_FALLBACK_REASON_NO_UDEV",
-        FallbackReason::Wsl => "GDSROUTE_FALLBACK_REASON_WSL",
-        FallbackReason::DriverOpenFailed => "GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED",
-        FallbackReason::DirectOpenFailed => "GDSROUTE_FALLBACK_REASON_DIRECT_OPEN_FAILED",
-        FallbackReason::RegisterFailed => "GDSROUTE_FALLBACK_REASON_REGISTER_FAILED",
-    }
+    reason.c_name()
 }
 
 /// Where device reads at or above the GDS threshold go.

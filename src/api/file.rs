@@ -38,6 +38,7 @@ impl File {
     /// `compat_mode` overrides the process setting for this handle; `None` takes the setting's
     /// value now (later changes of the setting do not affect this handle, as in KvikIO).
     pub fn open(path: &[u8], flags: &str, mode: u32, compat_mode: Option<CompatMode>) -> Result<File> {
+        crate::api::report::arm();
         let settings = settings::global()?;
         let flags = OpenFlags::parse(flags)?;
         if path.is_empty() {
@@ -147,7 +148,7 @@ impl File {
     /// `read_raw`, `pread_raw`, `write_raw` or `pwrite_raw` (a NULL pointer argument at the C
     /// boundary).
     pub(crate) fn record_rejected_call(&self, direction: Direction) {
-        stats::record_rejected_call(Some(&self.stats), direction);
+        stats::record_refused_call(Some(&self.stats), direction);
     }
 
     /// Whether cuFile can serve this file under the handle's compat mode, deciding it now if no

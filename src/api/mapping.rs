@@ -34,6 +34,7 @@ impl MappedFile {
     /// Errors: `InvalidPath`, `Open`, `Io` (`fstat`, `mmap`), `InvalidArgument` (the range is not
     /// inside the file), `Overflow` (`offset + size` beyond `off_t`).
     pub fn open(path: &[u8], offset: u64, size: usize) -> Result<MappedFile> {
+        crate::api::report::arm();
         let (fd, display, file_size, _) = super::page_cache_tools::open(path)?;
         let map_size = mapped_size(&display, file_size, offset, size)?;
         let range = MappedRange::new(fd, display.clone(), offset, map_size)?;

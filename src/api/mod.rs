@@ -3,7 +3,7 @@
 //! operations it starts (`operation`), the settings (`settings`) and the process-wide counters
 //! (`process`, read through `counters`), the registration of streams (`stream`), the memory the library
 //! registers or pins (`memory`), cuFile's driver properties and settings (`driver`),
-//! the worker pools (`pool`: a caller's, those per drive) and the page-cache tools (`page_cache_tools`).
+//! the worker pools (`pool`: a caller's, those per drive), the exit report (`report`) and the page-cache tools (`page_cache_tools`).
 
 pub mod counters;
 pub mod driver;
@@ -14,6 +14,7 @@ pub mod page_cache_tools;
 mod operation;
 pub(crate) mod pool;
 pub(crate) mod process;
+pub mod report;
 pub mod settings;
 pub mod stream;
 #[cfg(test)]

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 /// open; returns at once (`gdsroute_begin_device_setup`, whose doc says more). Loads libcuda and
 /// libcufile on the calling thread. Errors only when a setting in the environment is invalid.
 pub fn begin_device_setup() -> crate::Result<()> {
+    super::report::arm();
     let compat_mode = crate::settings::global()?.compat_mode();
     gds::begin_in_background(compat_mode, gds::Preload::CudaAndCufile);
     Ok(())

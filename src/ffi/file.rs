@@ -44,7 +44,7 @@ unsafe fn call_args<'a, T>(
 ) -> crate::Result<(&'a File, *mut c_void, *mut T)> {
     // SAFETY: forwarded from the caller.
     let Some(file) = (unsafe { file.as_ref() }) else {
-        crate::stats::record_rejected_call(None, direction);
+        crate::stats::record_refused_call(None, direction);
         return Err(Error::NullArgument("file"));
     };
     match (out(buf, "buf"), out(result, result_name)) {

@@ -30,6 +30,7 @@ pub(crate) mod memory;
 pub(crate) mod operation;
 pub(crate) mod page_cache;
 pub(crate) mod pool;
+pub(crate) mod report;
 pub(crate) mod settings;
 pub(crate) mod stats;
 pub(crate) mod status;

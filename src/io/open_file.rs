@@ -195,8 +195,9 @@ impl OpenFile {
     }
 
     /// Logs, once per file (each caller decides a verdict once), that its device transfers fall
-    /// back to the POSIX route and why.
+    /// back to the POSIX route and why, and counts the file under its reason (the exit report).
     fn log_fallback(&self, why: &Unusable) {
+        crate::stats::activity::record_fallback(why.reason);
         crate::log::log(crate::log::Level::Info, || format!("{}: device transfers take the POSIX route: {} ({:?})", self.path, why.message, why.reason));
     }
 

@@ -160,6 +160,7 @@ pub fn record_task(handle: &StatsCell, direction: Direction, route: Route, devic
 
 /// Records one finished logical call in the process-wide counters and in the handle's.
 pub(crate) fn record_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
+    super::activity::call_ended(direction);
     for cell in [global(), handle] {
         cell.lock().totals.add_call(direction, requested, delivered, failed);
     }
@@ -168,6 +169,13 @@ pub(crate) fn record_call(handle: &StatsCell, direction: Direction, requested: u
 /// Records a call that returned an error before moving bytes: one call, failed, no bytes, in
 /// the process-wide counters and in the handle's (`None`: a NULL handle, process-wide only).
 pub(crate) fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {
+    super::activity::call_ended(direction);
+    record_refused_call(handle, direction);
+}
+
+/// `record_rejected_call` for a call refused before it started (a NULL argument at the C
+/// boundary): counted the same, and never in flight.
+pub(crate) fn record_refused_call(handle: Option<&StatsCell>, direction: Direction) {
     global().lock().totals.add_call(direction, 0, 0, true);
     if let Some(handle) = handle {
         handle.lock().totals.add_call(direction, 0, 0, true);
@@ -230,6 +238,7 @@ pub(crate) struct PendingCall<'a> {
 impl<'a> PendingCall<'a> {
     /// A call on `handle` starts.
     pub(crate) fn new(handle: &'a StatsCell, direction: Direction) -> Self {
+        super::activity::call_started(direction);
         PendingCall { handle: Some(handle), direction }
     }
 

@@ -4,11 +4,13 @@
 //! consistent: tasks equal the sum of the routes' tasks, bytes the sum of the routes' bytes, and
 //! the tasks of device memory the sum over devices.
 //!
-//! The parts: `counters` (the types, and the fields of `gdsroute_stats` in layout order),
+//! The parts: `activity` (what the exit report adds: time in flight, fallbacks by reason),
+//! `counters` (the types, and the fields of `gdsroute_stats` in layout order),
 //! `counting` (the live cells and the recording of tasks and calls), `render` (text and JSON of
 //! `gdsroute_stats`) and `device` (the counters of one device: their fields, counting and
 //! rendering). The structs themselves are declared in `abi`, with every type of the C ABI.
 
+pub(crate) mod activity;
 mod counters;
 mod counting;
 mod device;
@@ -20,5 +22,5 @@ pub use crate::direction::Direction;
 pub use counters::{PosixReason, Route, TaskOutcome};
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use counting::{StatsCell, record_task};
-pub(crate) use counting::{PendingCall, StreamMode, global, record_buffer_registration, record_call, record_rejected_call, record_stream_call, record_stream_registration};
+pub(crate) use counting::{PendingCall, StreamMode, global, record_buffer_registration, record_call, record_refused_call, record_rejected_call, record_stream_call, record_stream_registration};
 pub use device::{DeviceCounters, render_devices_json, render_devices_text};

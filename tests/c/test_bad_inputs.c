@@ -1128,6 +1128,29 @@ static void test_mapping(void) {
     unlink(path);
 }
 
+/* The exit report on demand: bad inputs refused, sections added, both formats. */
+static void test_report(void) {
+    char text[8192];
+    size_t length = 0;
+    CHECK_STATUS(gdsroute_report_add_counter(NULL, "n", 1), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("section");
+    CHECK_STATUS(gdsroute_report_add_counter("c-test", NULL, 1), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("name");
+    CHECK_STATUS(gdsroute_report_add_counter("", "n", 1), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_report_add_counter("c-test", "", 1), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(gdsroute_report_add_counter("c-test", "opens", 2), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_report_add_counter("c-test", "opens", UINT64_MAX), GDSROUTE_STATUS_OK); /* saturates */
+    CHECK_STATUS(gdsroute_report_render(7, text, sizeof text, &length), GDSROUTE_STATUS_INVALID_ENUM);
+    CHECK_STATUS(gdsroute_report_render(GDSROUTE_STATS_FORMAT_TEXT, text, sizeof text, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_report_render(GDSROUTE_STATS_FORMAT_TEXT, NULL, 0, &length), GDSROUTE_STATUS_OK);
+    CHECK(length > 0 && length < sizeof text);
+    CHECK_STATUS(gdsroute_report_render(GDSROUTE_STATS_FORMAT_TEXT, text, sizeof text, &length), GDSROUTE_STATUS_OK);
+    CHECK(strncmp(text, "gdsroute report, process ", 25) == 0);
+    CHECK(strstr(text, "  c-test: opens=18446744073709551615\n") != NULL);
+    CHECK_STATUS(gdsroute_report_render(GDSROUTE_STATS_FORMAT_JSON, text, sizeof text, &length), GDSROUTE_STATUS_OK);
+    CHECK(text[0] == '{' && strstr(text, "\"c-test\":{\"opens\":18446744073709551615}") != NULL);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     /* The driver's settings in a process of their own: whether they are refused depends on what
@@ -1166,6 +1189,7 @@ int main(int argc, char **argv) {
         test_handle_queries(path);
         test_buffer_registration();
         test_pools(path, strlen(content));
+        test_report();
         test_mapping();
     }
 

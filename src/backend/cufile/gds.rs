@@ -254,6 +254,10 @@ extern "C" fn close_at_exit() {
 /// passed its last check but not finished (no cuFile call can start then; the exit handler, or
 /// a second shutdown, closes that driver).
 pub fn shutdown() -> bool {
+    // The exit report reads cuFile's counters while its calls are still allowed.
+    if let Some(hook) = BEFORE_CLOSE.get() {
+        hook();
+    }
     // First, so that an open in progress on another thread (PROCESS not set yet) sees it.
     GATE.begin_closing();
     if forked_from_opener() {
@@ -263,6 +267,16 @@ pub fn shutdown() -> bool {
     BACKGROUND.wait_while_running(START_WAIT);
     let Some(Ok(gds)) = PROCESS.get() else { return false };
     GATE.close(DRAIN_WAIT, || gds.library.driver_close().is_ok())
+}
+
+/// Run at the start of `shutdown` (the exit report, armed with `GDSROUTE_REPORT`).
+static BEFORE_CLOSE: OnceCell<fn()> = OnceCell::new();
+
+/// Has `hook` run at the start of every `shutdown`, before cuFile's calls stop: the exit report,
+/// which reads cuFile's counters (an upper layer's, hence a hook). Set once; later calls do
+/// nothing.
+pub(crate) fn before_driver_close(hook: fn()) {
+    let _ = BEFORE_CLOSE.set(hook);
 }
 
 /// True once cuFile was shut down (or its shutdown began), or in a process other than the one

@@ -1,0 +1,101 @@
+//! What the exit report needs beyond the counters: the time calls were in flight, per direction
+//! (from the moment one call of that direction started with none in flight to the moment the
+//! last one ended: the wall time the process spent reading, or writing, however many calls
+//! overlapped), the files whose device transfers fell back to the POSIX route, by reason, and the
+//! process that last started a call (a forked child that never made one prints no report).
+
+use crate::abi::FallbackReason;
+use crate::direction::Direction;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy)]
+struct InFlight {
+    calls: u64,
+    since: Option<Instant>,
+    busy: Duration,
+}
+
+const IDLE: InFlight = InFlight { calls: 0, since: None, busy: Duration::ZERO };
+
+/// Reads, writes.
+static IN_FLIGHT: [Mutex<InFlight>; 2] = [Mutex::new(IDLE), Mutex::new(IDLE)];
+
+/// The process that last started a call (0: none).
+static CALLER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Files whose device transfers fell back, by `FallbackReason` value.
+static FALLBACKS: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+fn slot(direction: Direction) -> std::sync::MutexGuard<'static, InFlight> {
+    IN_FLIGHT[direction as usize].lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A call of `direction` starts.
+pub(crate) fn call_started(direction: Direction) {
+    CALLER_PID.store(std::process::id(), Ordering::Relaxed);
+    let mut s = slot(direction);
+    if s.calls == 0 {
+        s.since = Some(Instant::now());
+    }
+    s.calls += 1;
+}
+
+/// A call of `direction` ended (counted as any call's end: finished, rejected or settled).
+pub(crate) fn call_ended(direction: Direction) {
+    let mut s = slot(direction);
+    if s.calls == 0 {
+        return; // a call whose start was not seen (none should be)
+    }
+    s.calls -= 1;
+    if s.calls == 0
+        && let Some(since) = s.since.take()
+    {
+        s.busy += since.elapsed();
+    }
+}
+
+/// The time calls of `direction` were in flight so far, including a stretch still running.
+pub(crate) fn busy(direction: Direction) -> Duration {
+    let s = slot(direction);
+    s.busy + s.since.map_or(Duration::ZERO, |since| since.elapsed())
+}
+
+/// Whether this process started a call (a child forked from one that did has not, until it does).
+pub(crate) fn this_process_made_calls() -> bool {
+    CALLER_PID.load(Ordering::Relaxed) == std::process::id()
+}
+
+/// A file's device transfers fell back to the POSIX route for `reason`.
+pub(crate) fn record_fallback(reason: FallbackReason) {
+    if let Some(count) = FALLBACKS.get(reason as usize) {
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Files that fell back so far, by reason (those with none left out).
+pub(crate) fn fallbacks() -> Vec<(FallbackReason, u64)> {
+    FallbackReason::ALL.iter().filter_map(|&r| Some((r, FALLBACKS.get(r as usize)?.load(Ordering::Relaxed))).filter(|(_, n)| *n > 0)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_calls_count_their_wall_time_once() {
+        let before = busy(Direction::Write);
+        call_started(Direction::Write);
+        call_started(Direction::Write);
+        std::thread::sleep(Duration::from_millis(20));
+        call_ended(Direction::Write);
+        std::thread::sleep(Duration::from_millis(20));
+        call_ended(Direction::Write);
+        let stretch = busy(Direction::Write) - before;
+        // Other tests' writes may add their own time; the stretch is at least the 40 ms.
+        assert!(stretch >= Duration::from_millis(40), "{stretch:?}");
+        call_ended(Direction::Write); // an unmatched end changes nothing
+        assert!(this_process_made_calls());
+    }
+}
