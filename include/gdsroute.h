@@ -43,6 +43,11 @@
 
 
 /**
+ * `gdsroute_monitor_add` flag: the monitor sees every task too, not only every call.
+ */
+#define GDSROUTE_MONITOR_TASKS 1
+
+/**
  * KvikIO's default task size: 4 MiB.
  */
 #define GDSROUTE_DEFAULT_TASK_SIZE (4 << 20)
@@ -384,6 +389,136 @@ enum /* no tag before C23: gdsroute_numa_placement is the uint32_t typedef below
 typedef enum gdsroute_numa_placement gdsroute_numa_placement;
 #else
 typedef uint32_t gdsroute_numa_placement;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * What a monitor's observation describes (`gdsroute_observation.kind`).
+ */
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_observation_kind : uint32_t
+#else
+enum /* no tag before C23: gdsroute_observation_kind is the uint32_t typedef below */
+#endif
+ {
+  /**
+   * One logical call: a read, pread, write, pwrite or stream-ordered call, from the moment it
+   * was made to the moment its result was known (for a pread: when its operation settled).
+   */
+  GDSROUTE_OBSERVATION_KIND_CALL = 0,
+  /**
+   * One task of a call (a monitor added with `GDSROUTE_MONITOR_TASKS`).
+   */
+  GDSROUTE_OBSERVATION_KIND_TASK = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_observation_kind gdsroute_observation_kind;
+#else
+typedef uint32_t gdsroute_observation_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * The route an observation's bytes took (`gdsroute_observation.route`).
+ */
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_observed_route : uint32_t
+#else
+enum /* no tag before C23: gdsroute_observed_route is the uint32_t typedef below */
+#endif
+ {
+  /**
+   * No task ran: the call failed before it was routed, or had nothing to move (0 bytes, at
+   * or past the end of the file).
+   */
+  GDSROUTE_OBSERVED_ROUTE_NONE = 0,
+  /**
+   * gdsroute's POSIX backend (`posix_reason` says why).
+   */
+  GDSROUTE_OBSERVED_ROUTE_POSIX = 1,
+  /**
+   * cuFile.
+   */
+  GDSROUTE_OBSERVED_ROUTE_CUFILE = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_observed_route gdsroute_observed_route;
+#else
+typedef uint32_t gdsroute_observed_route;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * The memory an observation's bytes went to or came from (`gdsroute_observation.memory`).
+ */
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_observed_memory : uint32_t
+#else
+enum /* no tag before C23: gdsroute_observed_memory is the uint32_t typedef below */
+#endif
+ {
+  /**
+   * Not known: the call failed before its buffer was classified.
+   */
+  GDSROUTE_OBSERVED_MEMORY_UNKNOWN = 0,
+  /**
+   * Host memory (pageable or pinned).
+   */
+  GDSROUTE_OBSERVED_MEMORY_HOST = 1,
+  /**
+   * CUDA device memory.
+   */
+  GDSROUTE_OBSERVED_MEMORY_DEVICE = 2,
+  /**
+   * CUDA managed memory.
+   */
+  GDSROUTE_OBSERVED_MEMORY_MANAGED = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_observed_memory gdsroute_observed_memory;
+#else
+typedef uint32_t gdsroute_observed_memory;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Why the POSIX backend ran (`gdsroute_observation.posix_reason`; the `posix_tasks_*` counters).
+ */
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_observed_posix_reason : uint32_t
+#else
+enum /* no tag before C23: gdsroute_observed_posix_reason is the uint32_t typedef below */
+#endif
+ {
+  /**
+   * Not the POSIX route.
+   */
+  GDSROUTE_OBSERVED_POSIX_REASON_NONE = 0,
+  /**
+   * Host memory: cuFile is never used for it.
+   */
+  GDSROUTE_OBSERVED_POSIX_REASON_HOST_MEMORY = 1,
+  /**
+   * A device request below the GDS threshold.
+   */
+  GDSROUTE_OBSERVED_POSIX_REASON_BELOW_THRESHOLD = 2,
+  /**
+   * Compat mode ON.
+   */
+  GDSROUTE_OBSERVED_POSIX_REASON_COMPAT_ON = 3,
+  /**
+   * Compat mode AUTO and cuFile cannot serve the file.
+   */
+  GDSROUTE_OBSERVED_POSIX_REASON_AUTO_FALLBACK = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_observed_posix_reason gdsroute_observed_posix_reason;
+#else
+typedef uint32_t gdsroute_observed_posix_reason;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -766,6 +901,80 @@ typedef struct {
    */
   uint64_t buffer_registered_bytes;
 } gdsroute_stats;
+
+/**
+ * One observation handed to a monitor's callback (`gdsroute_monitor_add`): valid only during the
+ * callback (copy what you keep; `path` too). `#[repr(C)]`, append-only: read `struct_size`
+ * before fields added after your header's.
+ */
+typedef struct {
+  /**
+   * Size of this struct in bytes as the library filled it.
+   */
+  uint64_t struct_size;
+  /**
+   * A `gdsroute_observation_kind`: a call or a task.
+   */
+  uint32_t kind;
+  /**
+   * 0: a read (file to memory); 1: a write (memory to file).
+   */
+  uint32_t direction;
+  /**
+   * The file's path as opened, NUL-terminated; NULL when the call failed before a file was
+   * known (a closed handle).
+   */
+  const char *path;
+  /**
+   * The file offset asked for.
+   */
+  uint64_t file_offset;
+  /**
+   * The bytes asked for.
+   */
+  uint64_t size;
+  /**
+   * The bytes moved (fewer than `size` at the end of the file; 0 when `ok` is 0).
+   */
+  uint64_t bytes;
+  /**
+   * For a task: where its bytes are in the call's buffer (an offset from the buffer the call
+   * was given); 0 for a call.
+   */
+  uint64_t buffer_offset;
+  /**
+   * When it started and ended, in nanoseconds of `CLOCK_MONOTONIC`.
+   */
+  uint64_t start_ns;
+  /**
+   * See `start_ns`.
+   */
+  uint64_t end_ns;
+  /**
+   * A `gdsroute_observed_memory`.
+   */
+  uint32_t memory;
+  /**
+   * A `gdsroute_observed_route`.
+   */
+  uint32_t route;
+  /**
+   * A `gdsroute_observed_posix_reason`.
+   */
+  uint32_t posix_reason;
+  /**
+   * 1 when it succeeded, 0 when it failed (the call returned, or its operation gave, an error).
+   */
+  uint32_t ok;
+  /**
+   * Stream-ordered calls: 1 (`gdsroute_file_read_async` and the rest), else 0.
+   */
+  uint32_t stream_ordered;
+  /**
+   * 0 (keeps the struct free of padding).
+   */
+  uint32_t reserved;
+} gdsroute_observation;
 
 /**
  * The process-wide counters of one device (by its CUDA ordinal in this process), filled by
@@ -1567,6 +1776,40 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_buffer_references(const void *ptr, ui
  * so the first one afterwards pays that, as a fresh process's does. Never fails.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_bounce_buffer_free(size_t *bytes_freed);
+
+/**
+ * Registers `callback` to see every logical call (`gdsroute_file_read`, `_pread`, `_write`,
+ * `_pwrite` and the stream-ordered calls) as it ends, and with `flags` `GDSROUTE_MONITOR_TASKS`
+ * every task too: its file, offset and size, the bytes moved, start and end times
+ * (`CLOCK_MONOTONIC` ns), the memory, route and POSIX reason, and whether it succeeded
+ * (`gdsroute_observation`, valid during the callback only: copy what you keep). KvikIO's
+ * monitors see neither stream-ordered calls nor tasks. A call that fails before it is routed
+ * (a closed handle, a bad range) is observed with route NONE. `*id` receives the monitor's id
+ * for `gdsroute_monitor_remove`.
+ *
+ * The callback runs on the thread that ended the call: the caller's for a synchronous call,
+ * the pool thread that finished a parallel call's last task otherwise, after the call was
+ * counted and before its result is handed out (`gdsroute_op_wait` returns after it). It must be
+ * short, must not wait for the operation it observes, and must not unwind (C++: catch
+ * everything); it may make other calls (which no monitor observes: a callback that reads would
+ * otherwise call itself) and add or remove monitors, its own included. Cost: with
+ * no monitor a call pays one atomic load (docs/observing.md, "Monitors"). Errors:
+ * `NULL_ARGUMENT` (`callback`, `id`), `INVALID_ARGUMENT` (flags other than 0 and
+ * `GDSROUTE_MONITOR_TASKS`).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_monitor_add(void (*callback)(const gdsroute_observation *observation,
+                                                      void *user_data),
+                                     void *user_data,
+                                     uint32_t flags,
+                                     uint64_t *id);
+
+/**
+ * Removes the monitor `id`: when this returns no callback of it runs on another thread, and
+ * none starts later (a callback removing its own monitor does not wait for itself). Errors:
+ * `INVALID_ARGUMENT` (no monitor has that id: never added, or removed already).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_monitor_remove(uint64_t id);
 
 /**
  * Sets `*done` to true once every task of the operation has stopped. Never blocks.

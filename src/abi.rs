@@ -609,3 +609,102 @@ pub struct CufileDriverProperties {
     /// report and `gdsroute-diagnose` say which and why).
     pub settings_refused: u64,
 }
+
+/// What a monitor's observation describes (`gdsroute_observation.kind`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObservationKind {
+    /// One logical call: a read, pread, write, pwrite or stream-ordered call, from the moment it
+    /// was made to the moment its result was known (for a pread: when its operation settled).
+    Call = 0,
+    /// One task of a call (a monitor added with `GDSROUTE_MONITOR_TASKS`).
+    Task = 1,
+}
+
+/// The route an observation's bytes took (`gdsroute_observation.route`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObservedRoute {
+    /// No task ran: the call failed before it was routed, or had nothing to move (0 bytes, at
+    /// or past the end of the file).
+    None = 0,
+    /// gdsroute's POSIX backend (`posix_reason` says why).
+    Posix = 1,
+    /// cuFile.
+    Cufile = 2,
+}
+
+/// The memory an observation's bytes went to or came from (`gdsroute_observation.memory`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObservedMemory {
+    /// Not known: the call failed before its buffer was classified.
+    Unknown = 0,
+    /// Host memory (pageable or pinned).
+    Host = 1,
+    /// CUDA device memory.
+    Device = 2,
+    /// CUDA managed memory.
+    Managed = 3,
+}
+
+/// Why the POSIX backend ran (`gdsroute_observation.posix_reason`; the `posix_tasks_*` counters).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObservedPosixReason {
+    /// Not the POSIX route.
+    None = 0,
+    /// Host memory: cuFile is never used for it.
+    HostMemory = 1,
+    /// A device request below the GDS threshold.
+    BelowThreshold = 2,
+    /// Compat mode ON.
+    CompatOn = 3,
+    /// Compat mode AUTO and cuFile cannot serve the file.
+    AutoFallback = 4,
+}
+
+/// One observation handed to a monitor's callback (`gdsroute_monitor_add`): valid only during the
+/// callback (copy what you keep; `path` too). `#[repr(C)]`, append-only: read `struct_size`
+/// before fields added after your header's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Observation {
+    /// Size of this struct in bytes as the library filled it.
+    pub struct_size: u64,
+    /// A `gdsroute_observation_kind`: a call or a task.
+    pub kind: u32,
+    /// 0: a read (file to memory); 1: a write (memory to file).
+    pub direction: u32,
+    /// The file's path as opened, NUL-terminated; NULL when the call failed before a file was
+    /// known (a closed handle).
+    pub path: *const std::ffi::c_char,
+    /// The file offset asked for.
+    pub file_offset: u64,
+    /// The bytes asked for.
+    pub size: u64,
+    /// The bytes moved (fewer than `size` at the end of the file; 0 when `ok` is 0).
+    pub bytes: u64,
+    /// For a task: where its bytes are in the call's buffer (an offset from the buffer the call
+    /// was given); 0 for a call.
+    pub buffer_offset: u64,
+    /// When it started and ended, in nanoseconds of `CLOCK_MONOTONIC`.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// A `gdsroute_observed_memory`.
+    pub memory: u32,
+    /// A `gdsroute_observed_route`.
+    pub route: u32,
+    /// A `gdsroute_observed_posix_reason`.
+    pub posix_reason: u32,
+    /// 1 when it succeeded, 0 when it failed (the call returned, or its operation gave, an error).
+    pub ok: u32,
+    /// Stream-ordered calls: 1 (`gdsroute_file_read_async` and the rest), else 0.
+    pub stream_ordered: u32,
+    /// 0 (keeps the struct free of padding).
+    pub reserved: u32,
+}
+
+/// `gdsroute_monitor_add` flag: the monitor sees every task too, not only every call.
+pub const MONITOR_TASKS: u32 = 1;

@@ -55,7 +55,7 @@ pub mod trace;
 pub use abi::{FallbackReason, Status};
 pub use api::file::File;
 pub use api::mapping::MappedFile;
-pub use api::{counters, driver, memory, page_cache_tools, report, settings, stream};
+pub use api::{counters, driver, memory, monitor, page_cache_tools, report, settings, stream};
 pub use api::pool::{Pool, drive_pools_in_use};
 pub use api::process::{begin_device_setup, cufile_usable};
 pub use backend::cufile::gds::{Unusable, shutdown};

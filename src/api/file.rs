@@ -72,6 +72,7 @@ impl File {
                 auto_environment: OnceCell::new(),
                 serialized_buffered_writes: OnceCell::new(),
                 pool: std::sync::Mutex::new(pool),
+                c_path: OnceCell::new(),
             }))),
             compat_mode,
             stats: Arc::new(StatsCell::default()),

@@ -3,13 +3,15 @@
 //! operations it starts (`operation`), the settings (`settings`) and the process-wide counters
 //! (`process`, read through `counters`), the registration of streams (`stream`), the memory the library
 //! registers or pins (`memory`), cuFile's driver properties and settings (`driver`),
-//! the worker pools (`pool`: a caller's, those per drive), the exit report (`report`) and the page-cache tools (`page_cache_tools`).
+//! the worker pools (`pool`: a caller's, those per drive), the exit report (`report`), the
+//! monitors (`monitor`) and the page-cache tools (`page_cache_tools`).
 
 pub mod counters;
 pub mod driver;
 pub(crate) mod file;
 pub(crate) mod mapping;
 pub mod memory;
+pub mod monitor;
 pub mod page_cache_tools;
 mod operation;
 pub(crate) mod pool;

@@ -27,6 +27,7 @@ pub(crate) mod driver;
 pub(crate) mod file;
 pub(crate) mod mapping;
 pub(crate) mod memory;
+pub(crate) mod monitor;
 pub(crate) mod operation;
 pub(crate) mod page_cache;
 pub(crate) mod pool;

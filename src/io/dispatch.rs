@@ -36,16 +36,20 @@ pub(super) fn run_and_record(call: &Call, file: &OpenFile, stats: &StatsCell, ch
     // Before the task and after it, so no window registered in between outlives the write.
     let _windows = (call.direction == Direction::Write).then(|| WindowsDropped::new(file));
     // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
-    let task = AssertUnwindSafe(|| unsafe { run_task(call, file, chunk) });
-    let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(crate::error::panic_message(&p))));
-    let outcome = result.as_ref().copied().unwrap_or_default();
+    let mut outcome = TaskOutcome::default();
+    let result = super::observe::observe_task(call, file, chunk.file_offset, chunk.len, chunk.buf_offset, || {
+        let task = AssertUnwindSafe(|| unsafe { run_task(call, file, chunk) });
+        let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(crate::error::panic_message(&p))));
+        outcome = result.as_ref().copied().unwrap_or_default();
+        result.map(|o| o.bytes)
+    });
     // Device and managed memory count for their device too; host memory for none.
     let device = match &call.target {
         Target::Device { kind, .. } => kind.device_ordinal(),
         Target::Host(_) => None,
     };
     stats::record_task(stats, call.direction, call.plan.route, device, &outcome, result.is_err());
-    result.map(|outcome| outcome.bytes)
+    result
 }
 
 /// One task: `chunk` of the call between `file` and the call's target, by the planned route.

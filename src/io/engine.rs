@@ -12,6 +12,7 @@ use super::open_file::OpenFile;
 use super::request::{Request, Target, check_range, target_of};
 use crate::direction::Direction;
 use crate::error::Result;
+use crate::io::observe::CallWatch;
 use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
@@ -37,16 +38,30 @@ use std::sync::Arc;
 /// `request.buf` must be valid for `request.size` bytes for the duration of the call: writable
 /// for a read; a write only reads it.
 pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
+    // Dropped on an early error return: observed as a call that failed before it was routed.
+    let mut watch = CallWatch::start(&request, false);
     let (counted, snapshot) = begin(stats, &request)?;
     let file = open_file()?;
+    if let Some(w) = &mut watch {
+        w.file(&file);
+    }
     let Some(planned) = plan_call(&file, request, snapshot, compat_mode, 0, false)? else {
         counted.finish(request.size as u64, 0, false);
+        if let Some(w) = watch {
+            w.end(&Ok(0));
+        }
         return Ok(0);
     };
+    if let Some(w) = &mut watch {
+        w.routed(&planned.call);
+    }
     let chunk = Chunk { buf_offset: 0, file_offset: request.offset, len: planned.len };
     let result = dispatch::run_and_record(&planned.call, &file, stats, chunk);
     let delivered = *result.as_ref().unwrap_or(&0) as u64;
     counted.finish(request.size as u64, delivered, result.is_err());
+    if let Some(w) = watch {
+        w.end(&result);
+    }
     result
 }
 
@@ -81,14 +96,24 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         Direction::Write => "pwrite",
     };
     crate::trace::event(event, request.size as u64);
+    let mut watch = CallWatch::start(&request, stream_ordered);
     let (counted, snapshot) = begin(stats, &request)?;
     let file = open_file()?;
+    if let Some(w) = &mut watch {
+        w.file(&file);
+    }
     let pool = file.pool()?;
     let Some(Planned { call, len, size_known }) = plan_call(&file, request, snapshot, compat_mode, snapshot.gds_threshold, stream_ordered)? else {
         // Nothing to move: no task, no cuFile probe, an operation that is already done.
         counted.handed_over();
+        if let Some(w) = watch {
+            w.end(&Ok(0));
+        }
         return Ok(Operation::finished(request.direction, request.size as u64, Arc::clone(stats)));
     };
+    if let Some(w) = &mut watch {
+        w.routed(&call);
+    }
     let direction = call.direction;
     let (runner, direct_io) = (call.plan.runner, snapshot.direct_io(direction));
     let buffered_write = direction == Direction::Write && matches!(call.plan.route, Route::Posix(_));
@@ -110,6 +135,9 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         }
     };
     let operation = Operation::new(direction, tasks, request.size as u64, Arc::clone(stats), stop, run);
+    if let Some(w) = watch {
+        operation.observe(move |outcome| w.end(outcome));
+    }
     counted.handed_over();
     match runner {
         Runner::CallingThread => operation.run_here(),

@@ -4,10 +4,12 @@
 //! cuts it into tasks (`task_split`, yielded by a `task_source`), starts them by the call's start
 //! condition on its runner (`schedule`: the calling thread or the pool, `thread_pool`) and hands
 //! back the handle on tasks in flight (`operation`); `dispatch` sends each task to its backend and
-//! counts it. `stream_order` is the start condition of stream-ordered calls (the waiter thread). `warm_up` is the preparation at open that readies every worker for device transfers.
+//! counts it. `stream_order` is the start condition of stream-ordered calls (the waiter thread). `warm_up` is the preparation at open that readies every worker for device transfers;
+//! `observe` builds what monitors see of each call and task.
 
 pub(crate) mod dispatch;
 pub(crate) mod engine;
+pub(crate) mod observe;
 pub(crate) mod open_file;
 pub(crate) mod operation;
 pub(crate) mod request;

@@ -82,9 +82,16 @@ pub(crate) struct OpenFile {
     pub serialized_buffered_writes: OnceCell<bool>,
     /// The pool its parallel calls run on: chosen at open, or a caller's given later.
     pub pool: Mutex<Assigned>,
+    /// `path` NUL-terminated, made at its first use (the monitors' observations).
+    pub c_path: OnceCell<std::ffi::CString>,
 }
 
 impl OpenFile {
+    /// The path as C wants it (an interior NUL, impossible for a path that opened, gives "").
+    pub(crate) fn c_path(&self) -> &std::ffi::CStr {
+        self.c_path.get_or_init(|| std::ffi::CString::new(self.path.as_str()).unwrap_or_default())
+    }
+
     /// The pool its parallel calls run on now.
     ///
     /// Errors: the shared pool could not be made (settings, threads).
@@ -248,6 +255,7 @@ mod tests {
             auto_environment: OnceCell::new(),
             serialized_buffered_writes: OnceCell::new(),
             pool: Mutex::new(Assigned::Shared),
+            c_path: OnceCell::new(),
         };
         assert!(file.cufile_serves(CompatMode::Auto).is_err());
         assert!(file.cufile.get().is_none(), "the verdict was not decided for routing");

@@ -5,7 +5,7 @@
 //! the tasks of device memory the sum over devices.
 //!
 //! The parts: `activity` (what the exit report adds: time in flight, fallbacks by reason),
-//! `counters` (the types, and the fields of `gdsroute_stats` in layout order),
+//! `monitor` (callbacks that see every call as it ends), `counters` (the types, and the fields of `gdsroute_stats` in layout order),
 //! `counting` (the live cells and the recording of tasks and calls), `render` (text and JSON of
 //! `gdsroute_stats`) and `device` (the counters of one device: their fields, counting and
 //! rendering). The structs themselves are declared in `abi`, with every type of the C ABI.
@@ -14,6 +14,7 @@ pub(crate) mod activity;
 mod counters;
 mod counting;
 mod device;
+pub(crate) mod monitor;
 mod render;
 
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path

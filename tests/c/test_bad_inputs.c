@@ -1151,6 +1151,58 @@ static void test_report(void) {
     CHECK(text[0] == '{' && strstr(text, "\"c-test\":{\"opens\":18446744073709551615}") != NULL);
 }
 
+/* Monitors: bad inputs, one observation per call with its fields, removal. */
+struct seen_calls {
+    int calls, tasks;
+    uint64_t bytes;
+    uint32_t route, reason, memory, ok;
+    char path[512];
+};
+static void on_observation(const gdsroute_observation *o, void *user_data) {
+    struct seen_calls *seen = user_data;
+    if (o->kind == GDSROUTE_OBSERVATION_KIND_TASK) {
+        seen->tasks++;
+        return;
+    }
+    seen->calls++;
+    seen->bytes = o->bytes;
+    seen->route = o->route;
+    seen->reason = o->posix_reason;
+    seen->memory = o->memory;
+    seen->ok = o->ok;
+    snprintf(seen->path, sizeof seen->path, "%s", o->path ? o->path : "(null)");
+}
+static void test_monitors(const char *path) {
+    uint64_t id = 0;
+    struct stat st;
+    CHECK(stat(path, &st) == 0); /* earlier tests wrote to it: its size now */
+    const size_t len = (size_t)st.st_size < 64 ? (size_t)st.st_size : 64;
+    struct seen_calls seen;
+    memset(&seen, 0, sizeof seen);
+    CHECK_STATUS(gdsroute_monitor_add(NULL, &seen, 0, &id), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("callback");
+    CHECK_STATUS(gdsroute_monitor_add(on_observation, &seen, 0, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_monitor_add(on_observation, &seen, 2, &id), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("0x2");
+    CHECK_STATUS(gdsroute_monitor_add(on_observation, &seen, GDSROUTE_MONITOR_TASKS, &id), GDSROUTE_STATUS_OK);
+    CHECK(id != 0);
+    gdsroute_file *file = open_ok(path, "r");
+    char buf[64];
+    size_t got = 0;
+    CHECK_STATUS(gdsroute_file_read(file, buf, sizeof buf, 0, &got), GDSROUTE_STATUS_OK);
+    CHECK(seen.calls == 1 && seen.tasks == 1 && seen.bytes == got && got == len && seen.ok == 1);
+    CHECK(seen.route == GDSROUTE_OBSERVED_ROUTE_POSIX && seen.reason == GDSROUTE_OBSERVED_POSIX_REASON_HOST_MEMORY);
+    CHECK(seen.memory == GDSROUTE_OBSERVED_MEMORY_HOST && strcmp(seen.path, path) == 0);
+    CHECK_STATUS(gdsroute_file_read(file, buf, sizeof buf, 1u << 30, &got), GDSROUTE_STATUS_OK); /* past the end */
+    CHECK(seen.calls == 2 && seen.bytes == 0 && seen.route == GDSROUTE_OBSERVED_ROUTE_NONE && seen.ok == 1);
+    CHECK_STATUS(gdsroute_monitor_remove(id), GDSROUTE_STATUS_OK);
+    CHECK_STATUS(gdsroute_monitor_remove(id), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("no monitor");
+    CHECK_STATUS(gdsroute_file_read(file, buf, sizeof buf, 0, &got), GDSROUTE_STATUS_OK);
+    CHECK(seen.calls == 2); /* none after removal */
+    gdsroute_file_free(file);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     /* The driver's settings in a process of their own: whether they are refused depends on what
@@ -1190,6 +1242,7 @@ int main(int argc, char **argv) {
         test_buffer_registration();
         test_pools(path, strlen(content));
         test_report();
+        test_monitors(path);
         test_mapping();
     }
 

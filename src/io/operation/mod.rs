@@ -88,6 +88,7 @@ impl Operation {
                 outcome: None,
                 run: Some(Arc::new(run)),
                 on_settle: None,
+                observer: None,
             }),
             finished: Condvar::new(),
             requested,
@@ -111,7 +112,7 @@ impl Operation {
     pub(crate) fn awaiting(direction: Direction, stats: Arc<StatsCell>) -> (Operation, Settler) {
         let shared: Arc<Shared> = Arc::new(Progress {
             stop: Stop::Never,
-            state: Mutex::new(State { front: 0, back: 0, running: 1, first_short: None, first_error: None, outcome: None, run: None, on_settle: None }),
+            state: Mutex::new(State { front: 0, back: 0, running: 1, first_short: None, first_error: None, outcome: None, run: None, on_settle: None, observer: None }),
             finished: Condvar::new(),
             requested: 0,
             stats: Some(stats),
@@ -133,6 +134,17 @@ impl Operation {
         match &state.outcome {
             Some(outcome) => hook(outcome),
             None => state.on_settle = Some(Box::new(hook)),
+        }
+    }
+
+    /// Has `observer` run with the outcome when the operation settles (at once if it has), after
+    /// the call was counted: the monitors' view of the call (`io::observe::CallWatch`). It runs
+    /// under the operation's lock, on the thread that finished the last task.
+    pub(crate) fn observe(&self, observer: impl FnOnce(&Result<usize>) + Send + 'static) {
+        let mut state = self.shared.lock();
+        match &state.outcome {
+            Some(outcome) => observer(outcome),
+            None => state.observer = Some(Box::new(observer)),
         }
     }
 

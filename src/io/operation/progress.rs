@@ -33,6 +33,9 @@ pub(super) struct State {
     pub(super) run: Option<Arc<RunTask>>,
     /// Run once with the outcome when the operation settles (`Operation::when_settled`).
     pub(super) on_settle: Option<SettleHook>,
+    /// The monitors' view of the call, ended with the outcome when it settles, after the counters
+    /// (`Operation::observe`).
+    pub(super) observer: Option<SettleHook>,
 }
 
 /// What runs when an operation settles: under its lock, on the thread that finished the last
@@ -174,6 +177,9 @@ impl Shared {
         let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
         if let Some(stats) = &self.stats {
             stats::record_call(stats, self.direction, self.requested, delivered, outcome.is_err());
+        }
+        if let Some(observer) = state.observer.take() {
+            observer(&outcome);
         }
         if let Some(hook) = state.on_settle.take() {
             hook(&outcome);
