@@ -51,8 +51,11 @@ pub extern "C" fn gdsroute_driver_set_max_direct_io_size(kb: usize) -> Status {
 
 /// Sets the GPU memory cuFile reserves per device for its bounce buffers, in KiB
 /// (`cuFileDriverSetMaxCacheSize`, KvikIO's `set_max_device_cache_size`); when it applies, as
-/// `gdsroute_driver_set_poll_mode`. Errors: `INVALID_ARGUMENT` (0), `CUFILE_DRIVER_OPEN`,
-/// `CUFILE_UNAVAILABLE`.
+/// `gdsroute_driver_set_poll_mode`. With cuFile 1.15 and older the driver open withholds it
+/// (counted in `settings_refused`): given before the open, it made processes crash at exit
+/// (measured on the H200, docs/local-api.md, "cuFile driver properties"); set
+/// `properties.max_device_cache_size_kb` in cufile.json instead. Errors: `INVALID_ARGUMENT` (0),
+/// `CUFILE_DRIVER_OPEN`, `CUFILE_UNAVAILABLE`.
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_driver_set_max_cache_size(kb: usize) -> Status {
@@ -61,7 +64,9 @@ pub extern "C" fn gdsroute_driver_set_max_cache_size(kb: usize) -> Status {
 
 /// Sets the most device memory `cuFileBufRegister` may pin, in KiB
 /// (`cuFileDriverSetMaxPinnedMemSize`, KvikIO's `set_max_pinned_memory_size`); when it applies,
-/// as `gdsroute_driver_set_poll_mode`. Errors: `INVALID_ARGUMENT` (0), `CUFILE_DRIVER_OPEN`,
+/// as `gdsroute_driver_set_poll_mode`; withheld from cuFile 1.15 and older as
+/// `gdsroute_driver_set_max_cache_size` is (set `properties.max_device_pinned_mem_size_kb` in
+/// cufile.json instead). Errors: `INVALID_ARGUMENT` (0), `CUFILE_DRIVER_OPEN`,
 /// `CUFILE_UNAVAILABLE`.
 #[must_use]
 #[unsafe(no_mangle)]

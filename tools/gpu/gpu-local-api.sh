@@ -16,7 +16,7 @@ head -c 64M /dev/urandom > "$F"
 bash "$here/udev-entry.sh" "$F"
 step "diagnose, udev record"; run "$D/gdsroute-diagnose" "$F"
 step "buffer registration and bounce buffers"; run "$D/gpu_memory" --ignored --test-threads 1 --nocapture
-for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_after_begin_device_setup_is_refused_even_while_the_open_runs; do
+for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_after_begin_device_setup_is_refused_even_while_the_open_runs each_setting_alone_opens_the_driver_and_exits_cleanly; do
     step "cuFile driver settings: $t"; run "$D/gpu_driver" --ignored --exact "$t" --nocapture
 done
 [ -x "$D/gpu_mapping" ] && { step "mapping handle into device memory"; run "$D/gpu_mapping" --ignored --test-threads 1 --nocapture; }

@@ -41,7 +41,7 @@ step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threa
 # --nocapture: the mapping_vs_pread line (a warm 1 GiB into device memory) is the figure.
 step "mapping handle into device memory"; run "$D/gpu_mapping" --ignored --test-threads 1 --nocapture
 step "buffer registration and bounce buffers, udev record"; run "$D/gpu_memory" --ignored --test-threads 1 --nocapture
-for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_after_begin_device_setup_is_refused_even_while_the_open_runs; do
+for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_after_begin_device_setup_is_refused_even_while_the_open_runs each_setting_alone_opens_the_driver_and_exits_cleanly; do
     step "cuFile driver settings, udev record: $t"; run "$D/gpu_driver" --ignored --exact "$t" --nocapture
 done
 step "pools per drive: a disk file and a /dev/shm file at once (figure)"; run "$D/pools" --ignored --nocapture reads_of_two

@@ -78,10 +78,34 @@ pub(crate) fn stage(control: DriverControl) -> Result<()> {
     lock().stage(control, gds::decided_unusable())
 }
 
+/// The newest cuFile measured to crash at process exit after `cuFileDriverSetMaxCacheSize` or
+/// `cuFileDriverSetMaxPinnedMemSize` before its driver opened (1.15.1 on the H200, 2026-12-03:
+/// SIGSEGV at exit in each of the processes that set one of them, none in those that set poll
+/// mode or the direct I/O size, tests/gpu_driver.rs). Those two are not applied up to it.
+const CRASHES_AT_EXIT_AFTER_CACHE_SETTERS: i32 = 1150;
+
+/// Why gdsroute does not apply `control` to cuFile `version` (`None`: it applies it).
+fn withheld(control: DriverControl, version: Option<i32>) -> Option<String> {
+    let sized = matches!(control, DriverControl::MaxCacheKb(_) | DriverControl::MaxPinnedMemoryKb(_));
+    let crashy = version.is_none_or(|v| v <= CRASHES_AT_EXIT_AFTER_CACHE_SETTERS);
+    (sized && crashy).then(|| {
+        format!(
+            "not applied: with cuFile {} this setter before the driver opens makes the process crash at exit (measured on cuFile 1.15, 2026-12-03); \
+             set it in cufile.json instead (properties.max_device_cache_size_kb, properties.max_device_pinned_mem_size_kb)",
+            version.map_or("of unknown version".to_string(), |v| format!("{}.{}", v / 1000, v % 1000 / 10))
+        )
+    })
+}
+
 /// Applies the staged settings to `library` and closes staging; called by the driver open,
-/// immediately before `cuFileDriverOpen`.
+/// immediately before `cuFileDriverOpen`. A setting that would crash the process at exit on this
+/// cuFile (`withheld`) is recorded as refused instead.
 pub(crate) fn apply_before_open(library: &CufileLibrary) {
-    lock().take(|control| library.set_driver_control(control).map_err(|e| e.to_string()));
+    let version = library.version();
+    lock().take(|control| match withheld(control, version) {
+        Some(why) => Err(why),
+        None => library.set_driver_control(control).map_err(|e| e.to_string()),
+    });
 }
 
 /// Each setting the driver open applied, in words, with cuFile's refusal if it refused. Empty
@@ -132,6 +156,20 @@ mod tests {
         assert_eq!(*calls.borrow(), [DriverControl::MaxCacheKb(2048), DriverControl::PollMode { enabled: true, threshold_kb: 4 }]);
         assert_eq!(state.applied.iter().map(|a| a.refused.is_some()).collect::<Vec<_>>(), [false, true]);
         assert!(state.staged.is_empty());
+    }
+
+    #[test]
+    fn the_cache_setters_are_withheld_from_cufile_versions_that_crash_at_exit() {
+        for control in [DriverControl::MaxCacheKb(65536), DriverControl::MaxPinnedMemoryKb(1 << 20)] {
+            for version in [Some(1150), Some(1140), None] {
+                let why = withheld(control, version).expect("withheld");
+                assert!(why.contains("crash at exit") && why.contains("cufile.json"), "{why}");
+            }
+            assert_eq!(withheld(control, Some(1160)), None, "newer versions are given it");
+        }
+        assert_eq!(withheld(DriverControl::PollMode { enabled: true, threshold_kb: 8 }, Some(1150)), None);
+        assert_eq!(withheld(DriverControl::MaxDirectIoKb(8192), Some(1150)), None);
+        assert!(withheld(DriverControl::MaxCacheKb(1), Some(1150)).unwrap().contains("cuFile 1.15 "));
     }
 
     #[test]
