@@ -75,3 +75,18 @@ foreach(_std ${GDSROUTE_CXX_STANDARDS})
     set_tests_properties(cpp_api_${_tag}_${_exc}_abort PROPERTIES LABELS cpp PASS_REGULAR_EXPRESSION "${_expect}")
   endforeach()
 endforeach()
+
+# The header alone under clang too, where one is installed beside the C++ compiler CMake uses.
+if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  find_program(GDSROUTE_CLANGXX NAMES clang++ clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++-14)
+  if(GDSROUTE_CLANGXX)
+    foreach(_std c++17 c++20)
+      foreach(_flag -fexceptions -fno-exceptions)
+        add_test(NAME header_hpp_clang_${_std}${_flag}
+                 COMMAND ${GDSROUTE_CLANGXX} -std=${_std} ${_cxx_warnings} ${_flag} -fsyntax-only
+                         "-I${PROJECT_SOURCE_DIR}/include" "${CMAKE_CURRENT_SOURCE_DIR}/header_only_hpp.cpp")
+        set_tests_properties(header_hpp_clang_${_std}${_flag} PROPERTIES LABELS "header;cpp")
+      endforeach()
+    endforeach()
+  endif()
+endif()
