@@ -118,6 +118,12 @@ struct ErrorInfo {
     }
 };
 
+/** Prints "STATUS NAME (code, errno N): message", e.g. for `std::cerr << result.error()`. */
+inline std::ostream &operator<<(std::ostream &os, const ErrorInfo &error) {
+    return os << gdsroute_status_str(error.status) << " (" << static_cast<unsigned>(error.status) << ", errno "
+              << error.os_errno << "): " << error.message;
+}
+
 #if GDSROUTE_HPP_EXCEPTIONS
 /**
  * The exception of the throwing form: a std::runtime_error whose what() is the library's message
@@ -163,6 +169,8 @@ template <class T> class [[nodiscard]] Result {
     Result(ErrorInfo error) : error_(std::move(error)) {}
 
     bool ok() const noexcept { return value_.has_value(); }
+    /** std::optional's and std::expected's name for ok(). */
+    bool has_value() const noexcept { return ok(); }
     explicit operator bool() const noexcept { return ok(); }
 
     T &value() & {

@@ -226,6 +226,14 @@ void test_async(const std::string &dir) {
 void test_errors(const std::string &dir) {
     const std::string missing = dir + "/no-such-file";
     EXPECT_ERROR(gdsroute::File::try_open(missing), GDSROUTE_STATUS_OPEN_FAILED, ENOENT, "no-such-file");
+    {
+        auto r = gdsroute::File::try_open(missing);
+        std::ostringstream os;
+        os << r.error();
+        CHECK(!r.has_value() && !r);
+        CHECK(os.str().rfind(std::string(gdsroute::status_str(GDSROUTE_STATUS_OPEN_FAILED)) + " (200, errno 2): ", 0) == 0);
+        CHECK(contains(os.str(), "no-such-file"));
+    }
     EXPECT_ERROR(gdsroute::File::try_open(dir + "/x", "a"), GDSROUTE_STATUS_INVALID_FLAGS, -1, "");
     EXPECT_ERROR(gdsroute::File::try_open(""), GDSROUTE_STATUS_INVALID_PATH, -1, "");
     EXPECT_ERROR(gdsroute::File::try_open(dir + "/x", "w", 010000), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "");
