@@ -1,4 +1,5 @@
-# cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DVERSION=... -DC_COMPILER=... -P run.cmake
+# cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DVERSION=... -DC_COMPILER=... -DCXX_COMPILER=...
+#       -P run.cmake
 # Installs the gdsroute build tree into WORK_DIR/prefix, checks the installed files, then builds
 # and runs tests/consumer against that prefix (find_package, and pkg-config both through CMake and
 # with a plain compiler command).
@@ -38,7 +39,8 @@ foreach(f "${libdir}/libgdsroute.a" "${libdir}/pkgconfig/gdsroute.pc" "${libdir}
           "${prefix}/share/gdsroute/tsan.supp"
           "${libdir}/cmake/gdsroute/gdsrouteConfig.cmake"
           "${libdir}/cmake/gdsroute/gdsrouteConfigVersion.cmake"
-          "${libdir}/cmake/gdsroute/gdsrouteTargets.cmake" "${prefix}/include/gdsroute.h")
+          "${libdir}/cmake/gdsroute/gdsrouteTargets.cmake" "${prefix}/include/gdsroute.h"
+          "${prefix}/include/gdsroute.hpp")
   if(NOT EXISTS "${f}")
     message(FATAL_ERROR "consumer: ${f} was not installed")
   endif()
@@ -83,7 +85,7 @@ message(STATUS "consumer: find_package accepts ${accepted} and refuses ${refused
 set(ENV{PKG_CONFIG_PATH} "${libdir}/pkgconfig")
 set(build "${WORK_DIR}/build")
 run(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${build}" "-DCMAKE_PREFIX_PATH=${prefix}"
-    "-DCMAKE_C_COMPILER=${C_COMPILER}" "-DEXPECTED_PREFIX=${prefix}/")
+    "-DCMAKE_C_COMPILER=${C_COMPILER}" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DEXPECTED_PREFIX=${prefix}/")
 run(${CMAKE_COMMAND} --build "${build}")
 run(${CMAKE_CTEST_COMMAND} --test-dir "${build}" --output-on-failure)
 
@@ -101,6 +103,10 @@ separate_arguments(flags UNIX_COMMAND "${flags}")
 run(${C_COMPILER} -std=c99 -Wall -Wextra -Werror "${SOURCE_DIR}/consumer.c" -o "${WORK_DIR}/consumer_cc"
     ${flags} "-Wl,-rpath,${pc_libdir}")
 run("${WORK_DIR}/consumer_cc" "${prefix}/")
+# The C++ API through the same flags: gdsroute.hpp is found beside gdsroute.h.
+run(${CXX_COMPILER} -std=c++17 -Wall -Wextra -Werror -pedantic "${SOURCE_DIR}/consumer.cpp"
+    -o "${WORK_DIR}/consumer_cxx" ${flags} "-Wl,-rpath,${pc_libdir}")
+run("${WORK_DIR}/consumer_cxx" "${prefix}/")
 
 # The static archive through pkg-config, as documented: gdsroute-static names the archive by path.
 # gdsroute.pc under --static must not ask for libgcc_s (there is no libgcc_s.a).
