@@ -33,6 +33,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
@@ -1341,6 +1343,93 @@ inline void drop_file_page_cache(const std::string &path, std::uint64_t offset =
 }
 inline void drop_system_page_cache() { try_drop_system_page_cache().value(); }
 inline bool supports_direct_io(const std::string &path) { return try_supports_direct_io(path).value(); }
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Seeing what it does: the exit report and monitors (docs/observing.md)
+// ---------------------------------------------------------------------------------------------
+
+/** Adds `delta` to the counter `name` of `section` in the exit report (gdsroute_report_add_counter):
+ * a library built on gdsroute reports its own counters beside the routes. */
+inline Result<void> try_report_add_counter(const std::string &section, const std::string &name, std::uint64_t delta) {
+    return detail::check(gdsroute_report_add_counter(section.c_str(), name.c_str(), delta));
+}
+/** The exit report now, as text or one JSON object (gdsroute_report_render). */
+inline Result<std::string> try_report(bool json = false) {
+    const gdsroute_stats_format format = json ? GDSROUTE_STATS_FORMAT_JSON : GDSROUTE_STATS_FORMAT_TEXT;
+    return detail::text([format](char *b, std::size_t l, std::size_t *o) { return gdsroute_report_render(format, b, l, o); });
+}
+
+/**
+ * A monitor (gdsroute_monitor_add) for as long as this object lives: `callback` sees every
+ * logical call as it ends, and every task too when `tasks` is true (KvikIO 26.10's monitors, which
+ * see neither stream-ordered calls nor tasks). Move-only; destroying it removes the monitor and
+ * waits for its callbacks running on other threads. The callback runs on the thread that ended
+ * the call and must be short and not wait for the operation it observes; an exception it throws is
+ * caught and dropped (it must not cross the C ABI). The observation is valid during the callback.
+ */
+class Monitor {
+  public:
+    using Callback = std::function<void(const gdsroute_observation &)>;
+
+    static Result<Monitor> try_add(Callback callback, bool tasks = false) {
+        if (!callback) return Result<Monitor>(detail::own_error(GDSROUTE_STATUS_NULL_ARGUMENT, "the monitor's callback is empty"));
+        auto held = std::make_unique<Callback>(std::move(callback));
+        std::uint64_t id = 0;
+        Status st = gdsroute_monitor_add(&Monitor::trampoline, held.get(), tasks ? GDSROUTE_MONITOR_TASKS : 0u, &id);
+        if (st != GDSROUTE_STATUS_OK) return Result<Monitor>(detail::check(st).error());
+        return Result<Monitor>(Monitor(id, std::move(held)));
+    }
+#if GDSROUTE_HPP_EXCEPTIONS
+    static Monitor add(Callback callback, bool tasks = false) { return try_add(std::move(callback), tasks).value(); }
+#endif
+
+    Monitor(Monitor &&other) noexcept : id_(other.id_), callback_(std::move(other.callback_)) { other.id_ = 0; }
+    Monitor &operator=(Monitor &&other) noexcept {
+        if (this != &other) {
+            remove();
+            id_ = other.id_;
+            callback_ = std::move(other.callback_);
+            other.id_ = 0;
+        }
+        return *this;
+    }
+    Monitor(const Monitor &) = delete;
+    Monitor &operator=(const Monitor &) = delete;
+    ~Monitor() { remove(); }
+
+    /** The monitor's id (0 once removed or moved from). */
+    std::uint64_t id() const noexcept { return id_; }
+    /** Removes it now (as the destructor does); later calls do nothing. */
+    void remove() noexcept {
+        if (id_ != 0) {
+            (void)gdsroute_monitor_remove(id_);
+            id_ = 0;
+        }
+        callback_.reset();
+    }
+
+  private:
+    Monitor(std::uint64_t id, std::unique_ptr<Callback> callback) : id_(id), callback_(std::move(callback)) {}
+    static void trampoline(const gdsroute_observation *observation, void *user_data) {
+#if GDSROUTE_HPP_EXCEPTIONS
+        try {
+            (*static_cast<Callback *>(user_data))(*observation);
+        } catch (...) {
+        }
+#else
+        (*static_cast<Callback *>(user_data))(*observation);
+#endif
+    }
+    std::uint64_t id_ = 0;
+    std::unique_ptr<Callback> callback_;
+};
+
+#if GDSROUTE_HPP_EXCEPTIONS
+inline void report_add_counter(const std::string &section, const std::string &name, std::uint64_t delta) {
+    try_report_add_counter(section, name, delta).value();
+}
+inline std::string report(bool json = false) { return try_report(json).value(); }
 #endif
 
 } // namespace gdsroute

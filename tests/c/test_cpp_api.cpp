@@ -705,6 +705,68 @@ void test_tools(const std::string &dir) {
 #endif
 }
 
+void test_observing(const std::string &dir) {
+    const std::string path = dir + "/observed.bin";
+    const auto data = random_bytes(3 << 20, 11);
+    {
+        auto f = gdsroute::File::try_open(path, "w");
+        CHECK(f.ok() && f.value().try_write(data.data(), data.size(), 0).ok());
+    }
+    int calls = 0, tasks = 0;
+    std::uint64_t bytes = 0;
+    std::string seen_path;
+    {
+        auto monitor = gdsroute::Monitor::try_add(
+            [&](const gdsroute_observation &o) {
+                if (o.kind == GDSROUTE_OBSERVATION_KIND_TASK) {
+                    tasks++;
+                    return;
+                }
+                calls++;
+                bytes = o.bytes;
+                seen_path = o.path ? o.path : "";
+            },
+            true);
+        CHECK(monitor.ok() && monitor.value().id() != 0);
+        gdsroute::Monitor moved = std::move(monitor.value());
+        CHECK(moved.id() != 0 && monitor.value().id() == 0);
+        auto f = gdsroute::File::try_open(path, "r");
+        std::vector<unsigned char> back(data.size());
+        CHECK(f.ok() && f.value().try_read(back.data(), back.size(), 0).ok());
+        CHECK(back == data);
+        CHECK(calls == 1 && tasks == 1 && bytes == data.size() && seen_path == path);
+    }
+    {
+        auto f = gdsroute::File::try_open(path, "r");
+        std::vector<unsigned char> back(16);
+        CHECK(f.ok() && f.value().try_read(back.data(), back.size(), 0).ok());
+        CHECK(calls == 1); /* the monitor went with its object */
+    }
+    auto nothing = gdsroute::Monitor::try_add(nullptr);
+    CHECK(!nothing.ok() && nothing.error().status == GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK(gdsroute::try_report_add_counter("cpp-test", "files", 2).ok());
+    CHECK(!gdsroute::try_report_add_counter("", "files", 1).ok());
+    auto text = gdsroute::try_report();
+    CHECK(text.ok() && contains(text.value(), "gdsroute report, process ") && contains(text.value(), "cpp-test: files=2"));
+    auto json = gdsroute::try_report(true);
+    CHECK(json.ok() && json.value().front() == '{' && contains(json.value(), "\"cpp-test\":{\"files\":2}"));
+#if GDSROUTE_HPP_EXCEPTIONS
+    {
+        int thrown = 0;
+        gdsroute::Monitor m = gdsroute::Monitor::add([&](const gdsroute_observation &) {
+            thrown++;
+            throw std::runtime_error("a monitor's bug: caught in the trampoline");
+        });
+        auto f = gdsroute::File::try_open(path, "r");
+        std::vector<unsigned char> back(16);
+        CHECK(f.ok() && f.value().try_read(back.data(), back.size(), 0).ok());
+        CHECK(thrown == 1);
+    }
+    CHECK(contains(gdsroute::report(), "gdsroute report"));
+    gdsroute::report_add_counter("cpp-test", "files", 1);
+#endif
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -735,6 +797,7 @@ int main(int argc, char **argv) {
     test_pools(dir);
     test_compat_on(dir);
     test_tools(dir);
+    test_observing(dir);
     std::string cmd = "rm -rf '" + dir + "'";
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
     std::printf("exceptions %s, C++ %ld\n", GDSROUTE_HPP_EXCEPTIONS ? "on" : "off", static_cast<long>(__cplusplus));
