@@ -71,7 +71,9 @@ pub fn set_max_direct_io_size(kb: usize) -> Result<()> {
 }
 
 /// The GPU memory cuFile reserves per device for its bounce buffers, in KiB
-/// (`cuFileDriverSetMaxCacheSize`, KvikIO's `set_max_device_cache_size`).
+/// (`cuFileDriverSetMaxCacheSize`, KvikIO's `set_max_device_cache_size`). Withheld from cuFile 1.15
+/// and older at the open (counted in `settings_refused`): given before the open it made processes
+/// crash at exit there (docs/local-api.md, "cuFile driver properties").
 ///
 /// Errors: `InvalidArgument` for 0; as `set_poll_mode`.
 pub fn set_max_cache_size(kb: usize) -> Result<()> {
@@ -79,7 +81,8 @@ pub fn set_max_cache_size(kb: usize) -> Result<()> {
 }
 
 /// The most device memory `cuFileBufRegister` may pin, in KiB
-/// (`cuFileDriverSetMaxPinnedMemSize`, KvikIO's `set_max_pinned_memory_size`).
+/// (`cuFileDriverSetMaxPinnedMemSize`, KvikIO's `set_max_pinned_memory_size`). Withheld from cuFile
+/// 1.15 and older, as `set_max_cache_size`.
 ///
 /// Errors: `InvalidArgument` for 0; as `set_poll_mode`.
 pub fn set_max_pinned_memory_size(kb: usize) -> Result<()> {
