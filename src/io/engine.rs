@@ -227,6 +227,12 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
     let (Route::Cufile, Target::Device { kind, .. }) = (planned.plan.route, planned.target) else { return Ok(None) };
     let Ok(registered) = file.cufile(compat_mode) else { return Ok(None) };
     let direction = request.direction;
+    // The whole call is one cuFile task that the stream runs: observed as a call when it settles.
+    let mut watch = CallWatch::start(&request, true);
+    if let Some(w) = &mut watch {
+        w.file(file);
+        w.routed(&planned);
+    }
     let submit = || {
         // SAFETY: the caller keeps the buffer valid until the stream passed the call; the
         // stream's context is current (`run_native`); the buffer is its own base (offset 0).
@@ -244,6 +250,9 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         let outcome = TaskOutcome { bytes: *result.as_ref().unwrap_or(&0), ..TaskOutcome::default() };
         stats::record_task(&handle, direction, Route::Cufile, kind.device_ordinal(), &outcome, result.is_err());
         stats::record_call(&handle, direction, request.size as u64, outcome.bytes as u64, result.is_err());
+        if let Some(w) = watch {
+            w.end(&result);
+        }
         result
     };
     stream_order::run_native(stream, request, Arc::clone(stats), submit, finish)
