@@ -26,7 +26,7 @@
 //! bindings without policy (CUDA, cuFile, file-system calls, the process at load time). At the
 //! bottom, used by every layer: `abi` (every type that crosses the C ABI, its values
 //! append-only), `error`, `direction` (`Read`/`Write`), `log` (the lines `GDSROUTE_LOG_LEVEL` asks
-//! for) and `trace`. A layer imports only layers
+//! for), `nvtx` (ranges for profilers) and `trace`. A layer imports only layers
 //! below it, and the files of one folder do not import each other in a loop.
 
 #![deny(unreachable_pub)]
@@ -40,6 +40,7 @@ mod error;
 mod ffi;
 mod io;
 mod log;
+mod nvtx;
 mod page_cache;
 // The settings' table and environment reading. Its public part is `api::settings`, which also
 // re-exports all of it crate-wide, so that the crate names both `crate::settings`.

@@ -1,7 +1,8 @@
-//! The observations monitors see (`stats::monitor`), built where the engine knows their parts: a
-//! call's (`CallWatch`: started with the call, given its file and route once planned, ended with
-//! its result; a watch dropped unended is a call that failed before it was routed) and a task's
-//! (`observe_task`, around each task in `dispatch`). Nothing is built while no monitor watches.
+//! What monitors (`stats::monitor`) and profilers (`nvtx`) see of the engine's work, built where
+//! the engine knows its parts: a call's (`CallWatch`: started with the call, given its file and
+//! route once planned, ended with its result; a watch dropped unended is a call that failed
+//! before it was routed; its NVTX range spans the same) and a task's (`observe_task`, around each
+//! task in `dispatch`). Nothing is built while no monitor watches and no tool takes NVTX ranges.
 
 use super::dispatch::Call;
 use super::request::{Request, Target};
@@ -56,9 +57,13 @@ fn route_fields(observation: &mut Observation, route: Route, target: &Target) {
     observation.posix_reason = reason as u32;
 }
 
-/// A call being watched for the monitors.
+/// A call being watched for the monitors and profilers.
 pub(crate) struct CallWatch {
     observation: Observation,
+    /// Its NVTX range, ended with the call.
+    range: Option<crate::nvtx::CallRange>,
+    /// Whether a monitor watches: the observation is delivered.
+    deliver: bool,
     /// The call's file, which holds the path the observation points to.
     file: Option<Arc<OpenFile>>,
     ended: bool,
@@ -68,14 +73,21 @@ pub(crate) struct CallWatch {
 unsafe impl Send for CallWatch {}
 
 impl CallWatch {
-    /// Starts watching a call of `request`, if a monitor watches calls.
+    /// Starts watching a call of `request`, if a monitor watches calls or a tool takes NVTX
+    /// ranges.
     pub(crate) fn start(request: &Request, stream_ordered: bool) -> Option<CallWatch> {
-        if !monitor::watching_calls() {
+        let deliver = monitor::watching_calls();
+        let name = match request.direction {
+            crate::direction::Direction::Read => c"gdsroute read",
+            crate::direction::Direction::Write => c"gdsroute write",
+        };
+        let range = crate::nvtx::CallRange::start(name, request.size as u64);
+        if !deliver && range.is_none() {
             return None;
         }
         let mut observation = blank(ObservationKind::Call, request.direction, request.offset, request.size as u64);
         observation.stream_ordered = u32::from(stream_ordered);
-        Some(CallWatch { observation, file: None, ended: false })
+        Some(CallWatch { observation, range, deliver, file: None, ended: false })
     }
 
     /// The call's file is known.
@@ -95,6 +107,10 @@ impl CallWatch {
 
     fn finish(&mut self, bytes: Option<usize>) {
         self.ended = true;
+        self.range = None; // the NVTX range ends with the call
+        if !self.deliver {
+            return;
+        }
         self.observation.bytes = bytes.unwrap_or(0) as u64;
         self.observation.ok = u32::from(bytes.is_some());
         self.observation.end_ns = monitor::now_ns();
@@ -114,6 +130,13 @@ impl Drop for CallWatch {
 /// Runs `task` (a task of `call` on `file`, `len` bytes at `file_offset`, `buffer_offset` into the
 /// call's buffer) and, if a monitor watches tasks, delivers its observation.
 pub(super) fn observe_task(call: &Call, file: &OpenFile, file_offset: u64, len: usize, buffer_offset: usize, task: impl FnOnce() -> Result<usize>) -> Result<usize> {
+    let name = match (call.plan.route, call.direction) {
+        (Route::Posix(_), crate::direction::Direction::Read) => c"gdsroute task posix read",
+        (Route::Posix(_), crate::direction::Direction::Write) => c"gdsroute task posix write",
+        (Route::Cufile, crate::direction::Direction::Read) => c"gdsroute task cufile read",
+        (Route::Cufile, crate::direction::Direction::Write) => c"gdsroute task cufile write",
+    };
+    let _range = crate::nvtx::TaskRange::push(name, len as u64);
     if !monitor::watching_tasks() {
         return task();
     }

@@ -45,6 +45,7 @@ for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_aft
     step "cuFile driver settings, udev record: $t"; run "$D/gpu_driver" --ignored --exact "$t" --nocapture
 done
 step "cuFile's write count beside gdsroute's cuFile write tasks, udev record"; run "$D/gpu_counters" --ignored --nocapture
+step "NVTX ranges seen by a tool (the tests' own; and nsys where installed)"; GDSROUTE_TEST_NVTX_INJECTION=$PWD/$D/libcounting_nvtx_injection.so run "$D/nvtx"
 step "pools per drive: a disk file and a /dev/shm file at once (figure)"; run "$D/pools" --ignored --nocapture reads_of_two
 step "stray cufile.log in the working directory?"; ls -l cufile.log 2>&1
 # The exit suite (docs/exit.md; about 4 minutes): GDSROUTE_PROOF_EXIT=0 skips it.
