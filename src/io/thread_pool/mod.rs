@@ -5,6 +5,9 @@
 //! run once on every worker (`broadcast`: per-thread preparation, warm_up.rs), the process's
 //! shared pool (`global`) and which pool a handle's tasks run on (`assigned`: the shared one, one
 //! per drive, or a caller's).
+//!
+//! One job in one file, although over 450 lines (half of them its tests): the queue and the
+//! worker loop, whose resize, retirement and broadcast rules only hold together.
 
 mod assigned;
 mod broadcast;
@@ -77,7 +80,7 @@ impl ThreadPool {
     /// run on; `Internal` when no thread could be started.
     pub(crate) fn placed(threads: usize, cpus: Option<Vec<usize>>) -> Result<ThreadPool> {
         if let Some(cpus) = &cpus {
-            check_cpus(cpus)?;
+            crate::sys::cpus::check(cpus)?;
         }
         let pool = ThreadPool {
             shared: Arc::new(Shared {
@@ -185,7 +188,7 @@ fn worker_loop(shared: Arc<Shared>, due: u64) {
     if let Some(cpus) = &shared.cpus {
         // Checked when the pool was made; a refusal now (the process's CPUs changed) leaves the
         // worker wherever the process may run.
-        let _ = pin_to(cpus);
+        let _ = crate::sys::cpus::pin_to(cpus);
     }
     let pool = Arc::as_ptr(&shared) as usize;
     WORKER_DUE.with(|c| c.set((pool, due)));
@@ -212,47 +215,6 @@ fn worker_loop(shared: Arc<Shared>, due: u64) {
             None => state = shared.work_ready.wait(state).unwrap_or_else(|p| p.into_inner()),
         }
     }
-}
-
-/// The CPUs this process may run on (`sched_getaffinity`).
-fn allowed_cpus() -> std::io::Result<libc::cpu_set_t> {
-    // SAFETY: an all-zero cpu_set_t is an empty set; the call fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out-pointer of the size given.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(set)
-}
-
-fn check_cpus(cpus: &[usize]) -> Result<()> {
-    if cpus.is_empty() {
-        return Err(Error::InvalidArgument("a pool's CPU list is empty (pass none to run anywhere)".into()));
-    }
-    let allowed = allowed_cpus().map_err(|e| Error::Internal(format!("sched_getaffinity: {e}")))?;
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    for &cpu in cpus {
-        // SAFETY: CPU_ISSET reads the set in range (cpu < max checked first).
-        if cpu >= max || !unsafe { libc::CPU_ISSET(cpu, &allowed) } {
-            return Err(Error::InvalidArgument(format!("CPU {cpu} is not one this process may run on")));
-        }
-    }
-    Ok(())
-}
-
-/// Runs the calling thread on `cpus` only.
-fn pin_to(cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: an all-zero cpu_set_t is an empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        // SAFETY: CPU_SET writes in range (checked by `check_cpus`).
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    // SAFETY: a valid set of the size given, for the calling thread (0).
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 // Tests of the queue, the workers and the broadcasts together.
@@ -446,16 +408,14 @@ mod tests {
 
     #[test]
     fn workers_run_on_the_cpus_given_and_a_bad_cpu_list_is_refused() {
-        let allowed = allowed_cpus().unwrap();
-        let first = (0..1024).find(|&c| unsafe { libc::CPU_ISSET(c, &allowed) }).unwrap();
+        let cpus = crate::sys::cpus::allowed().unwrap();
+        let first = crate::sys::cpus::members(&cpus)[0];
         let pool = ThreadPool::placed(2, Some(vec![first])).unwrap();
         let (tx, rx) = mpsc::channel();
         for _ in 0..4 {
             let tx = tx.clone();
             pool.submit(move || {
-                let set = allowed_cpus().unwrap();
-                let on: Vec<usize> = (0..1024).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
-                tx.send(on).unwrap();
+                tx.send(crate::sys::cpus::members(&crate::sys::cpus::allowed().unwrap())).unwrap();
             });
         }
         for _ in 0..4 {
