@@ -2,6 +2,9 @@
 //! log-file redirect, file-handle registration and `cuFileRead` with its return decoded. The
 //! caller decides when to open the driver (only after CUDA initialised: cuFile 1.16+ spins forever
 //! without libcuda); nothing here opens or closes it implicitly, in a Drop, or at exit.
+//!
+//! One job in one file, although over 450 lines: the calls of cuFile's driver and their results
+//! decoded, each a few lines over its symbol, most of the rest the properties' field docs.
 
 use std::ffi::c_void;
 use std::os::fd::RawFd;
