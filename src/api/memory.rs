@@ -148,18 +148,18 @@ fn register_range(base: usize, len: usize, flags: i32) -> Result<Registration> {
 }
 
 fn deregister_base(base: usize) -> Result<Deregistration> {
-    // Only a deregistration that reaches cuFile needs its gate and the buffer's context; once
-    // cuFile is shut down its registrations are gone with it, and the record just goes.
+    // Only the deregistration that reaches cuFile (the last reference, decided under the
+    // registry's lock) needs its gate and the buffer's context; once cuFile is shut down its
+    // registrations are gone with it, and the record just goes.
     let gds = gds::opened();
     let call = gds.and_then(|g| CufileCall::enter().map(|gate| (g, gate)));
-    let _context = match (&call, REGISTERED.references(base)) {
-        (Some(_), 1) => cuda::enter_context_for(base as *const c_void).ok().flatten(),
-        _ => None,
-    };
     REGISTERED.deregister(base, || match &call {
-        // SAFETY: registered by `register_range` with this base and not freed (the caller's
-        // contract); its context is current.
-        Some((g, _gate)) => unsafe { g.library.buf_deregister(base as *const c_void) },
+        Some((g, _gate)) => {
+            let _context = cuda::enter_context_for(base as *const c_void).ok().flatten();
+            // SAFETY: registered by `register_range` with this base and not freed (the caller's
+            // contract); its context is current.
+            unsafe { g.library.buf_deregister(base as *const c_void) }
+        }
         None => Ok(()),
     })
 }
