@@ -1,13 +1,14 @@
 //! What the exit report needs beyond the counters: the time calls were in flight, per direction
 //! (from the moment one call of that direction started with none in flight to the moment the
 //! last one ended: the wall time the process spent reading, or writing, however many calls
-//! overlapped), the files whose device transfers fell back to the POSIX route, by reason, and the
-//! process that last started a call (a forked child that never made one prints no report).
+//! overlapped), the files whose device transfers fell back to the POSIX route, by reason, and
+//! whether this process started a call (a forked child that never made one prints no report):
+//! a flag a fork handler clears in the child, so that a call pays no `getpid`.
 
 use crate::abi::FallbackReason;
 use crate::direction::Direction;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy)]
@@ -22,8 +23,12 @@ const IDLE: InFlight = InFlight { calls: 0, since: None, busy: Duration::ZERO };
 /// Reads, writes.
 static IN_FLIGHT: [Mutex<InFlight>; 2] = [Mutex::new(IDLE), Mutex::new(IDLE)];
 
-/// The process that last started a call (0: none).
-static CALLER_PID: AtomicU32 = AtomicU32::new(0);
+/// This process started a call (cleared in a forked child by `forgotten_in_child`).
+static MADE_CALLS: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn forgotten_in_child() {
+    MADE_CALLS.store(false, Ordering::Relaxed);
+}
 
 /// Files whose device transfers fell back, by `FallbackReason` value.
 static FALLBACKS: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
@@ -34,7 +39,14 @@ fn slot(direction: Direction) -> std::sync::MutexGuard<'static, InFlight> {
 
 /// A call of `direction` starts.
 pub(crate) fn call_started(direction: Direction) {
-    CALLER_PID.store(std::process::id(), Ordering::Relaxed);
+    static FORK_HANDLER: Once = Once::new();
+    FORK_HANDLER.call_once(|| {
+        // SAFETY: registering a plain extern "C" function with no captured state.
+        unsafe { libc::pthread_atfork(None, None, Some(forgotten_in_child)) };
+    });
+    if !MADE_CALLS.load(Ordering::Relaxed) {
+        MADE_CALLS.store(true, Ordering::Relaxed);
+    }
     let mut s = slot(direction);
     if s.calls == 0 {
         s.since = Some(Instant::now());
@@ -64,7 +76,7 @@ pub(crate) fn busy(direction: Direction) -> Duration {
 
 /// Whether this process started a call (a child forked from one that did has not, until it does).
 pub(crate) fn this_process_made_calls() -> bool {
-    CALLER_PID.load(Ordering::Relaxed) == std::process::id()
+    MADE_CALLS.load(Ordering::Relaxed)
 }
 
 /// A file's device transfers fell back to the POSIX route for `reason`.
