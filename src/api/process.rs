@@ -2,9 +2,7 @@
 //! memory, the registered page cache and cuFile's own statistics, gathered from their owners; and
 //! the same per device (`device_counters`).
 //!
-//! An exit report (asked for in issue 18; none exists yet) would print `process_counters()`
-//! rendered as text followed by `stats::render_devices_text(&device_counters())`: the two
-//! renderings a C caller gets from `gdsroute_stats_render` and `gdsroute_stats_render_devices`.
+//! The exit report (`api::report`) is built on `process_counters()`.
 
 use crate::backend::cufile::gds;
 use crate::backend::device::{self, Placement};
