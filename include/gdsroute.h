@@ -48,6 +48,21 @@
 #define GDSROUTE_MONITOR_TASKS 1
 
 /**
+ * `gdsroute_batch_entry.opcode`: read `size` bytes of the file at `file_offset` into `buf`.
+ */
+#define GDSROUTE_BATCH_READ 0
+
+/**
+ * `gdsroute_batch_entry.opcode`: write `size` bytes from `buf` to the file at `file_offset`.
+ */
+#define GDSROUTE_BATCH_WRITE 1
+
+/**
+ * The most entries a batch may have in flight (`gdsroute_batch_create`).
+ */
+#define GDSROUTE_BATCH_MAX_ENTRIES (1 << 16)
+
+/**
  * KvikIO's default task size: 4 MiB.
  */
 #define GDSROUTE_DEFAULT_TASK_SIZE (4 << 20)
@@ -123,6 +138,11 @@ enum /* no tag before C23: gdsroute_status is the uint32_t typedef below */
    * A read or other system call failed; the last error message holds errno.
    */
   GDSROUTE_STATUS_IO_ERROR = 201,
+  /**
+   * A batch entry was cancelled (`gdsroute_batch_cancel`, `gdsroute_batch_free`) before any of
+   * its bytes moved.
+   */
+  GDSROUTE_STATUS_CANCELED = 202,
   /**
    * The CUDA driver (libcuda) could not be loaded or initialised.
    */
@@ -523,6 +543,13 @@ typedef uint32_t gdsroute_observed_posix_reason;
 #endif // __cplusplus
 
 /**
+ * A batch: a queue of completions with room for `max_entries` entries in flight (submitted,
+ * their completion not yet returned by `wait`). Dropping it cancels the entries not started
+ * and waits for the running ones.
+ */
+typedef struct gdsroute_batch gdsroute_batch;
+
+/**
  * An open file.
  */
 typedef struct gdsroute_file gdsroute_file;
@@ -542,6 +569,64 @@ typedef struct gdsroute_op gdsroute_op;
  * and every handle it was given to have let go, after what was queued on it ran.
  */
 typedef struct gdsroute_pool gdsroute_pool;
+
+/**
+ * One read or write of a batch submission (`gdsroute_batch_submit`). `#[repr(C)]`.
+ */
+typedef struct {
+  /**
+   * An open handle (a closed one fails the entry with `CLOSED_HANDLE`).
+   */
+  const gdsroute_file *file;
+  /**
+   * Host (pageable or pinned), device or managed memory of `size` bytes: written by a read,
+   * only read by a write. NULL only with `size` 0.
+   */
+  void *buf;
+  /**
+   * Bytes to move.
+   */
+  size_t size;
+  /**
+   * Where in the file.
+   */
+  uint64_t file_offset;
+  /**
+   * `GDSROUTE_BATCH_READ` or `GDSROUTE_BATCH_WRITE`.
+   */
+  uint32_t opcode;
+  /**
+   * 0.
+   */
+  uint32_t reserved;
+  /**
+   * Any value; returned with the entry's completion.
+   */
+  uint64_t cookie;
+} gdsroute_batch_entry;
+
+/**
+ * A finished batch entry (`gdsroute_batch_wait`). `#[repr(C)]`.
+ */
+typedef struct {
+  /**
+   * The entry's `cookie`.
+   */
+  uint64_t cookie;
+  /**
+   * `GDSROUTE_STATUS_OK`, or why the entry failed (`IO_ERROR`, `CLOSED_HANDLE`, `CANCELED`,
+   * ...), as the synchronous call would have.
+   */
+  gdsroute_status status;
+  /**
+   * The errno behind an `IO_ERROR` or `OPEN_FAILED` status, else 0.
+   */
+  int32_t errno_value;
+  /**
+   * Bytes moved: all of a write's, a read's up to the end of the file; 0 on error.
+   */
+  size_t bytes;
+} gdsroute_batch_completion;
 
 /**
  * cuFile's driver properties (`cuFileDriverGetProperties`, KvikIO's `DriverProperties`) and
@@ -1157,6 +1242,77 @@ typedef struct {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Makes a batch with room for `max_entries` entries in flight (1 to
+ * `GDSROUTE_BATCH_MAX_ENTRIES`): submitted with `gdsroute_batch_submit`, their completions not
+ * yet returned by `gdsroute_batch_wait`. Entries may mix files, memory kinds (host, pinned,
+ * device, managed) and directions, on every route: each entry is routed as a
+ * `gdsroute_file_pread` or `_pwrite` of its size would be (the GDS threshold applies per entry;
+ * an entry above the task size is split into tasks), and the tasks of a submission run on the
+ * pool of their files (unlike KvikIO's batch, handles in compat mode are taken). Free it with
+ * `gdsroute_batch_free`. Errors: `NULL_ARGUMENT`, `INVALID_ARGUMENT` (`max_entries` out of
+ * range).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_batch_create(size_t max_entries, gdsroute_batch **batch);
+
+/**
+ * Submits `count` entries at `entries` (read from there during the call only), all or none,
+ * and returns at once; their bytes move on the pool. Every entry is checked first: on
+ * `NULL_ARGUMENT` (`entries` with `count` > 0, an entry's `file`, or its `buf` with `size` >
+ * 0), `INVALID_ENUM` (`opcode`), `INVALID_ARGUMENT` (`reserved` not 0, or more than
+ * `max_entries` in flight after the submission) nothing is submitted, and the message names the
+ * entry. An entry that cannot start (a closed handle: `CLOSED_HANDLE`; a write to a handle
+ * opened "r": `IO_ERROR`, `EBADF`; a range past `off_t`: `OVERFLOW`) is submitted and completes
+ * at once with that status. Each entry's buffer must stay valid, and a write's unchanged, until
+ * its completion has been returned by `gdsroute_batch_wait` (or `gdsroute_batch_free`
+ * returned). A handle may be closed or freed while its entries run: they keep its descriptor.
+ * `count` 0 does nothing. Counters: each entry is a call on its handle (`calls` or
+ * `write_calls`, with its tasks and bytes); process-wide, a submission is one call for its
+ * reads and one for its writes.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_batch_submit(gdsroute_batch *batch,
+                                      const gdsroute_batch_entry *entries,
+                                      size_t count);
+
+/**
+ * Waits until at least `min_completions` entries have completed, or `timeout_ns` nanoseconds
+ * passed (negative: no limit; 0: a poll that never waits), then writes up to
+ * `max_completions` completions into `completions`, in the order the entries completed, and
+ * their number into `*count`. Fewer than `min_completions` only when the timeout passed, or when
+ * fewer are in flight at all (it then waits for all of those). An entry's bytes are in its
+ * buffer (a read), or in the file (a write), once its completion is returned; its status
+ * follows the synchronous calls' rules (`IO_ERROR` with `errno_value` for a failed read or
+ * write, `CANCELED` for one cancelled before it started). When a returned completion failed,
+ * the thread's last error (`gdsroute_last_error_message`, `_errno`) describes the first one
+ * that did, although the call itself returns `OK`. Errors: `NULL_ARGUMENT` (`batch`, `count`,
+ * or `completions` with `max_completions` > 0), `INVALID_ARGUMENT` (`min_completions` >
+ * `max_completions`).
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_batch_wait(gdsroute_batch *batch,
+                                    size_t min_completions,
+                                    size_t max_completions,
+                                    int64_t timeout_ns,
+                                    gdsroute_batch_completion *completions,
+                                    size_t *count);
+
+/**
+ * Cancels the entries of the batch none of whose bytes has started moving: each completes with
+ * `CANCELED` (returned by `gdsroute_batch_wait`). Entries already running finish or fail as they
+ * would; an entry split into several tasks that has started runs to its end. The number
+ * cancelled goes into `*cancelled` (which may be NULL). Errors: `NULL_ARGUMENT` (`batch`).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_batch_cancel(gdsroute_batch *batch, size_t *cancelled);
+
+/**
+ * Frees a batch: cancels its entries not started, then waits for the running ones, so that no
+ * buffer of it is touched once this returns; completions not yet returned are dropped. NULL is a
+ * no-op; freeing twice, or while another thread is inside a call on the batch, is undefined
+ * behaviour.
+ */
+void gdsroute_batch_free(gdsroute_batch *batch);
 
 /**
  * Writes a human-readable report on routing into `buf` (snprintf semantics; full length in

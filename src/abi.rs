@@ -37,6 +37,9 @@ pub enum Status {
     OpenFailed = 200,
     /// A read or other system call failed; the last error message holds errno.
     IoError = 201,
+    /// A batch entry was cancelled (`gdsroute_batch_cancel`, `gdsroute_batch_free`) before any of
+    /// its bytes moved.
+    Canceled = 202,
     /// The CUDA driver (libcuda) could not be loaded or initialised.
     CudaUnavailable = 300,
     /// A CUDA driver call failed.
@@ -62,7 +65,7 @@ pub enum Status {
 /// Every status, in numeric order; used by `from_code` and the tests. A module constant, not an
 /// associated one: cbindgen turned the associated `Status::ALL` into a `gdsroute_status_ALL` macro of Rust
 /// variant names that no C program could compile (issue 15).
-const ALL: [Status; 19] = [
+const ALL: [Status; 20] = [
     Status::Ok,
     Status::NullArgument,
     Status::InvalidArgument,
@@ -73,6 +76,7 @@ const ALL: [Status; 19] = [
     Status::InvalidPath,
     Status::OpenFailed,
     Status::IoError,
+    Status::Canceled,
     Status::CudaUnavailable,
     Status::CudaError,
     Status::CufileUnavailable,
@@ -103,6 +107,7 @@ impl Status {
             Status::InvalidPath => c"invalid path",
             Status::OpenFailed => c"the file could not be opened",
             Status::IoError => c"I/O error",
+            Status::Canceled => c"the batch entry was cancelled before it started",
             Status::CudaUnavailable => c"the CUDA driver is unavailable",
             Status::CudaError => c"CUDA driver call failed",
             Status::CufileUnavailable => c"cuFile is unavailable and compat mode is OFF",
@@ -128,6 +133,7 @@ impl Error {
             Error::Overflow(_) => Status::Overflow,
             Error::ClosedHandle { .. } => Status::ClosedHandle,
             Error::InvalidPath(_) => Status::InvalidPath,
+            Error::Canceled(_) => Status::Canceled,
             Error::Open { .. } => Status::OpenFailed,
             Error::Io { .. } | Error::MappedFileShrank { .. } => Status::IoError,
             Error::CudaUnavailable(_) => Status::CudaUnavailable,
@@ -708,3 +714,46 @@ pub struct Observation {
 
 /// `gdsroute_monitor_add` flag: the monitor sees every task too, not only every call.
 pub const MONITOR_TASKS: u32 = 1;
+
+/// `gdsroute_batch_entry.opcode`: read `size` bytes of the file at `file_offset` into `buf`.
+pub const BATCH_READ: u32 = 0;
+/// `gdsroute_batch_entry.opcode`: write `size` bytes from `buf` to the file at `file_offset`.
+pub const BATCH_WRITE: u32 = 1;
+/// The most entries a batch may have in flight (`gdsroute_batch_create`).
+pub const BATCH_MAX_ENTRIES: usize = 1 << 16;
+
+/// One read or write of a batch submission (`gdsroute_batch_submit`). `#[repr(C)]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BatchEntry {
+    /// An open handle (a closed one fails the entry with `CLOSED_HANDLE`).
+    pub file: *const crate::api::file::File,
+    /// Host (pageable or pinned), device or managed memory of `size` bytes: written by a read,
+    /// only read by a write. NULL only with `size` 0.
+    pub buf: *mut std::ffi::c_void,
+    /// Bytes to move.
+    pub size: usize,
+    /// Where in the file.
+    pub file_offset: u64,
+    /// `GDSROUTE_BATCH_READ` or `GDSROUTE_BATCH_WRITE`.
+    pub opcode: u32,
+    /// 0.
+    pub reserved: u32,
+    /// Any value; returned with the entry's completion.
+    pub cookie: u64,
+}
+
+/// A finished batch entry (`gdsroute_batch_wait`). `#[repr(C)]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BatchResult {
+    /// The entry's `cookie`.
+    pub cookie: u64,
+    /// `GDSROUTE_STATUS_OK`, or why the entry failed (`IO_ERROR`, `CLOSED_HANDLE`, `CANCELED`,
+    /// ...), as the synchronous call would have.
+    pub status: Status,
+    /// The errno behind an `IO_ERROR` or `OPEN_FAILED` status, else 0.
+    pub errno_value: i32,
+    /// Bytes moved: all of a write's, a read's up to the end of the file; 0 on error.
+    pub bytes: usize,
+}

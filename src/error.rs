@@ -92,6 +92,9 @@ pub enum Error {
     /// A setting is invalid (environment variable or API value).
     #[error("{0}")]
     InvalidSetting(String),
+    /// A batch entry cancelled before it started.
+    #[error("{0}")]
+    Canceled(String),
     /// A panic was caught.
     #[error("internal panic: {0}")]
     Panic(String),
@@ -139,6 +142,7 @@ impl Clone for Error {
             Error::DriverOpen(s) => Error::DriverOpen(s.clone()),
             Error::StreamCapturing(s) => Error::StreamCapturing(s.clone()),
             Error::InvalidSetting(s) => Error::InvalidSetting(s.clone()),
+            Error::Canceled(s) => Error::Canceled(s.clone()),
             Error::Panic(s) => Error::Panic(s.clone()),
             Error::Internal(s) => Error::Internal(s.clone()),
         }

@@ -145,6 +145,12 @@ impl File {
         self.stats.reset();
     }
 
+    /// This handle's part of a batch entry (`api::batch`): its counters, compat mode and open
+    /// file (a closed handle's error, which fails the entry when it is submitted).
+    pub(crate) fn batch_entry(&self, request: Request, cookie: u64) -> crate::io::batch::Entry {
+        crate::io::batch::Entry { stats: Arc::clone(&self.stats), compat_mode: self.compat_mode, file: self.open_file(), request, cookie }
+    }
+
     /// Counts a call of `direction` on this handle that was rejected before it reached
     /// `read_raw`, `pread_raw`, `write_raw` or `pwrite_raw` (a NULL pointer argument at the C
     /// boundary).

@@ -1,4 +1,5 @@
-//! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads), a mapping
+//! What a caller holds: a file handle (`file`: open, flags, close, verdicts, reads), a batch of
+//! reads and writes over several files (`batch`), a mapping
 //! handle (`mapping`: a file range mapped read-only, read into host or device memory), the
 //! operations it starts (`operation`), the settings (`settings`) and the process-wide counters
 //! (`process`, read through `counters`), the registration of streams (`stream`), the memory the library
@@ -6,6 +7,7 @@
 //! the worker pools (`pool`: a caller's, those per drive), the exit report (`report`), the
 //! monitors (`monitor`) and the page-cache tools (`page_cache_tools`).
 
+pub mod batch;
 pub mod counters;
 pub mod driver;
 pub(crate) mod file;

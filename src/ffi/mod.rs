@@ -22,6 +22,7 @@ macro_rules! symbol_version {
     };
 }
 
+pub(crate) mod batch;
 pub(crate) mod diagnose;
 pub(crate) mod driver;
 pub(crate) mod file;
@@ -52,6 +53,12 @@ struct LastError {
 
 thread_local! {
     static LAST_ERROR: RefCell<Option<LastError>> = const { RefCell::new(None) };
+}
+
+/// Sets the thread's last error without failing the call (a batch wait that returns failed
+/// completions describes the first one).
+pub(crate) fn record_last_error(error: &Error) {
+    let _ = catch_unwind(AssertUnwindSafe(|| set_last_error(error)));
 }
 
 fn set_last_error(error: &Error) {

@@ -117,11 +117,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     let direction = call.direction;
     let (runner, direct_io) = (call.plan.runner, snapshot.direct_io(direction));
     let buffered_write = direction == Direction::Write && matches!(call.plan.route, Route::Posix(_));
-    let tasks = match runner {
-        Runner::CallingThread => Split::one(len, request.offset),
-        Runner::Pool if direct_io => task_split::split_for_direct_io(len, request.offset, snapshot.task_size),
-        Runner::Pool => task_split::split(len, request.offset, snapshot.task_size),
-    };
+    let tasks = split_of(&call, len, request.offset);
     // Where the size is unknown the request is not clipped: stop at the first short or failed
     // task instead of running one per task size of the request.
     let stop = if size_known { Stop::Never } else { Stop::AtFirstShortOrFailed };
@@ -256,6 +252,35 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         result
     };
     stream_order::run_native(stream, request, Arc::clone(stats), submit, finish)
+}
+
+/// The tasks of a planned call's `len` bytes at `offset`: one on the calling thread (a device
+/// request below the GDS threshold), else task-size tasks, the first ending on a page boundary
+/// of the file under direct I/O.
+fn split_of(call: &Call, len: usize, offset: u64) -> Split {
+    match call.plan.runner {
+        Runner::CallingThread => Split::one(len, offset),
+        Runner::Pool if call.snapshot.direct_io(call.direction) => task_split::split_for_direct_io(len, offset, call.snapshot.task_size),
+        Runner::Pool => task_split::split(len, offset, call.snapshot.task_size),
+    }
+}
+
+/// A batch entry (`io::batch`) planned as `submit` plans a parallel call: its tasks' shared
+/// plan and its tasks.
+pub(super) struct EntryPlan {
+    pub(super) call: Call,
+    pub(super) split: Split,
+}
+
+/// Plans one batch entry on `file` as `submit` plans a call (range, extent, target, route; the
+/// GDS threshold applies per entry), without counting it: the batch counts its calls. `None`
+/// when it has nothing to move. An entry on a file of unknown size (a character device) is one
+/// task of its whole size, since nothing bounds it.
+pub(super) fn plan_entry(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode: CompatMode) -> Result<Option<EntryPlan>> {
+    check_range(request.size, request.offset)?;
+    let Some(Planned { call, len, size_known }) = plan_call(file, request, snapshot, compat_mode, snapshot.gds_threshold, false)? else { return Ok(None) };
+    let split = if size_known { split_of(&call, len, request.offset) } else { Split::one(len, request.offset) };
+    Ok(Some(EntryPlan { call, split }))
 }
 
 /// `submit` on a file already taken from its handle (not generic, so that `submit` and

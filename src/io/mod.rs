@@ -7,6 +7,7 @@
 //! counts it. `stream_order` is the start condition of stream-ordered calls (the waiter thread). `warm_up` is the preparation at open that readies every worker for device transfers;
 //! `observe` builds what monitors see of each call and task.
 
+pub(crate) mod batch;
 pub(crate) mod dispatch;
 pub(crate) mod engine;
 pub(crate) mod observe;

@@ -166,6 +166,24 @@ pub(crate) fn record_call(handle: &StatsCell, direction: Direction, requested: u
     }
 }
 
+/// A batch entry settled (`io::batch`): one call on its handle, which sees its entries as its
+/// calls; the process-wide counters count the submission instead (`record_batch_call`).
+pub(crate) fn record_entry_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
+    handle.lock().totals.add_call(direction, requested, delivered, failed);
+}
+
+/// A batch submission's entries of `direction` have all settled: one call process-wide, of all
+/// their bytes, failed if any entry failed (its start was counted by `call_started`).
+pub(crate) fn record_batch_call(direction: Direction, requested: u64, delivered: u64, failed: bool) {
+    super::activity::call_ended(direction);
+    global().lock().totals.add_call(direction, requested, delivered, failed);
+}
+
+/// A call starts outside `PendingCall` (a batch submission, once per direction it holds).
+pub(crate) fn call_started(direction: Direction) {
+    super::activity::call_started(direction);
+}
+
 /// Records a call that returned an error before moving bytes: one call, failed, no bytes, in
 /// the process-wide counters and in the handle's (`None`: a NULL handle, process-wide only).
 pub(crate) fn record_rejected_call(handle: Option<&StatsCell>, direction: Direction) {

@@ -528,7 +528,7 @@ static void test_status_strings(void) {
         GDSROUTE_STATUS_OK, GDSROUTE_STATUS_NULL_ARGUMENT, GDSROUTE_STATUS_INVALID_ARGUMENT,
         GDSROUTE_STATUS_INVALID_FLAGS, GDSROUTE_STATUS_INVALID_ENUM, GDSROUTE_STATUS_OVERFLOW,
         GDSROUTE_STATUS_CLOSED_HANDLE, GDSROUTE_STATUS_INVALID_PATH, GDSROUTE_STATUS_OPEN_FAILED,
-        GDSROUTE_STATUS_IO_ERROR, GDSROUTE_STATUS_CUDA_UNAVAILABLE, GDSROUTE_STATUS_CUDA_ERROR,
+        GDSROUTE_STATUS_IO_ERROR, GDSROUTE_STATUS_CANCELED, GDSROUTE_STATUS_CUDA_UNAVAILABLE, GDSROUTE_STATUS_CUDA_ERROR,
         GDSROUTE_STATUS_CUFILE_UNAVAILABLE, GDSROUTE_STATUS_CUFILE_ERROR, GDSROUTE_STATUS_STREAM_CAPTURING,
         GDSROUTE_STATUS_CUFILE_DRIVER_OPEN, GDSROUTE_STATUS_INVALID_SETTING, GDSROUTE_STATUS_PANIC, GDSROUTE_STATUS_INTERNAL,
     };
@@ -541,7 +541,7 @@ static void test_status_strings(void) {
             CHECK(strcmp(s, gdsroute_status_str(codes[j])) != 0);
         }
     }
-    static const uint32_t unknown[] = {1, 99, 107, 202, 306, 401, 902, 0xFFFFFFFFu};
+    static const uint32_t unknown[] = {1, 99, 107, 203, 306, 401, 902, 0xFFFFFFFFu};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = gdsroute_status_str(unknown[i]);
         CHECK(s != NULL && strcmp(s, "unknown status code") == 0);
@@ -1203,6 +1203,120 @@ static void test_monitors(const char *path) {
     gdsroute_file_free(file);
 }
 
+/* Batches: every bad argument refused at the call with nothing submitted; entries that cannot
+ * start completing with their own status beside good ones; every byte of the good ones. */
+static void test_batch(void) {
+    char path[512];
+    path_in_dir(path, sizeof path, "batch-data");
+    write_file(path, "0123456789abcdefghijklmnopqrstuvwxyz", 0644);
+    const size_t len = 36;
+    gdsroute_batch *b = (gdsroute_batch *)(uintptr_t)0x1;
+    CHECK_STATUS(gdsroute_batch_create(4, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("batch");
+    CHECK_STATUS(gdsroute_batch_create(0, &b), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("max_entries");
+    CHECK_STATUS(gdsroute_batch_create(GDSROUTE_BATCH_MAX_ENTRIES + 1, &b), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK(b == (gdsroute_batch *)(uintptr_t)0x1);
+    CHECK_STATUS(gdsroute_batch_create(4, &b), GDSROUTE_STATUS_OK);
+    gdsroute_file *r = open_ok(path, "r");
+    gdsroute_file *closed = open_ok(path, "r");
+    CHECK_STATUS(gdsroute_file_close(closed), GDSROUTE_STATUS_OK);
+    char bufs[4][64];
+    memset(bufs, 0x5A, sizeof bufs);
+    gdsroute_batch_entry e = {r, bufs[0], len, 0, GDSROUTE_BATCH_READ, 0, 11};
+    size_t n = 777;
+    gdsroute_batch_completion done[4];
+
+    CHECK_STATUS(gdsroute_batch_submit(NULL, &e, 1), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_batch_submit(b, NULL, 1), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("entries");
+    CHECK_STATUS(gdsroute_batch_submit(b, NULL, 0), GDSROUTE_STATUS_OK);
+    gdsroute_batch_entry bad = e;
+    bad.opcode = 7;
+    CHECK_STATUS(gdsroute_batch_submit(b, &bad, 1), GDSROUTE_STATUS_INVALID_ENUM);
+    CHECK_MESSAGE("opcode");
+    bad = e;
+    bad.reserved = 1;
+    CHECK_STATUS(gdsroute_batch_submit(b, &bad, 1), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("reserved");
+    bad = e;
+    bad.file = NULL;
+    CHECK_STATUS(gdsroute_batch_submit(b, &bad, 1), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("file");
+    bad = e;
+    bad.buf = NULL;
+    CHECK_STATUS(gdsroute_batch_submit(b, &bad, 1), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("buf");
+    /* A bad entry after good ones: none of them is submitted. */
+    gdsroute_batch_entry mixed[2] = {e, bad};
+    CHECK_STATUS(gdsroute_batch_submit(b, mixed, 2), GDSROUTE_STATUS_NULL_ARGUMENT);
+    gdsroute_batch_entry five[5] = {e, e, e, e, e};
+    CHECK_STATUS(gdsroute_batch_submit(b, five, 5), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("at most 4");
+    CHECK_STATUS(gdsroute_batch_wait(b, 0, 4, 0, done, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 0); /* nothing was submitted */
+
+    CHECK_STATUS(gdsroute_batch_wait(NULL, 0, 4, 0, done, &n), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_batch_wait(b, 0, 4, 0, done, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_batch_wait(b, 0, 4, 0, NULL, &n), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("completions");
+    n = 777;
+    CHECK_STATUS(gdsroute_batch_wait(b, 2, 1, 0, done, &n), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("min_completions");
+    CHECK(n == 777);
+    CHECK_STATUS(gdsroute_batch_cancel(NULL, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_batch_cancel(b, NULL), GDSROUTE_STATUS_OK);
+
+    /* A good read, a read past the end, a closed handle and a write to an "r" handle. */
+    gdsroute_batch_entry four[4] = {
+        {r, bufs[0], len, 0, GDSROUTE_BATCH_READ, 0, 100},
+        {r, bufs[1], 10, len + 3, GDSROUTE_BATCH_READ, 0, 101},
+        {closed, bufs[2], 10, 0, GDSROUTE_BATCH_READ, 0, 102},
+        {r, bufs[3], 10, 0, GDSROUTE_BATCH_WRITE, 0, 103},
+    };
+    CHECK_STATUS(gdsroute_batch_submit(b, four, 4), GDSROUTE_STATUS_OK);
+    size_t got = 0;
+    int seen[4] = {0, 0, 0, 0};
+    while (got < 4) {
+        CHECK_STATUS(gdsroute_batch_wait(b, 1, 4, -1, done, &n), GDSROUTE_STATUS_OK);
+        if (n == 0) break;
+        for (size_t i = 0; i < n; i++) {
+            const gdsroute_batch_completion *c = &done[i];
+            CHECK(c->cookie >= 100 && c->cookie < 104);
+            if (c->cookie < 100 || c->cookie >= 104) continue;
+            seen[c->cookie - 100]++;
+            switch (c->cookie) {
+            case 100: CHECK(c->status == GDSROUTE_STATUS_OK && c->bytes == len && c->errno_value == 0); break;
+            case 101: CHECK(c->status == GDSROUTE_STATUS_OK && c->bytes == 0); break;
+            case 102: CHECK(c->status == GDSROUTE_STATUS_CLOSED_HANDLE && c->bytes == 0); break;
+            default: CHECK(c->status == GDSROUTE_STATUS_IO_ERROR && c->errno_value == EBADF && c->bytes == 0); break;
+            }
+        }
+        got += n;
+    }
+    CHECK(got == 4 && seen[0] == 1 && seen[1] == 1 && seen[2] == 1 && seen[3] == 1);
+    /* The last error describes the first failed completion returned. */
+    CHECK(gdsroute_last_error_status() == GDSROUTE_STATUS_CLOSED_HANDLE || gdsroute_last_error_status() == GDSROUTE_STATUS_IO_ERROR);
+    CHECK(memcmp(bufs[0], "0123456789abcdefghijklmnopqrstuvwxyz", len) == 0);
+    for (size_t i = len; i < sizeof bufs[0]; i++) CHECK(bufs[0][i] == 0x5A);
+    for (int k = 1; k < 4; k++)
+        for (size_t i = 0; i < sizeof bufs[k]; i++) CHECK(bufs[k][i] == 0x5A);
+    /* Nothing in flight: a wait for one returns none at once. */
+    CHECK_STATUS(gdsroute_batch_wait(b, 1, 4, -1, done, &n), GDSROUTE_STATUS_OK);
+    CHECK(n == 0);
+    size_t cancelled = 777;
+    CHECK_STATUS(gdsroute_batch_cancel(b, &cancelled), GDSROUTE_STATUS_OK);
+    CHECK(cancelled == 0);
+    CHECK(strcmp(gdsroute_status_str(GDSROUTE_STATUS_CANCELED), "unknown status code") != 0);
+    /* Freed with an entry in flight, then NULL. */
+    CHECK_STATUS(gdsroute_batch_submit(b, four, 1), GDSROUTE_STATUS_OK);
+    gdsroute_batch_free(b);
+    gdsroute_batch_free(NULL);
+    gdsroute_file_free(r);
+    gdsroute_file_free(closed);
+    unlink(path);
+}
+
 int main(int argc, char **argv) {
     const int errno_only = argc > 1 && strcmp(argv[1], "write-only-errno") == 0;
     /* The driver's settings in a process of their own: whether they are refused depends on what
@@ -1244,6 +1358,7 @@ int main(int argc, char **argv) {
         test_report();
         test_monitors(path);
         test_mapping();
+        test_batch();
     }
 
     char other[512];

@@ -24,6 +24,7 @@ use crate::io::task_split::Split;
 use crate::io::thread_pool::ThreadPool;
 use crate::stats::StatsCell;
 use progress::{End, Progress, Shared, State, Worker};
+pub(crate) use progress::Tally;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -83,8 +84,7 @@ impl Operation {
                 front: 0,
                 back: count,
                 running: 0,
-                first_short: None,
-                first_error: None,
+                tally: Tally::default(),
                 outcome: None,
                 run: Some(Arc::new(run)),
                 on_settle: None,
@@ -112,7 +112,7 @@ impl Operation {
     pub(crate) fn awaiting(direction: Direction, stats: Arc<StatsCell>) -> (Operation, Settler) {
         let shared: Arc<Shared> = Arc::new(Progress {
             stop: Stop::Never,
-            state: Mutex::new(State { front: 0, back: 0, running: 1, first_short: None, first_error: None, outcome: None, run: None, on_settle: None, observer: None }),
+            state: Mutex::new(State { front: 0, back: 0, running: 1, tally: Tally::default(), outcome: None, run: None, on_settle: None, observer: None }),
             finished: Condvar::new(),
             requested: 0,
             stats: Some(stats),
@@ -173,6 +173,19 @@ impl Operation {
             Stop::Never => End::Back,
             Stop::AtFirstShortOrFailed => End::Front,
         })
+    }
+
+    /// Stops the tasks no thread has claimed from the index `keep(front)` on (clamped to the
+    /// unclaimed ones; `front`: the first unclaimed task), for a batch's cancel, which keeps the
+    /// rest of an entry that has started. Returns the range of tasks that will not run. Only for
+    /// an operation whose tasks are claimed from the front alone (no waiter helps it: a batch's).
+    pub(crate) fn cancel_unclaimed(&self, keep: impl FnOnce(usize) -> usize) -> std::ops::Range<usize> {
+        let mut state = self.shared.lock();
+        let (front, back) = (state.front, state.back);
+        let cut = keep(front).clamp(front, back);
+        state.back = cut;
+        self.shared.settle_if_done(&mut state);
+        cut..back
     }
 
     /// True once every task has stopped.

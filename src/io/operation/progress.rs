@@ -23,10 +23,8 @@ pub(super) struct State {
     pub(super) back: usize,
     /// Tasks claimed and not finished.
     pub(super) running: usize,
-    /// The first task (in task order) that delivered fewer bytes than it asked for, and how many.
-    pub(super) first_short: Option<(usize, usize)>,
-    /// The first task (in task order) that failed, and its error.
-    pub(super) first_error: Option<(usize, Error)>,
+    /// The results so far: the first short task and the first failed one.
+    pub(super) tally: Tally,
     pub(super) outcome: Option<Result<usize>>,
     /// The task body, handed to each claimed task; dropped when the operation settles, so that
     /// what it holds (the file's descriptor) is not kept by a finished operation.
@@ -36,6 +34,48 @@ pub(super) struct State {
     /// The monitors' view of the call, ended with the outcome when it settles, after the counters
     /// (`Operation::observe`).
     pub(super) observer: Option<SettleHook>,
+}
+
+/// The results of a run of tasks that settle as one (an operation's; a batch entry's), kept as a
+/// summary so that its memory does not depend on the number of tasks: the first task (in task
+/// order) that delivered fewer bytes than it asked for, with how many, and the first that failed.
+#[derive(Default)]
+pub(crate) struct Tally {
+    first_short: Option<(usize, usize)>,
+    first_error: Option<(usize, Error)>,
+}
+
+impl Tally {
+    /// Records task `index`'s result (`want`: the bytes it asked for). True when it was short or
+    /// failed, so that no later task can add to the count.
+    pub(crate) fn record(&mut self, index: usize, want: usize, result: Result<usize>) -> bool {
+        match result {
+            Ok(n) if n != want => {
+                if self.first_short.is_none_or(|(first, _)| index < first) {
+                    self.first_short = Some((index, n));
+                }
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                if self.first_error.as_ref().is_none_or(|(first, _)| index < *first) {
+                    self.first_error = Some((index, e));
+                }
+                true
+            }
+        }
+    }
+
+    /// Once every task stopped: the first error in task order, else the bytes delivered
+    /// contiguously, up to and including the first short task (`offset_of(index)`: where task
+    /// `index` starts in the buffer), all `size` of them when none was short.
+    pub(crate) fn outcome(&self, offset_of: impl Fn(usize) -> usize, size: usize) -> Result<usize> {
+        match (&self.first_error, self.first_short) {
+            (Some((_, e)), _) => Err(e.clone()),
+            (None, Some((index, n))) => Ok(offset_of(index) + n),
+            (None, None) => Ok(size),
+        }
+    }
 }
 
 /// What runs when an operation settles: under its lock, on the thread that finished the last
@@ -126,21 +166,7 @@ impl Shared {
     fn complete(&self, index: usize, want: usize, result: Result<usize>) {
         let mut state = self.lock();
         state.running -= 1;
-        let stops = match result {
-            Ok(n) if n != want => {
-                if state.first_short.is_none_or(|(first, _)| index < first) {
-                    state.first_short = Some((index, n));
-                }
-                true
-            }
-            Ok(_) => false,
-            Err(e) => {
-                if state.first_error.as_ref().is_none_or(|(first, _)| index < *first) {
-                    state.first_error = Some((index, e));
-                }
-                true
-            }
-        };
+        let stops = state.tally.record(index, want, result);
         if stops && self.stop == Stop::AtFirstShortOrFailed {
             // Tasks after this one can change neither the count nor the first error.
             state.back = state.back.min(index + 1).max(state.front);
@@ -155,9 +181,7 @@ impl Shared {
         let mut state = self.lock();
         if state.front < state.back {
             let index = state.front;
-            if state.first_error.as_ref().is_none_or(|(first, _)| index < *first) {
-                state.first_error = Some((index, Error::Internal("a read task was dropped unrun".into())));
-            }
+            state.tally.record(index, 1, Err(Error::Internal("a read task was dropped unrun".into())));
             state.back = state.front;
         }
         self.settle_if_done(&mut state);
@@ -169,11 +193,7 @@ impl Shared {
         if state.outcome.is_some() || state.front < state.back || state.running > 0 {
             return;
         }
-        let outcome = match (&state.first_error, state.first_short) {
-            (Some((_, e)), _) => Err(e.clone()),
-            (None, Some((index, n))) => Ok(self.tasks.task(index).chunk.buf_offset + n),
-            (None, None) => Ok(self.tasks.size()),
-        };
+        let outcome = state.tally.outcome(|index| self.tasks.task(index).chunk.buf_offset, self.tasks.size());
         let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
         if let Some(stats) = &self.stats {
             stats::record_call(stats, self.direction, self.requested, delivered, outcome.is_err());

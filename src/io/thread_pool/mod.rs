@@ -102,6 +102,11 @@ impl ThreadPool {
         Ok(pool)
     }
 
+    /// Whether `other` is a handle on this same pool.
+    pub(crate) fn same_pool(&self, other: &ThreadPool) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// Number of worker threads the pool is converging to.
     pub(crate) fn num_threads(&self) -> usize {
         lock(&self.shared).target_threads
