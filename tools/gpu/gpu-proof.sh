@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (CONTRIBUTING.md, "The GPU suites"): the six routing scenarios of the GPU-route
 # issue with a 1 GiB random file read into cuMemAlloc memory through the C ABI, every byte
-# checked, then the GPU test suites (gpu_routes, gpu_writes and gpu_stream without and with the udev
+# checked, then the GPU test suites (gpu_routes, gpu_writes, gpu_batch and gpu_stream without and with the udev
 # record; then the CUDA layer's, gpu_faults, gpu_page_cache, gpu_devices and gpu_mapping) and the exit
 # suite. Build here first with tools/gpu/gpu-build.sh; the binaries travel in .device/.
 set -u
@@ -22,6 +22,7 @@ step "3. KVIKIO_COMPAT_MODE=on"; KVIKIO_COMPAT_MODE=on run "$D/gpu_read" "$F"
 step "6. KVIKIO_COMPAT_MODE=off, no udev record"; KVIKIO_COMPAT_MODE=off run "$D/gpu_read" "$F"
 step "GPU tests, no udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, no udev record"; run "$D/gpu_writes" --ignored --test-threads 1
+step "GPU batch tests, no udev record"; run "$D/gpu_batch" --ignored --test-threads 1 --nocapture
 # The legacy-stream deadlock test stalls until its watchdog fires (docs/routing.md, "Stream-ordered
 # calls"): tools/gpu/stream-stacks.sh runs it, with stacks; here it would cost 240 s per pass.
 known_stall=synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock
@@ -33,6 +34,7 @@ step "4. KVIKIO_COMPAT_MODE=off + CUFILE_FORCE_COMPAT_MODE=true"; KVIKIO_COMPAT_
 step "5. 8 KiB device read, AUTO, udev record"; run "$D/gpu_read" "$F" 8192 4096
 step "GPU tests, udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, udev record"; run "$D/gpu_writes" --ignored --test-threads 1
+step "GPU batch tests, udev record"; run "$D/gpu_batch" --ignored --test-threads 1 --nocapture
 step "GPU stream-ordered tests, udev record (without $known_stall)"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture --skip "$known_stall"
 step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 sys::cuda::gpu_tests::gpu_
 step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$PWD/$D run "$D/gpu_faults" --ignored --test-threads 1
