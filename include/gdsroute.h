@@ -73,6 +73,13 @@
 #define GDSROUTE_DEFAULT_GDS_THRESHOLD (16 << 10)
 
 /**
+ * Default of `GDSROUTE_MIN_TASK_SIZE`: a read on the POSIX routes smaller than the pool's share
+ * (threads x task size) is spread over the pool in tasks no smaller than this (docs/routing.md,
+ * "Small reads spread over the pool").
+ */
+#define GDSROUTE_DEFAULT_MIN_TASK_SIZE (256 << 10)
+
+/**
  * KvikIO's default bounce buffer: 16 MiB.
  */
 #define GDSROUTE_DEFAULT_BOUNCE_BUFFER_SIZE (16 << 20)
@@ -2154,6 +2161,22 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_task_size(size_t *bytes)
  * (other invalid variables keep failing calls until they are set too; README, Settings).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_task_size(size_t bytes);
+
+/**
+ * Reads into `*bytes` the smallest task a small parallel read is spread into
+ * (`GDSROUTE_MIN_TASK_SIZE`, default `GDSROUTE_DEFAULT_MIN_TASK_SIZE`, 256 KiB): a
+ * `gdsroute_file_pread` of host memory or on the bounce route, of fewer bytes than the pool's
+ * threads times the task size, runs as one task per thread of at least this size, so that the
+ * whole pool copies it (cuFile's tasks and writes keep the task size). 0: KvikIO's split only.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_min_task_size(size_t *bytes);
+
+/**
+ * Sets the smallest task a small read is spread into, for reads started from now on (0 turns
+ * the spreading off; a value at or above the task size does too). Works whatever the
+ * environment held (README, Settings).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_min_task_size(size_t bytes);
 
 /**
  * Reads the GDS threshold in bytes (default 16 KiB) into `*bytes`.

@@ -11,7 +11,7 @@ use crate::io::thread_pool;
 
 pub use crate::abi::{CompatMode, CufileFd};
 pub use crate::settings_table::{
-    DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_TASK_SIZE, Descriptor, FdChoice,
+    DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_MIN_TASK_SIZE, DEFAULT_TASK_SIZE, Descriptor, FdChoice,
     MAX_THREADS, default_num_threads,
 };
 /// Every setting's descriptor (variable, aliases, one-line doc), in the order reports list them.
@@ -45,6 +45,17 @@ pub fn task_size() -> Result<u64> {
 /// Sets the task size in bytes (not 0).
 pub fn set_task_size(bytes: u64) -> Result<()> {
     crate::settings_table::live().set_task_size(bytes)
+}
+
+/// The smallest task a small parallel read on the POSIX routes is spread into
+/// (`GDSROUTE_MIN_TASK_SIZE`, default `DEFAULT_MIN_TASK_SIZE`; 0: KvikIO's split only).
+pub fn min_task_size() -> Result<u64> {
+    Ok(crate::settings_table::global()?.min_task_size())
+}
+
+/// Sets the smallest task a small read is spread into (0 turns the spreading off).
+pub fn set_min_task_size(bytes: u64) {
+    crate::settings_table::live().set_min_task_size(bytes);
 }
 
 /// The size below which device reads skip cuFile (`KVIKIO_GDS_THRESHOLD`).

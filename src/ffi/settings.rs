@@ -85,6 +85,29 @@ pub extern "C" fn gdsroute_settings_set_task_size(bytes: usize) -> Status {
     guard(|| settings::live().set_task_size(bytes as u64))
 }
 
+/// Reads into `*bytes` the smallest task a small parallel read is spread into
+/// (`GDSROUTE_MIN_TASK_SIZE`, default `GDSROUTE_DEFAULT_MIN_TASK_SIZE`, 256 KiB): a
+/// `gdsroute_file_pread` of host memory or on the bounce route, of fewer bytes than the pool's
+/// threads times the task size, runs as one task per thread of at least this size, so that the
+/// whole pool copies it (cuFile's tasks and writes keep the task size). 0: KvikIO's split only.
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_settings_get_min_task_size(bytes: *mut usize) -> Status {
+    // SAFETY: the caller passes NULL or a writable pointer.
+    unsafe { read_setting(bytes, "bytes", |s| s.min_task_size() as usize) }
+}
+
+/// Sets the smallest task a small read is spread into, for reads started from now on (0 turns
+/// the spreading off; a value at or above the task size does too). Works whatever the
+/// environment held (README, Settings).
+#[must_use]
+#[unsafe(no_mangle)]
+pub extern "C" fn gdsroute_settings_set_min_task_size(bytes: usize) -> Status {
+    set_setting(|s| s.set_min_task_size(bytes as u64))
+}
+
+symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_min_task_size, gdsroute_settings_set_min_task_size);
+
 /// Reads the GDS threshold in bytes (default 16 KiB) into `*bytes`.
 #[must_use]
 #[unsafe(no_mangle)]

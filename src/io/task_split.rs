@@ -73,6 +73,14 @@ pub(crate) fn split(size: usize, file_offset: u64, task_size: u64) -> Split {
     split_with_first(size, file_offset, task_size, None)
 }
 
+/// The task size that cuts `size` bytes into about one task per thread of `threads`, in whole
+/// pages, no smaller than `min` and no larger than `task_size`: `task_size` itself for a request
+/// of at least `threads` tasks.
+pub(crate) fn spread_task_size(size: usize, threads: usize, min: u64, task_size: u64) -> u64 {
+    let per_thread = (size.div_ceil(threads.max(1)) as u64).next_multiple_of(PAGE_SIZE as u64);
+    per_thread.max(min).min(task_size)
+}
+
 /// `split`, with a first task shortened by the file offset's distance past a page boundary when
 /// that is less than a task (KvikIO's `first_task_size`), so that the other tasks start on pages
 /// (for `direct_io`; with a task size that is a multiple of the page).
@@ -141,6 +149,17 @@ mod tests {
         // A remainder that fits in the first task's shortfall: two tasks.
         let chunks = list(split_for_direct_io((4 << 20) + 10, 4000, 4 << 20));
         assert_eq!(chunks, [Chunk { buf_offset: 0, file_offset: 4000, len: (4 << 20) - 4000 }, Chunk { buf_offset: (4 << 20) - 4000, file_offset: 4 << 20, len: 4010 }]);
+    }
+
+    #[test]
+    fn a_small_request_spreads_over_the_threads_in_pages_within_the_bounds() {
+        const MIB: usize = 1 << 20;
+        assert_eq!(spread_task_size(2 * MIB, 16, 256 << 10, 4 << 20), 256 << 10, "2 MiB on 16 threads: 8 tasks of the minimum");
+        assert_eq!(spread_task_size(16 * MIB, 16, 256 << 10, 4 << 20), MIB as u64);
+        assert_eq!(spread_task_size(1 << 30, 16, 256 << 10, 4 << 20), 4 << 20, "a large request keeps the task size");
+        assert_eq!(spread_task_size(10 * MIB + 1, 3, 4096, 4 << 20), 3_497_984, "rounded up to a page");
+        assert_eq!(spread_task_size(100, 16, 256 << 10, 4 << 20), 256 << 10);
+        assert_eq!(split(2 * MIB, 0, spread_task_size(2 * MIB, 16, 256 << 10, 4 << 20)).count(), 8);
     }
 
     #[test]

@@ -33,6 +33,10 @@ use table::{COUNT, Key};
 pub const DEFAULT_TASK_SIZE: u64 = 4 << 20;
 /// KvikIO's default GDS threshold: 16 KiB.
 pub const DEFAULT_GDS_THRESHOLD: u64 = 16 << 10;
+/// Default of `GDSROUTE_MIN_TASK_SIZE`: a read on the POSIX routes smaller than the pool's share
+/// (threads x task size) is spread over the pool in tasks no smaller than this (docs/routing.md,
+/// "Small reads spread over the pool").
+pub const DEFAULT_MIN_TASK_SIZE: u64 = 256 << 10;
 /// KvikIO's default bounce buffer: 16 MiB.
 pub const DEFAULT_BOUNCE_BUFFER_SIZE: u64 = 16 << 20;
 /// Default of `KVIKIO_AUTO_DIRECT_IO_WRITE`. KvikIO's is on; ours is off: measured on the H200

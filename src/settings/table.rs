@@ -7,7 +7,7 @@
 
 use super::env::Parse;
 use super::{
-    CompatMode, CufileAsync, CufileFd, DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_TASK_SIZE, MAX_THREADS,
+    CompatMode, CufileAsync, CufileFd, DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_MIN_TASK_SIZE, DEFAULT_TASK_SIZE, MAX_THREADS,
     Settings, default_num_threads, positive, thread_count,
 };
 use crate::error::Result;
@@ -178,6 +178,12 @@ settings_table! {
         name: "KVIKIO_TASK_SIZE", aliases: [], doc: "bytes per task",
         parse: Parse::Unsigned(1..=isize::MAX as u64), default: DEFAULT_TASK_SIZE, get: task_size -> u64,
         set: set_task_size checked by |v| positive("task size", v), "Sets the bytes per task (> 0).",
+    }
+    MinTaskSize {
+        name: "GDSROUTE_MIN_TASK_SIZE", aliases: [],
+        doc: "a parallel read on the POSIX routes smaller than threads x task size is spread over the pool in tasks no smaller than this (0: KvikIO's split)",
+        parse: Parse::Unsigned(0..=isize::MAX as u64), default: DEFAULT_MIN_TASK_SIZE, get: min_task_size -> u64,
+        set: set_min_task_size, "Sets the smallest task a small read is spread into (0: tasks of the task size only, as KvikIO).",
     }
     GdsThreshold {
         name: "KVIKIO_GDS_THRESHOLD", aliases: [], doc: "GDS threshold in bytes (smaller device requests use the POSIX backend)",

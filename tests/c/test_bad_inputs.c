@@ -131,6 +131,7 @@ static void test_null_arguments(const char *path) {
     CHECK_STATUS(gdsroute_settings_get_task_size(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("bytes");
     CHECK_STATUS(gdsroute_settings_get_gds_threshold(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_settings_get_min_task_size(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("bytes");
     CHECK_STATUS(gdsroute_settings_get_bounce_buffer_size(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("bytes");

@@ -42,6 +42,8 @@ static void check_invalid(const char *var) {
     CHECK_MESSAGE(var);
     CHECK_STATUS(gdsroute_settings_get_task_size(&value), GDSROUTE_STATUS_INVALID_SETTING);
     CHECK_MESSAGE(var);
+    CHECK_STATUS(gdsroute_settings_get_min_task_size(&value), GDSROUTE_STATUS_INVALID_SETTING);
+    CHECK_MESSAGE(var);
     CHECK_STATUS(gdsroute_settings_get_gds_threshold(&value), GDSROUTE_STATUS_INVALID_SETTING);
     CHECK_MESSAGE(var);
     CHECK_STATUS(gdsroute_settings_get_bounce_buffer_size(&value), GDSROUTE_STATUS_INVALID_SETTING);
@@ -102,6 +104,7 @@ static gdsroute_status repair(const char *var) {
     if (strcmp(var, "GDSROUTE_PREPARE_AT_OPEN") == 0) return gdsroute_settings_set_prepare_at_open(false);
     if (strcmp(var, "GDSROUTE_STREAM_ORDERED") == 0) return gdsroute_settings_set_stream_ordered(false);
     if (strcmp(var, "GDSROUTE_CUFILE_ASYNC") == 0) return gdsroute_settings_set_cufile_async_native(true);
+    if (strcmp(var, "GDSROUTE_MIN_TASK_SIZE") == 0) return gdsroute_settings_set_min_task_size(0);
     fprintf(stderr, "no setter known for %s\n", var);
     check_failed++;
     return GDSROUTE_STATUS_INTERNAL;
@@ -154,6 +157,9 @@ static void check_repaired_values(const char *var) {
     } else if (strcmp(var, "GDSROUTE_CUFILE_ASYNC") == 0) {
         CHECK_STATUS(gdsroute_settings_get_cufile_async_native(&b), GDSROUTE_STATUS_OK);
         CHECK(b);
+    } else if (strcmp(var, "GDSROUTE_MIN_TASK_SIZE") == 0) {
+        CHECK_STATUS(gdsroute_settings_get_min_task_size(&z), GDSROUTE_STATUS_OK);
+        CHECK(z == 0);
     }
 }
 
