@@ -11,6 +11,7 @@
 # the order of the configurations reversed every other round:
 #   gdsroute serial, serial-read, inflight, batch (device memory, the library's default threads),
 #   and serial, inflight, batch with --warm-up (file 0 read once before the timed part);
+#   serial and inflight with GDSROUTE_MIN_TASK_SIZE=0 (impl gdsroute-min0: small reads not spread);
 #   the library of 48335fe in serial mode (the same binary: it links only calls that library has);
 #   KvikIO serial and inflight at KVIKIO_NTHREADS=1 and 16, and at 16 with --warm-up;
 #   the machine's page-cache read rate: one cat of every file to /dev/null, and 16 cats at once.
@@ -79,6 +80,8 @@ run_one() {
         END { if (rc != 0) print "ERR " ctx " impl=" impl " exit=" rc }'
 }
 G() { run_one gdsroute "$D/many_files" "$DIR/$wl" "$n" "$sz" "$@"; }
+# The same library with small reads not spread over the pool (KvikIO's split, GDSROUTE_MIN_TASK_SIZE=0).
+G0() { GDSROUTE_MIN_TASK_SIZE=0 run_one gdsroute-min0 "$D/many_files" "$DIR/$wl" "$n" "$sz" "$@"; }
 GB() { LD_LIBRARY_PATH=$PWD/$D/before$BASE run_one "gdsroute-$BASE" "$D/many_files" "$DIR/$wl" "$n" "$sz" "$@"; }
 K() { local t=$1; shift; KVIKIO_NTHREADS=$t run_one kvikio $PY tools/gpu/many_files_kvikio.py "$DIR/$wl" "$n" "$sz" "$@"; }
 # The page-cache read rate: one cat of every file, and 16 at once (xargs -P16).
@@ -101,6 +104,7 @@ configs() {  # one configuration a line
         echo "G serial --threads $t"; echo "G inflight --threads $t"
         [ $HAVE_BATCH = 1 ] && echo "G batch --threads $t"
     done
+    echo "G0 serial"; echo "G0 inflight"
     echo "GB serial"
     echo "K 1 serial"; echo "K 1 inflight"; echo "K 16 serial"; echo "K 16 inflight"
     echo "K 16 serial --warm-up"; echo "K 16 inflight --warm-up"
