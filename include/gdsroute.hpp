@@ -819,6 +819,122 @@ class File {
 using FileHandle = File;
 
 // ---------------------------------------------------------------------------------------------
+// Batches
+// ---------------------------------------------------------------------------------------------
+
+/** A batch entry's direction: KvikIO's CUfileOpcode_t (CUFILE_READ, CUFILE_WRITE). */
+enum class BatchOpcode : std::uint32_t { READ = GDSROUTE_BATCH_READ, WRITE = GDSROUTE_BATCH_WRITE };
+
+/**
+ * One read or write of a batch, as KvikIO's BatchOp: `size` bytes between the file at
+ * `file_offset` and the buffer at `devPtr_base + devPtr_offset` (any memory kind here: host,
+ * pinned, device or managed). `cookie` comes back in the entry's completion (KvikIO's has none:
+ * its events carry a cookie gdsroute lets the caller choose).
+ */
+struct BatchOp {
+    const File &file_handle;
+    void *devPtr_base;
+    std::uint64_t file_offset;
+    std::uint64_t devPtr_offset;
+    std::size_t size;
+    BatchOpcode opcode;
+    std::uint64_t cookie = 0;
+};
+
+/** A finished entry (gdsroute_batch_completion): cookie, status, errno_value, bytes. */
+using BatchEvent = gdsroute_batch_completion;
+
+/**
+ * A batch (gdsroute_batch): KvikIO's BatchHandle, on every route (KvikIO's needs cuFile and
+ * refuses handles in compat mode). Move-only; the destructor (and close()) cancels the entries
+ * not started and waits for the running ones. Each entry's buffer must stay valid until its
+ * event was returned by status() or the batch was closed.
+ */
+class BatchHandle {
+  public:
+    BatchHandle() noexcept = default;
+    /** Takes ownership of a batch from the C API. */
+    static BatchHandle adopt(gdsroute_batch *batch) noexcept {
+        BatchHandle b;
+        b.batch_ = batch;
+        return b;
+    }
+    BatchHandle(BatchHandle &&other) noexcept : batch_(std::exchange(other.batch_, nullptr)) {}
+    BatchHandle &operator=(BatchHandle &&other) noexcept {
+        if (this != &other) {
+            gdsroute_batch_free(batch_);
+            batch_ = std::exchange(other.batch_, nullptr);
+        }
+        return *this;
+    }
+    BatchHandle(const BatchHandle &) = delete;
+    BatchHandle &operator=(const BatchHandle &) = delete;
+    ~BatchHandle() { gdsroute_batch_free(batch_); }
+
+    /** Room for `max_num_events` entries in flight (1 to GDSROUTE_BATCH_MAX_ENTRIES). */
+    static Result<BatchHandle> try_create(std::size_t max_num_events) {
+        gdsroute_batch *raw = nullptr;
+        Status st = gdsroute_batch_create(max_num_events, &raw);
+        if (st != GDSROUTE_STATUS_OK) return Result<BatchHandle>(ErrorInfo::last(st));
+        return Result<BatchHandle>(BatchHandle::adopt(raw));
+    }
+
+    /** Submits every op, or none (gdsroute_batch_submit). */
+    Result<void> try_submit(const std::vector<BatchOp> &operations) const {
+        std::vector<gdsroute_batch_entry> entries;
+        entries.reserve(operations.size());
+        for (const BatchOp &op : operations) {
+            entries.push_back(gdsroute_batch_entry{op.file_handle.native_handle(),
+                                                   static_cast<char *>(op.devPtr_base) + op.devPtr_offset, op.size,
+                                                   op.file_offset, static_cast<std::uint32_t>(op.opcode), 0,
+                                                   op.cookie});
+        }
+        return detail::check(gdsroute_batch_submit(batch_, entries.data(), entries.size()));
+    }
+
+    /**
+     * Waits for at least `min_nr` entries to complete (at most `timeout`; nullopt: no limit;
+     * zero: a poll) and returns up to `max_nr` events, in completion order (KvikIO's status()).
+     */
+    Result<std::vector<BatchEvent>> try_status(std::size_t min_nr, std::size_t max_nr,
+                                               std::optional<std::int64_t> timeout_ns = std::nullopt) const {
+        std::vector<BatchEvent> events(max_nr);
+        std::size_t n = 0;
+        Status st = gdsroute_batch_wait(batch_, min_nr, max_nr, timeout_ns.value_or(-1), events.data(), &n);
+        if (st != GDSROUTE_STATUS_OK) return Result<std::vector<BatchEvent>>(ErrorInfo::last(st));
+        events.resize(n);
+        return Result<std::vector<BatchEvent>>(std::move(events));
+    }
+
+    /** Cancels the entries not started; returns how many (gdsroute_batch_cancel). */
+    Result<std::size_t> try_cancel() const {
+        std::size_t n = 0;
+        Status st = gdsroute_batch_cancel(batch_, &n);
+        return detail::make(st, n);
+    }
+
+    /** Cancels what has not started, waits for the rest and frees the batch; idempotent. */
+    void close() noexcept { gdsroute_batch_free(std::exchange(batch_, nullptr)); }
+    bool closed() const noexcept { return batch_ == nullptr; }
+
+#if GDSROUTE_HPP_EXCEPTIONS
+    /** KvikIO's BatchHandle(max_num_events); throws Error. */
+    explicit BatchHandle(std::size_t max_num_events) : BatchHandle(try_create(max_num_events).value()) {}
+    void submit(const std::vector<BatchOp> &operations) const { try_submit(operations).value(); }
+    std::vector<BatchEvent> status(std::size_t min_nr, std::size_t max_nr,
+                                   std::optional<std::int64_t> timeout_ns = std::nullopt) const {
+        return try_status(min_nr, max_nr, timeout_ns).value();
+    }
+    std::size_t cancel() const { return try_cancel().value(); }
+#endif
+
+    gdsroute_batch *native_handle() const noexcept { return batch_; }
+
+  private:
+    gdsroute_batch *batch_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
 // MmapHandle
 // ---------------------------------------------------------------------------------------------
 

@@ -769,6 +769,64 @@ void test_observing(const std::string &dir) {
 
 } // namespace
 
+// Batches: a read and a write through BatchHandle, every byte within guards; a closed handle's
+// entry fails on its own; the in-flight limit; KvikIO's names with exceptions.
+void test_batches(const std::string &dir) {
+    const std::string path = dir + "/batch.bin";
+    const auto data = random_bytes((1 << 20) + 5, 9);
+    auto f = gdsroute::File::try_open(path, "w+");
+    CHECK(f.ok());
+    if (!f.ok()) return;
+    CHECK(f.value().try_write(data.data(), data.size(), 0).ok());
+    auto closed = gdsroute::File::try_open(path, "r");
+    CHECK(closed.ok());
+    if (!closed.ok()) return;
+    closed.value().close();
+    auto b = gdsroute::BatchHandle::try_create(3);
+    CHECK(b.ok() && !b.value().closed());
+    if (!b.ok()) return;
+    Guarded g(data.size());
+    const std::vector<std::uint8_t> piece(data.begin(), data.begin() + 1000);
+    std::vector<gdsroute::BatchOp> ops = {
+        {f.value(), g.data(), 0, 0, data.size(), gdsroute::BatchOpcode::READ, 1},
+        {f.value(), const_cast<std::uint8_t *>(piece.data()), data.size(), 0, piece.size(), gdsroute::BatchOpcode::WRITE, 2},
+        {closed.value(), g.data(), 0, 0, 10, gdsroute::BatchOpcode::READ, 3},
+    };
+    CHECK(b.value().try_submit(ops).ok());
+    EXPECT_ERROR(b.value().try_submit(ops), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "at most 3");
+    std::size_t seen = 0;
+    while (seen < 3) {
+        auto events = b.value().try_status(1, 3);
+        CHECK(events.ok());
+        if (!events.ok() || events.value().empty()) break;
+        for (const gdsroute::BatchEvent &e : events.value()) {
+            seen++;
+            if (e.cookie == 1) CHECK(e.status == GDSROUTE_STATUS_OK && e.bytes == data.size());
+            else if (e.cookie == 2) CHECK(e.status == GDSROUTE_STATUS_OK && e.bytes == piece.size());
+            else CHECK(e.cookie == 3 && e.status == GDSROUTE_STATUS_CLOSED_HANDLE && e.bytes == 0);
+        }
+    }
+    CHECK(seen == 3);
+    CHECK(std::memcmp(g.data(), data.data(), data.size()) == 0 && g.guards_intact());
+    std::vector<std::uint8_t> tail(piece.size());
+    CHECK(f.value().try_read(tail.data(), tail.size(), data.size()).value_or(0) == tail.size() && tail == piece);
+    auto none = b.value().try_status(0, 3, 0);
+    CHECK(none.ok() && none.value().empty());
+    CHECK(b.value().try_cancel().value_or(99) == 0);
+    b.value().close();
+    CHECK(b.value().closed());
+    b.value().close(); // idempotent
+    EXPECT_ERROR(gdsroute::BatchHandle::try_create(0), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "");
+#if GDSROUTE_HPP_EXCEPTIONS
+    gdsroute::BatchHandle kb(1);
+    kb.submit({{f.value(), g.data(), 0, 0, 100, gdsroute::BatchOpcode::READ}});
+    auto ev = kb.status(1, 1);
+    CHECK(ev.size() == 1 && ev[0].status == GDSROUTE_STATUS_OK && ev[0].bytes == 100);
+    CHECK(kb.cancel() == 0);
+    EXPECT_THROW(gdsroute::BatchHandle kz(0), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "");
+#endif
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && std::string(argv[1]) == "abort") {
         // value() of a failed Result: an Error with exceptions, else the error on stderr and abort().
@@ -798,6 +856,7 @@ int main(int argc, char **argv) {
     test_compat_on(dir);
     test_tools(dir);
     test_observing(dir);
+    test_batches(dir);
     std::string cmd = "rm -rf '" + dir + "'";
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
     std::printf("exceptions %s, C++ %ld\n", GDSROUTE_HPP_EXCEPTIONS ? "on" : "off", static_cast<long>(__cplusplus));
