@@ -120,13 +120,17 @@ impl Queue {
                 return Err(e);
             }
         };
+        if operations.is_empty() {
+            return Ok(());
+        }
+        // Started under the queue's lock, so that a cancel reaches every submission whose
+        // workers run (their completions wait for the lock a moment).
+        let mut state = self.lock();
         for (pool, operation, _) in &operations {
             operation.start(pool, usize::MAX);
         }
-        if !operations.is_empty() {
-            let operations = operations.into_iter().map(|(_, operation, tasks)| (operation, tasks)).collect();
-            self.lock().running.push(Running { submission, operations });
-        }
+        let operations = operations.into_iter().map(|(_, operation, tasks)| (operation, tasks)).collect();
+        state.running.push(Running { submission, operations });
         Ok(())
     }
 
@@ -403,6 +407,8 @@ impl Book {
     fn entry_done(&mut self, index: usize, handle: &StatsCell, result: Result<usize>) -> Completion {
         let state = &mut self.entries[index];
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
+        // Monitors' callbacks run here, under the submission's book lock (as a call's run under
+        // its operation's lock): they must not call into this batch.
         if let Some(w) = state.watch.take() {
             w.end(&result);
         }
