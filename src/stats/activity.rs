@@ -68,6 +68,11 @@ pub(crate) fn call_ended(direction: Direction) {
     }
 }
 
+/// How many calls of `direction` are in flight now (started, not ended; the caller's own included).
+pub(crate) fn calls_in_flight(direction: Direction) -> u64 {
+    slot(direction).calls
+}
+
 /// The time calls of `direction` were in flight so far, including a stretch still running.
 pub(crate) fn busy(direction: Direction) -> Duration {
     let s = slot(direction);
