@@ -95,6 +95,13 @@ pub mod testing {
         pub use crate::sys::startup::{DEFAULT_CUFILE_LOG, quiet_cufile_log};
     }
 
+    /// cuFile's batch submission against the fake libcufile (tests/cufile_batch.rs), which no
+    /// public call reaches on its own.
+    pub mod cufile_batch {
+        pub use crate::backend::cufile::batch::{BatchIo, available, run};
+        pub use crate::sys::cufile::CufileHandle;
+    }
+
     /// The GPU suites' look inside the device route, which no counter shows: bounce buffers and
     /// their NUMA node, cuFile's driver properties, the page cache's windows, and the library's
     /// CUDA layer (contexts, pointer kinds; tests/common/gpu.rs, tests/gpu_multi_device.rs and

@@ -1,12 +1,14 @@
 /* A fake libcufile for CI machines without a GPU: exports the cuFile entry points gdsroute uses,
  * with behaviour chosen by environment variables read at call time, and its own per-GPU counters
  * reported through cuFileGetStatsL3 at the offsets the reported version implies.
+ * One job in one file, although over 450 lines: standing in for libcufile, one symbol after another.
  *
  * Build: cc -shared -fPIC -o libfake_cufile.so fake_cufile.c
  *   -DFAKE_CUFILE_NO_STATS      omit every statistics symbol (a pre-1.15 library)
  *   -DFAKE_CUFILE_MISSING_READ  omit cuFileRead
  *   -DFAKE_CUFILE_MISSING_WRITE omit cuFileWrite
  *   -DFAKE_CUFILE_NO_VERSION    omit cuFileGetVersion
+ *   -DFAKE_CUFILE_NO_BATCH      omit cuFileBatchIOGetStatus (a library without the whole batch API)
  *
  * Environment:
  *   FAKE_CUFILE_VERSION          cuFileGetVersion result (default 1150); >= 1190 moves L3 fields
@@ -29,12 +31,28 @@
  * Reads otherwise treat the buffer as host memory and pread() the registered fd into it;
  * cuFileWrite likewise pwrite()s from it (FAKE_CUFILE_DEVICE=1: cuMemcpyDtoH first); both honour
  * FAKE_CUFILE_READ_MODE (short: half the size; errno/negative as for reads, FAKE_CUFILE_FAIL_AT too).
+ * The batch API (cuFileBatchIO*): Submit runs each I/O at once through the fake's cuFileRead /
+ * cuFileWrite above (so FAKE_CUFILE_READ_MODE and FAKE_CUFILE_DEVICE apply) and queues its event;
+ * GetStatus hands out at most 7 queued events per call, newest first (cuFile's come in completion
+ * order, not in submission order), and answers at once. As cuFile 1.15 on the H200: SetUp refuses
+ * more than FAKE_CUFILE_MAX_BATCH I/Os (default 128, also the properties' max_batch_io_size) with
+ * 5022; Submit refuses none, or more than were set up (counting those unread), with 5040; an I/O
+ * of size 0 never gets an event; Cancel drops the unread events.
+ *   FAKE_CUFILE_BATCH_SETUP_RESULT  cuFileBatchIOSetUp result code (default 0)
+ *   FAKE_CUFILE_BATCH_STATUS_RESULT cuFileBatchIOGetStatus result code (default 0)
+ *   FAKE_CUFILE_BATCH_FAIL_COOKIE   the I/O with this cookie is not run: FAILED, ret -5
+ *   FAKE_CUFILE_BATCH_SHORT_COOKIE  the I/O with this cookie moves half its bytes, COMPLETE
+ *   FAKE_CUFILE_BATCH_BAD_COOKIE    the event of the I/O with this cookie carries cookie + 1000000
+ *   FAKE_CUFILE_BATCH_LOST_COOKIE   the I/O with this cookie runs but never gets an event
  * Test hooks: fake_cufile_reset(), fake_cufile_open_count(), fake_cufile_deregister_count(),
  * fake_cufile_param_string(int param) (last staged string or NULL),
  * fake_cufile_registered_fd() and fake_cufile_registered_flags() (the fd of the last successful
  * cuFileHandleRegister and its fcntl F_GETFL flags then, -1 before any),
  * fake_cufile_deregistered_closed_count() (deregistrations whose fd no longer referred to the
- * registered file: closed, or its number reused).
+ * registered file: closed, or its number reused), fake_cufile_batch_live() (batch handles set up
+ * and not destroyed), fake_cufile_batch_setups(), fake_cufile_batch_submits(),
+ * fake_cufile_batch_largest_submit() (most I/Os
+ * one accepted submit carried), fake_cufile_batch_cancels().
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -102,9 +120,12 @@ static __attribute__((unused)) const char *env_str(const char *name, const char 
     return (v && *v) ? v : def;
 }
 
+static int batch_live, batch_setups, batch_submits, batch_largest_submit, batch_cancels;
+
 EXPORT void fake_cufile_reset(void) {
     pthread_mutex_lock(&lock);
     open_count = stats_level = stats_started = deregister_count = deregistered_closed_count = 0;
+    batch_live = batch_setups = batch_submits = batch_largest_submit = batch_cancels = 0;
     registered_fd = registered_flags = -1;
     memset(gpu, 0, sizeof gpu);
     for (int i = 0; i < 8; i++) { free(param_string[i]); param_string[i] = NULL; }
@@ -115,6 +136,11 @@ EXPORT int fake_cufile_deregister_count(void) { return deregister_count; }
 EXPORT int fake_cufile_registered_fd(void) { return registered_fd; }
 EXPORT int fake_cufile_registered_flags(void) { return registered_flags; }
 EXPORT int fake_cufile_deregistered_closed_count(void) { return deregistered_closed_count; }
+EXPORT int fake_cufile_batch_live(void) { return batch_live; }
+EXPORT int fake_cufile_batch_setups(void) { return batch_setups; }
+EXPORT int fake_cufile_batch_submits(void) { return batch_submits; }
+EXPORT int fake_cufile_batch_largest_submit(void) { return batch_largest_submit; }
+EXPORT int fake_cufile_batch_cancels(void) { return batch_cancels; }
 EXPORT const char *fake_cufile_param_string(int param) {
     return (param >= 0 && param < 8) ? param_string[param] : NULL;
 }
@@ -188,7 +214,7 @@ EXPORT fake_status cuFileDriverGetProperties(void *out) {
     p.per_buffer_cache_size = 1024;
     p.max_device_pinned_mem_size = set_max_pinned ? (unsigned)set_max_pinned : 33554432;
     pthread_mutex_unlock(&lock);
-    p.max_batch_io_size = 128;
+    p.max_batch_io_size = (unsigned)env_int("FAKE_CUFILE_MAX_BATCH", 128);
     p.max_batch_io_timeout_msecs = 5;
     memcpy(out, &p, sizeof p);
     return status(0);
@@ -418,6 +444,127 @@ EXPORT fake_status cuFileWriteAsync(void *fh, void *base, size_t *size_p, off_t 
     return status(0);
 }
 #endif
+
+/* Same layouts as CUfileIOParams_t and CUfileIOEvents_t. */
+struct fake_batch_io {
+    int mode;
+    union {
+        struct { void *devPtr_base; off_t file_offset; off_t devPtr_offset; size_t size; } batch;
+    } u;
+    void *fh;
+    int opcode;
+    void *cookie;
+};
+_Static_assert(sizeof(struct fake_batch_io) == 64, "CUfileIOParams_t is 64 bytes");
+_Static_assert(offsetof(struct fake_batch_io, fh) == 40 && offsetof(struct fake_batch_io, cookie) == 56, "CUfileIOParams_t");
+struct fake_batch_event { void *cookie; unsigned status; size_t ret; };
+_Static_assert(sizeof(struct fake_batch_event) == 24, "CUfileIOEvents_t is 24 bytes");
+
+#define BATCH_MAGIC 0xBA7C4u
+#define FAKE_BATCH_MAX 1024
+struct fake_batch { uint32_t magic; unsigned max_nr, queued; struct fake_batch_event *events; };
+
+EXPORT fake_status cuFileBatchIOSetUp(void **out, unsigned max_nr) {
+    if (!out) return status(5022);
+    int r = env_int("FAKE_CUFILE_BATCH_SETUP_RESULT", 0);
+    if (r != 0) return status(r);
+    unsigned limit = (unsigned)env_int("FAKE_CUFILE_MAX_BATCH", 128);
+    if (max_nr == 0 || max_nr > limit || max_nr > FAKE_BATCH_MAX) return status(5022);
+    struct fake_batch *b = calloc(1, sizeof *b);
+    if (b) b->events = calloc(max_nr, sizeof *b->events);
+    if (!b || !b->events) { free(b); return status(5043); }
+    b->magic = BATCH_MAGIC;
+    b->max_nr = max_nr;
+    *out = b;
+    pthread_mutex_lock(&lock);
+    batch_live++;
+    batch_setups++;
+    pthread_mutex_unlock(&lock);
+    return status(0);
+}
+
+static struct fake_batch *batch_of(void *h) {
+    struct fake_batch *b = h;
+    return b && b->magic == BATCH_MAGIC ? b : NULL;
+}
+
+/* Runs one I/O; its event's status and ret. */
+static struct fake_batch_event run_batch_io(const struct fake_batch_io *io) {
+    struct fake_batch_event ev = { io->cookie, 16 /* COMPLETE */, 0 };
+    long cookie = (long)(intptr_t)io->cookie;
+    size_t size = io->u.batch.size;
+    ssize_t ret;
+    if (io->mode != 1 || (io->opcode != 0 && io->opcode != 1)) {
+        ev.status = 4; /* INVALID */
+        ret = -5022;
+    } else if (cookie == env_int("FAKE_CUFILE_BATCH_FAIL_COOKIE", -1)) {
+        ev.status = 64; /* FAILED */
+        ret = -5;
+    } else {
+        if (cookie == env_int("FAKE_CUFILE_BATCH_SHORT_COOKIE", -1) && size > 1) size /= 2;
+        ret = -5022;
+#ifndef FAKE_CUFILE_MISSING_READ
+        if (io->opcode == 0) ret = cuFileRead(io->fh, io->u.batch.devPtr_base, size, io->u.batch.file_offset, io->u.batch.devPtr_offset);
+#endif
+#ifndef FAKE_CUFILE_MISSING_WRITE
+        if (io->opcode == 1) ret = cuFileWrite(io->fh, io->u.batch.devPtr_base, size, io->u.batch.file_offset, io->u.batch.devPtr_offset);
+#endif
+        if (ret < 0) ev.status = 64;
+    }
+    if (cookie == env_int("FAKE_CUFILE_BATCH_BAD_COOKIE", -1)) ev.cookie = (void *)(intptr_t)(cookie + 1000000);
+    ev.ret = (size_t)ret;
+    return ev;
+}
+
+EXPORT fake_status cuFileBatchIOSubmit(void *h, unsigned nr, struct fake_batch_io *ios, unsigned flags) {
+    struct fake_batch *b = batch_of(h);
+    if (!b || !ios || flags != 0) return status(5022);
+    if (nr == 0 || nr + b->queued > b->max_nr) return status(5040);
+    for (unsigned i = 0; i < nr; i++) {
+        struct fake_batch_event ev = run_batch_io(&ios[i]);
+        long cookie = (long)(intptr_t)ios[i].cookie;
+        if (ios[i].u.batch.size > 0 && cookie != env_int("FAKE_CUFILE_BATCH_LOST_COOKIE", -1)) b->events[b->queued++] = ev;
+    }
+    pthread_mutex_lock(&lock);
+    batch_submits++;
+    if ((int)nr > batch_largest_submit) batch_largest_submit = (int)nr;
+    pthread_mutex_unlock(&lock);
+    return status(0);
+}
+
+#ifndef FAKE_CUFILE_NO_BATCH
+EXPORT fake_status cuFileBatchIOGetStatus(void *h, unsigned min_nr, unsigned *nr, struct fake_batch_event *events, struct timespec *timeout) {
+    struct fake_batch *b = batch_of(h);
+    if (!b || !nr || !events || !timeout || min_nr > *nr) return status(5022);
+    int r = env_int("FAKE_CUFILE_BATCH_STATUS_RESULT", 0);
+    if (r != 0) return status(r);
+    unsigned n = 0;
+    while (n < *nr && n < 7 && b->queued > 0) events[n++] = b->events[--b->queued];
+    *nr = n;
+    return status(0);
+}
+#endif
+
+EXPORT fake_status cuFileBatchIOCancel(void *h) {
+    struct fake_batch *b = batch_of(h);
+    if (!b) return status(5022);
+    b->queued = 0;
+    pthread_mutex_lock(&lock);
+    batch_cancels++;
+    pthread_mutex_unlock(&lock);
+    return status(0);
+}
+
+EXPORT void cuFileBatchIODestroy(void *h) {
+    struct fake_batch *b = batch_of(h);
+    if (!b) return;
+    b->magic = 0;
+    free(b->events);
+    free(b);
+    pthread_mutex_lock(&lock);
+    batch_live--;
+    pthread_mutex_unlock(&lock);
+}
 
 #ifndef FAKE_CUFILE_NO_STATS
 EXPORT fake_status cuFileSetStatsLevel(int level) {

@@ -3,9 +3,11 @@
 //! with it (`file`) and the submission calls that move a task's bytes: `synchronous`,
 //! `cuFileRead` / `cuFileWrite` per task on the calling thread, and `stream_ordered`,
 //! `cuFileReadAsync` / `cuFileWriteAsync` of a whole call on a registered CUDA stream
-//! (`GDSROUTE_CUFILE_ASYNC=native`). Batches (`cuFileBatchIOSetUp` / `cuFileBatchIOSubmit`, many
-//! ranges of one or more files in one submission) go beside them in `batch.rs`.
+//! (`GDSROUTE_CUFILE_ASYNC=native`), and `batch`, many I/Os of one or more files through
+//! `cuFileBatchIOSetUp` / `Submit` / `GetStatus` on the calling thread, in windows of at most the
+//! driver's `max_batch_io_size`.
 
+pub(crate) mod batch;
 pub(crate) mod buffers;
 pub(crate) mod driver_settings;
 pub(crate) mod file;

@@ -8,7 +8,16 @@ use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::sys::cuda::{MemoryKind, ScopedContext};
 use crate::sys::cufile::{CufileHandle, CufileLibrary, IoFailure, code_message};
+use std::cell::Cell;
 use std::ffi::c_void;
+use std::sync::Mutex;
+
+thread_local! {
+    /// This thread has made a cuFile read or write (cuFile's per-thread state exists).
+    static THREAD_SET_UP: Cell<bool> = const { Cell::new(false) };
+}
+/// Held by a thread through its first cuFile read or write.
+static FIRST_CALLS: Mutex<()> = Mutex::new(());
 
 /// Moves `len` bytes at `offset` of the registered file between it and the device memory at
 /// `base + base_offset`, in `direction`, looping over short counts. A read (`cuFileRead`) stops
@@ -39,18 +48,26 @@ pub(crate) unsafe fn task(
     let _call = CufileCall::enter().ok_or_else(|| Error::CufileUnavailable("cuFile was shut down".into()))?;
     let _context = ScopedContext::for_kind(kind).map_err(Error::from)?;
     crate::trace::event("cufile_task.start", len as u64);
+    // A thread's first cuFile call sets up cuFile's state for that thread; those run one at a
+    // time in the process. cuFile serialises that set-up itself (docs/performance.md, "The first
+    // read of a fresh process"), so this costs nothing measurable; it is the candidate fix for
+    // the SIGFPE inside cuFileRead with thousands of small files in flight (README, "Known
+    // issues"), not yet run on the GPU machine.
+    let _first_call = (!THREAD_SET_UP.get()).then(|| FIRST_CALLS.lock().unwrap_or_else(|p| p.into_inner()));
     // SAFETY: forwarded from the caller.
     let done = unsafe { transfer(direction, op, library, handle, path, base, base_offset, len, offset) };
+    THREAD_SET_UP.set(true);
     crate::trace::event("cufile_task.end", *done.as_ref().unwrap_or(&0) as u64);
     done
 }
 
-/// The loop of [`task`] over cuFile's short counts.
+/// The loop of [`task`] over cuFile's short counts, inside the caller's call gate and context
+/// (`batch` finishes a batch read that came back short with it).
 ///
 /// # Safety
 /// As for [`task`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn transfer(
+pub(super) unsafe fn transfer(
     direction: Direction,
     op: &'static str,
     library: &CufileLibrary,

@@ -1,5 +1,5 @@
 //! Finds and dlopens libcufile at run time and resolves each symbol on its own, so a library that
-//! lacks an optional API (statistics before 1.15, parameters, buffers) still loads. Nothing here
+//! lacks an optional API (statistics before 1.15, parameters, buffers, batches) still loads. Nothing here
 //! opens the cuFile driver; `driver.rs` and `stats.rs` add the calls on top of these pointers.
 //!
 //! One job: the table of libcufile's symbols and the thin call for each.
@@ -7,6 +7,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::AtomicUsize;
 
 use libloading::Library;
@@ -48,6 +49,53 @@ pub(crate) struct RawCufileDescr {
     pub fs_ops: *const c_void,
 }
 
+/// `CUFILE_BATCH`, the only `CUfileBatchMode_t`.
+pub(crate) const BATCH_MODE: c_int = 1;
+/// `CUFILE_READ` / `CUFILE_WRITE` (`CUfileOpcode_t`).
+pub(crate) const BATCH_READ: c_int = 0;
+pub(crate) const BATCH_WRITE: c_int = 1;
+
+/// `CUfileIOParams_t` (64 bytes), its union flattened to the `batch` member, the only one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawBatchIo {
+    /// [`BATCH_MODE`].
+    pub mode: c_int,
+    /// `u.batch.devPtr_base`: device or host memory.
+    pub dev_base: *mut c_void,
+    pub file_offset: i64,
+    /// `u.batch.devPtr_offset`.
+    pub dev_offset: i64,
+    pub size: usize,
+    /// `fh`: a registered `CUfileHandle_t`.
+    pub handle: *mut c_void,
+    /// [`BATCH_READ`] or [`BATCH_WRITE`].
+    pub opcode: c_int,
+    /// Returned unchanged in the I/O's event.
+    pub cookie: *mut c_void,
+}
+
+/// `CUfileStatus_t` bits of an event (`CUfileIOEvents_t::status`) that end an I/O; the other
+/// two, WAITING (1) and PENDING (2), do not.
+pub(crate) mod batch_status {
+    pub(crate) const INVALID: u32 = 4;
+    pub(crate) const CANCELED: u32 = 8;
+    pub(crate) const COMPLETE: u32 = 16;
+    pub(crate) const TIMEOUT: u32 = 32;
+    pub(crate) const FAILED: u32 = 64;
+}
+
+/// `CUfileIOEvents_t` (24 bytes): one finished I/O of a batch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawBatchEvent {
+    pub cookie: *mut c_void,
+    /// [`batch_status`] bits.
+    pub status: u32,
+    /// `size_t` in the header, but "-ve error or amount of I/O done": read it as `isize`.
+    pub ret: usize,
+}
+
 pub(crate) type FnGetVersion = unsafe extern "C" fn(*mut c_int) -> RawCufileError;
 pub(crate) type FnVoid = unsafe extern "C" fn() -> RawCufileError;
 pub(crate) type FnGetProperties = unsafe extern "C" fn(*mut c_void) -> RawCufileError;
@@ -70,6 +118,16 @@ pub(crate) type FnSetParamString = unsafe extern "C" fn(c_int, *const c_char) ->
 pub(crate) type FnAsync = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut usize, *mut i64, *mut i64, *mut isize, *mut c_void) -> RawCufileError;
 pub(crate) type FnStreamRegister = unsafe extern "C" fn(*mut c_void, u32) -> RawCufileError;
 pub(crate) type FnStreamDeregister = unsafe extern "C" fn(*mut c_void) -> RawCufileError;
+/// `cuFileBatchIOSetUp(CUfileBatchHandle_t *, unsigned max_nr)`.
+pub(crate) type FnBatchSetUp = unsafe extern "C" fn(*mut *mut c_void, u32) -> RawCufileError;
+/// `cuFileBatchIOSubmit(handle, unsigned nr, CUfileIOParams_t *, unsigned flags)`.
+pub(crate) type FnBatchSubmit = unsafe extern "C" fn(*mut c_void, u32, *mut RawBatchIo, u32) -> RawCufileError;
+/// `cuFileBatchIOGetStatus(handle, unsigned min_nr, unsigned *nr, CUfileIOEvents_t *, struct timespec *)`.
+pub(crate) type FnBatchGetStatus = unsafe extern "C" fn(*mut c_void, u32, *mut u32, *mut RawBatchEvent, *mut libc::timespec) -> RawCufileError;
+/// `cuFileBatchIOCancel(handle)`.
+pub(crate) type FnBatchCancel = unsafe extern "C" fn(*mut c_void) -> RawCufileError;
+/// `cuFileBatchIODestroy(handle)`.
+pub(crate) type FnBatchDestroy = unsafe extern "C" fn(*mut c_void);
 
 /// Every entry point this crate may call; `None` when the library does not export it.
 #[derive(Clone, Copy, Default)]
@@ -104,6 +162,13 @@ pub(crate) struct Symbols {
     pub write_async: Option<FnAsync>,
     pub stream_register: Option<FnStreamRegister>,
     pub stream_deregister: Option<FnStreamDeregister>,
+    /// The batch API (cuFile 1.2): `cuFileBatchIOSetUp`, `Submit`, `GetStatus`, `Cancel`,
+    /// `Destroy`; all optional.
+    pub batch_setup: Option<FnBatchSetUp>,
+    pub batch_submit: Option<FnBatchSubmit>,
+    pub batch_get_status: Option<FnBatchGetStatus>,
+    pub batch_cancel: Option<FnBatchCancel>,
+    pub batch_destroy: Option<FnBatchDestroy>,
 }
 
 /// One candidate that failed to dlopen, with the loader's message.
@@ -158,6 +223,9 @@ pub struct CufileLibrary {
     version: Option<i32>,
     /// Successful `driver_open` calls not yet matched by `driver_close` (ours only).
     pub(crate) opens: AtomicUsize,
+    /// Batch handles set up and idle, `(handle, capacity)`, for the next batch to reuse
+    /// (`driver.rs`, `CufileBatch`); never destroyed once here.
+    pub(crate) idle_batches: Mutex<Vec<(usize, u32)>>,
     _lib: Library,
 }
 
@@ -251,6 +319,11 @@ impl CufileLibrary {
                 write_async: resolve(&lib, "cuFileWriteAsync"),
                 stream_register: resolve(&lib, "cuFileStreamRegister"),
                 stream_deregister: resolve(&lib, "cuFileStreamDeregister"),
+                batch_setup: resolve(&lib, "cuFileBatchIOSetUp"),
+                batch_submit: resolve(&lib, "cuFileBatchIOSubmit"),
+                batch_get_status: resolve(&lib, "cuFileBatchIOGetStatus"),
+                batch_cancel: resolve(&lib, "cuFileBatchIOCancel"),
+                batch_destroy: resolve(&lib, "cuFileBatchIODestroy"),
             }
         };
         let required = [
@@ -275,6 +348,7 @@ impl CufileLibrary {
             failed,
             version,
             opens: AtomicUsize::new(0),
+            idle_batches: Mutex::new(Vec::new()),
             _lib: lib,
         })
     }
@@ -333,6 +407,11 @@ impl CufileLibrary {
             ("cuFileWriteAsync", s.write_async.is_some()),
             ("cuFileStreamRegister", s.stream_register.is_some()),
             ("cuFileStreamDeregister", s.stream_deregister.is_some()),
+            ("cuFileBatchIOSetUp", s.batch_setup.is_some()),
+            ("cuFileBatchIOSubmit", s.batch_submit.is_some()),
+            ("cuFileBatchIOGetStatus", s.batch_get_status.is_some()),
+            ("cuFileBatchIOCancel", s.batch_cancel.is_some()),
+            ("cuFileBatchIODestroy", s.batch_destroy.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, present)| (!present).then_some(name))
@@ -383,6 +462,26 @@ mod tests {
         assert_eq!(offset_of!(RawCufileError, cu_err), 4);
     }
 
+    /// `CUfileIOParams_t` and `CUfileIOEvents_t` as measured with gcc against cufile.h 1.15 and
+    /// 1.20 on x86-64 (identical in both).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn batch_layouts_match_header() {
+        assert_eq!(size_of::<RawBatchIo>(), 64);
+        assert_eq!(offset_of!(RawBatchIo, mode), 0);
+        assert_eq!(offset_of!(RawBatchIo, dev_base), 8);
+        assert_eq!(offset_of!(RawBatchIo, file_offset), 16);
+        assert_eq!(offset_of!(RawBatchIo, dev_offset), 24);
+        assert_eq!(offset_of!(RawBatchIo, size), 32);
+        assert_eq!(offset_of!(RawBatchIo, handle), 40);
+        assert_eq!(offset_of!(RawBatchIo, opcode), 48);
+        assert_eq!(offset_of!(RawBatchIo, cookie), 56);
+        assert_eq!(size_of::<RawBatchEvent>(), 24);
+        assert_eq!(offset_of!(RawBatchEvent, cookie), 0);
+        assert_eq!(offset_of!(RawBatchEvent, status), 8);
+        assert_eq!(offset_of!(RawBatchEvent, ret), 16);
+    }
+
     /// Opt-in: with `GDSROUTE_CUFILE_INCLUDE` naming a directory holding NVIDIA's cufile.h,
     /// compiles a probe against it (with a stub cuda.h) and compares every layout we rely on.
     #[test]
@@ -408,6 +507,11 @@ int main(void) {
   P(offsetof(CUfileStatsLevel3_t, per_gpu_stats)); P(sizeof(CUfilePerGpuStats_t));
   P(offsetof(CUfilePerGpuStats_t, n_total_reads)); P(offsetof(CUfilePerGpuStats_t, n_reads_err));
   P(CU_FILE_HANDLE_TYPE_OPAQUE_FD); P(CUFILE_PARAM_ENV_LOGFILE_PATH);
+  P(sizeof(CUfileIOParams_t)); P(offsetof(CUfileIOParams_t, u.batch.devPtr_base));
+  P(offsetof(CUfileIOParams_t, u.batch.size)); P(offsetof(CUfileIOParams_t, fh));
+  P(offsetof(CUfileIOParams_t, opcode)); P(offsetof(CUfileIOParams_t, cookie));
+  P(sizeof(CUfileIOEvents_t)); P(offsetof(CUfileIOEvents_t, status)); P(offsetof(CUfileIOEvents_t, ret));
+  P(CUFILE_BATCH); P(CUFILE_WRITE); P(CUFILE_COMPLETE); P(CUFILE_FAILED);
   return 0;
 }"#;
         std::fs::write(dir.path().join("probe.c"), probe).unwrap();
@@ -443,7 +547,25 @@ int main(void) {
         );
         let version = if v[6] > 5000 { 1190 } else { 1150 };
         let (num_at, gpus_at) = crate::sys::cufile::l3_offsets(version);
-        assert_eq!(v[6..], [v[6], num_at, gpus_at, 248, 48, 112, 1, 1]);
+        assert_eq!(v[6..14], [v[6], num_at, gpus_at, 248, 48, 112, 1, 1]);
+        assert_eq!(
+            v[14..],
+            [
+                size_of::<RawBatchIo>(),
+                offset_of!(RawBatchIo, dev_base),
+                offset_of!(RawBatchIo, size),
+                offset_of!(RawBatchIo, handle),
+                offset_of!(RawBatchIo, opcode),
+                offset_of!(RawBatchIo, cookie),
+                size_of::<RawBatchEvent>(),
+                offset_of!(RawBatchEvent, status),
+                offset_of!(RawBatchEvent, ret),
+                BATCH_MODE as usize,
+                BATCH_WRITE as usize,
+                batch_status::COMPLETE as usize,
+                batch_status::FAILED as usize,
+            ]
+        );
         assert!(v[6] <= 8192, "L3 no longer fits the 8 KiB buffer");
     }
 

@@ -1,5 +1,5 @@
 //! Run-time binding to NVIDIA's libcufile (GPUDirect Storage): loading and symbol resolution
-//! (`library`), driver and read calls (`driver`), statistics (`stats`) and status codes
+//! (`library`), driver, I/O and batch calls (`driver`), statistics (`stats`) and status codes
 //! (`codes`). No cudarc here; the CUDA layer opens the driver through this module once CUDA works.
 #![deny(missing_docs)]
 
@@ -15,7 +15,10 @@ pub(crate) use codes::{CufileFailure, code_message};
 pub use driver::log_configuration;
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use driver::DriverControl;
-pub(crate) use driver::{CufileHandle, DriverProperties};
+pub(crate) use driver::{CufileBatch, DriverProperties};
+#[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
+pub use driver::CufileHandle;
+pub(crate) use library::{RawBatchEvent, batch_status};
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use library::{CufileLibrary, LIBRARY_ENV_VAR, LoadError};
 pub(crate) use stats::for_each_cufile_counter;
