@@ -41,18 +41,36 @@ names=collections.Counter(e[3] for e in ev); print(dict(names.most_common(12)))
 PY
 echo "=== cuFile route: which modes crash"
 bash tools/gpu/udev-entry.sh "$B" > /dev/null
-for mode in inflight batch; do
-  for fd in buffered direct; do
-    GDSROUTE_CUFILE_FD=$fd "$D/many_files" $B 4096 64K $mode --warm-up --no-verify > /tmp/o.txt 2>&1; echo "mode=$mode fd=$fd exit=$? $(grep -E '^MANY' /tmp/o.txt | cut -c1-160)"
+# The library as it was (.device/unserialised, if there) beside the one built now.
+for lib in unserialised .; do
+  [ -f "$D/$lib/libgdsroute.so.0" ] || continue
+  for mode in inflight batch; do
+    for r in 1 2 3; do
+      LD_LIBRARY_PATH=$D/$lib "$D/many_files" $B 4096 64K $mode --warm-up --no-verify > /tmp/o.txt 2>&1; echo "lib=$lib mode=$mode exit=$? $(grep -E '^MANY' /tmp/o.txt | cut -c1-200)"
+    done
   done
 done
-"$D/many_files" $B 512 64K batch --warm-up --no-verify > /tmp/o.txt 2>&1; echo "512 files batch exit=$?"
-"$D/many_files" $B 512 64K batch --warm-up --no-verify --threads 1 > /tmp/o.txt 2>&1; echo "512 files batch, 1 thread exit=$?"
+echo "=== cuFile route: where a small file's 1.2 ms goes (trace build, 256 files one after another)"
+LD_LIBRARY_PATH=$D/trace GDSROUTE_TRACE_FILE=/tmp/trace2.txt "$D/many_files" $B 256 64K serial --warm-up --no-verify | grep MANY | cut -c1-200
+python3 - /tmp/trace2.txt <<'PY'
+import sys, collections
+ev=[l.split() for l in open(sys.argv[1]) if l.startswith("TRACE ")]
+open_={}; d=collections.defaultdict(list)
+pairs={"cufile.register.start":"cufile.register.end","cufile_task.start":"cufile_task.end","pread":None}
+last={}
+for _,t,th,name,val in ev:
+    t=float(t)
+    if name.endswith(".start"): open_[(th,name[:-6])]=t
+    elif name.endswith(".end") and (th,name[:-4]) in open_: d[name[:-4]].append(t-open_.pop((th,name[:-4])))
+    if name=="pread": last[th]=t
+for k,v in sorted(d.items()):
+    v.sort(); print("%-24s n %5d median_us %8.1f p90 %8.1f" % (k, len(v), v[len(v)//2], v[int(len(v)*.9)]))
+PY
 echo "=== gpu_batch with the udev record"
 timeout 120 "$D/gpu_batch" --ignored --test-threads 1 --nocapture 2>&1 | tail -5; echo "exit $?"
 G=$(command -v gdb || command -v cuda-gdb || ls /usr/local/cuda*/bin/cuda-gdb 2>/dev/null | head -1)
 echo "debugger: ${G:-none}"
 if [ -n "$G" ]; then
-  timeout 150 "$G" -batch -ex run -ex bt --args "$D/many_files" $B 4096 64K batch --warm-up --no-verify 2>&1 | grep -E "^#|SIGFPE|signal|exited" | head -30
+  LD_LIBRARY_PATH=$D/unserialised timeout 150 "$G" -batch -ex run -ex bt --args "$D/many_files" $B 4096 64K batch --warm-up --no-verify 2>&1 | grep -E "^#|SIGFPE|signal|exited" | head -30
 fi
 rm -rf /run/udev
