@@ -17,7 +17,7 @@ use std::ffi::c_int;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 /// Every test holds this: they set the environment the fake reads and share its counters.
 static LOCK: Mutex<()> = Mutex::new(());
@@ -32,34 +32,8 @@ const ENV_VARS: [&str; 7] = [
     "FAKE_CUFILE_BATCH_LOST_COOKIE",
 ];
 
-struct Env {
-    _guard: MutexGuard<'static, ()>,
-}
-
-impl Env {
-    fn new() -> Env {
-        let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        clear_env();
-        Env { _guard: guard }
-    }
-
-    fn set(&self, key: &str, value: &str) {
-        // SAFETY: every test holds LOCK while it reads or writes the environment.
-        unsafe { std::env::set_var(key, value) }
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        clear_env();
-    }
-}
-
-fn clear_env() {
-    for k in ENV_VARS {
-        // SAFETY: called with LOCK held.
-        unsafe { std::env::remove_var(k) }
-    }
+fn env() -> common::ScopedEnv {
+    common::ScopedEnv::new(&LOCK, &ENV_VARS)
 }
 
 /// Compiles the fake (once per variant) and returns its path.
@@ -147,7 +121,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 #[test]
 fn three_hundred_mixed_ios_in_windows_of_128_move_every_byte() {
-    let _env = Env::new();
+    let _env = env();
     let (lib, hooks) = load(None);
     assert!(available(&lib));
     const LEN: usize = (1 << 20) + 777;
@@ -240,7 +214,7 @@ fn three_hundred_mixed_ios_in_windows_of_128_move_every_byte() {
 
 #[test]
 fn a_smaller_driver_limit_gives_smaller_windows() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_MAX_BATCH", "16");
     let (lib, hooks) = load(None);
     let data = pattern(40_000, 4);
@@ -256,7 +230,7 @@ fn a_smaller_driver_limit_gives_smaller_windows() {
 
 #[test]
 fn a_failing_io_fails_alone_with_its_file_offset_and_code() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_BATCH_FAIL_COOKIE", "137");
     let (lib, hooks) = load(None);
     let data = pattern(300_000, 5);
@@ -283,7 +257,7 @@ fn a_failing_io_fails_alone_with_its_file_offset_and_code() {
 
 #[test]
 fn a_read_cufile_ends_short_is_finished_and_a_short_write_fails() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_BATCH_SHORT_COOKIE", "2");
     let (lib, _hooks) = load(None);
     let data = pattern(10_000, 6);
@@ -318,7 +292,7 @@ fn a_read_cufile_ends_short_is_finished_and_a_short_write_fails() {
 
 #[test]
 fn a_refused_set_up_means_nothing_ran() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_BATCH_SETUP_RESULT", "5049");
     let (lib, hooks) = load(None);
     let src = file_with(&pattern(4000, 7));
@@ -346,7 +320,7 @@ fn a_refused_set_up_means_nothing_ran() {
 
 #[test]
 fn a_failing_status_query_cancels_and_answers_every_io() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_BATCH_STATUS_RESULT", "5041");
     let (lib, hooks) = load(None);
     let src = file_with(&pattern(200_000, 8));
@@ -370,7 +344,7 @@ fn a_failing_status_query_cancels_and_answers_every_io() {
 
 #[test]
 fn an_event_under_an_unknown_cookie_is_an_internal_error_for_its_io() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_BATCH_BAD_COOKIE", "5");
     let (lib, hooks) = load(None);
     let data = pattern(10_000, 9);
@@ -392,7 +366,7 @@ fn an_event_under_an_unknown_cookie_is_an_internal_error_for_its_io() {
 
 #[test]
 fn an_io_cufile_never_reports_is_an_internal_error_not_a_hang() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_BATCH_LOST_COOKIE", "4");
     let (lib, hooks) = load(None);
     let src = file_with(&pattern(10_000, 15));
@@ -415,7 +389,7 @@ fn an_io_cufile_never_reports_is_an_internal_error_not_a_hang() {
 
 #[test]
 fn a_panic_in_done_waits_for_the_window_and_stops_the_rest() {
-    let _env = Env::new();
+    let _env = env();
     let (lib, hooks) = load(None);
     let src = file_with(&pattern(300_000, 10));
     let src_file = std::fs::File::open(src.path()).unwrap();
@@ -439,7 +413,7 @@ fn a_panic_in_done_waits_for_the_window_and_stops_the_rest() {
 
 #[test]
 fn a_window_whose_context_fails_fails_alone() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_MAX_BATCH", "3");
     let (lib, hooks) = load(None);
     let data = pattern(7000, 11);
@@ -479,7 +453,7 @@ fn nvidia_cufile_when_asked() {
         eprintln!("GDSROUTE_TEST_REAL_CUFILE not set; skipped");
         return;
     };
-    let _env = Env::new();
+    let _env = env();
     let _context = common::gpu::on_device0();
     let lib = CufileLibrary::load((!path.is_empty()).then_some(Path::new(&path))).unwrap();
     lib.driver_open().unwrap();

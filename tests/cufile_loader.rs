@@ -9,7 +9,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use gdsroute::testing::cufile::{
     DriverControl,
@@ -44,41 +44,8 @@ const ENV_VARS: [&str; 16] = [
     "CUFILE_STATS_LEVEL",
 ];
 
-/// Holds the lock and cleans the environment on entry and exit.
-struct Env {
-    _guard: MutexGuard<'static, ()>,
-}
-
-impl Env {
-    fn new() -> Env {
-        let guard = ENV_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        clear_env();
-        Env { _guard: guard }
-    }
-
-    fn set(&self, key: &str, value: impl AsRef<std::ffi::OsStr>) {
-        // SAFETY: every test that reads or writes the environment holds ENV_LOCK, and the library
-        // under test reads it only from the thread running the test.
-        unsafe { std::env::set_var(key, value) }
-    }
-
-    fn remove(&self, key: &str) {
-        // SAFETY: as in `set`.
-        unsafe { std::env::remove_var(key) }
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        clear_env();
-    }
-}
-
-fn clear_env() {
-    for k in ENV_VARS {
-        // SAFETY: called with ENV_LOCK held (from `Env`).
-        unsafe { std::env::remove_var(k) }
-    }
+fn env() -> common::ScopedEnv {
+    common::ScopedEnv::new(&ENV_LOCK, &ENV_VARS)
 }
 
 #[derive(Clone, Copy)]
@@ -185,7 +152,7 @@ fn data_file(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
 
 #[test]
 fn version_is_reported_as_the_library_returns_it() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_VERSION", "1150");
     let (lib, _h) = load(Variant::Full);
     assert_eq!(
@@ -208,7 +175,7 @@ fn version_is_reported_as_the_library_returns_it() {
 
 #[test]
 fn absent_version_symbol_is_unknown_and_disables_stats() {
-    let _env = Env::new();
+    let _env = env();
     let (lib, _h) = load(Variant::NoVersion);
     assert_eq!(lib.version(), None);
     assert_eq!(lib.version_string(), "unknown");
@@ -219,7 +186,7 @@ fn absent_version_symbol_is_unknown_and_disables_stats() {
 
 #[test]
 fn missing_required_symbol_names_it() {
-    let _env = Env::new();
+    let _env = env();
     let path = fake(Variant::MissingRead);
     let err = CufileLibrary::load_candidates(&[&path]).unwrap_err();
     assert!(
@@ -241,7 +208,7 @@ fn missing_required_symbol_names_it() {
 
 #[test]
 fn old_library_without_stats_loads_and_reports_missing_api() {
-    let _env = Env::new();
+    let _env = env();
     let (lib, _h) = load(Variant::NoStats);
     assert!(lib.stats().is_none());
     match lib.stats_support() {
@@ -263,7 +230,7 @@ fn old_library_without_stats_loads_and_reports_missing_api() {
 
 #[test]
 fn version_below_1150_disables_stats_even_with_symbols() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_VERSION", "1140");
     let (lib, _h) = load(Variant::Full);
     assert!(matches!(lib.stats_support(), StatsSupport::MissingApi(r) if r.contains("older")));
@@ -271,7 +238,7 @@ fn version_below_1150_disables_stats_even_with_symbols() {
 
 #[test]
 fn driver_open_close_and_properties() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_OPEN_RESULT", "5001");
     let (lib, hooks) = load(Variant::Full);
     let err = lib.driver_open().unwrap_err();
@@ -310,7 +277,7 @@ fn driver_open_close_and_properties() {
 
 #[test]
 fn driver_settings_reach_cufile_with_their_values() {
-    let _env = Env::new();
+    let _env = env();
     let (lib, hooks) = load(Variant::Full);
     assert_eq!(hooks.int("fake_cufile_open_count"), 0);
     for control in [
@@ -335,7 +302,7 @@ fn driver_settings_reach_cufile_with_their_values() {
 
 #[test]
 fn register_failure_reports_code_and_message() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_REGISTER_RESULT", "5027");
     let (lib, hooks) = load(Variant::Full);
     let (file, _) = data_file(16);
@@ -352,7 +319,7 @@ fn register_failure_reports_code_and_message() {
 
 #[test]
 fn handle_deregisters_on_drop_and_fd_reaches_the_library() {
-    let _env = Env::new();
+    let _env = env();
     let (lib, hooks) = load(Variant::Full);
     let (file, _) = data_file(16);
     let fd = file.as_file().as_raw_fd();
@@ -416,7 +383,7 @@ impl Registration {
 
 #[test]
 fn auto_registers_the_buffered_descriptor_without_nvidia_fs() {
-    let _env = Env::new(); // nvidia-fs 0.0
+    let _env = env(); // nvidia-fs 0.0
     let r = Registration::new(CufileFd::Auto, false).unwrap();
     assert_eq!(r.file.choice().descriptor, Descriptor::Buffered);
     assert!(r.own_fd(), "the handle's descriptor was not the one registered");
@@ -432,7 +399,7 @@ fn auto_registers_an_o_direct_descriptor_with_nvidia_fs() {
     if !direct_io_supported() {
         return;
     }
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_NVFS_MAJOR", "2");
     env.set("FAKE_CUFILE_NVFS_MINOR", "17");
     let r = Registration::new(CufileFd::Auto, false).unwrap();
@@ -448,7 +415,7 @@ fn forced_descriptors_ignore_nvidia_fs() {
     if !direct_io_supported() {
         return;
     }
-    let env = Env::new();
+    let env = env();
     // direct without nvidia-fs: KvikIO's behaviour; the access mode follows the handle's.
     let r = Registration::new(CufileFd::Direct, true).unwrap();
     assert_eq!(r.file.choice().descriptor, Descriptor::Direct);
@@ -466,7 +433,7 @@ fn forced_descriptors_ignore_nvidia_fs() {
 
 #[test]
 fn a_registered_buffered_descriptor_stays_open_until_deregistration() {
-    let _env = Env::new();
+    let _env = env();
     for setting in [CufileFd::Buffered, CufileFd::Direct] {
         if setting == CufileFd::Direct && !direct_io_supported() {
             continue;
@@ -489,7 +456,7 @@ fn a_registered_buffered_descriptor_stays_open_until_deregistration() {
 
 #[test]
 fn failed_registration_of_the_buffered_descriptor_is_a_reason_and_keeps_no_share() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_REGISTER_RESULT", "5027");
     let (lib, _hooks) = load(Variant::Full);
     let (tmp, _) = data_file(16);
@@ -502,7 +469,7 @@ fn failed_registration_of_the_buffered_descriptor_is_a_reason_and_keeps_no_share
 
 #[test]
 fn read_decoding_for_each_mode() {
-    let env = Env::new();
+    let env = env();
     let (lib, _h) = load(Variant::Full);
     let (file, data) = data_file(20000);
     let h = lib.register_handle(file.as_file().as_raw_fd()).unwrap();
@@ -545,7 +512,7 @@ fn read_decoding_for_each_mode() {
 }
 
 /// Runs a fixed set of reads under stats level 3 and returns the totals.
-fn stats_run(env: &Env, version: &str, num_gpus: &str) -> gdsroute::testing::cufile::PerGpuTotals {
+fn stats_run(env: &common::ScopedEnv, version: &str, num_gpus: &str) -> gdsroute::testing::cufile::PerGpuTotals {
     env.set("FAKE_CUFILE_VERSION", version);
     env.set("FAKE_CUFILE_NUM_GPUS", num_gpus);
     let (lib, _h) = load(Variant::Full);
@@ -587,7 +554,7 @@ fn stats_run(env: &Env, version: &str, num_gpus: &str) -> gdsroute::testing::cuf
 
 #[test]
 fn stats_follow_the_1150_layout() {
-    let env = Env::new();
+    let env = env();
     let t = stats_run(&env, "1150", "1");
     assert_eq!(
         (
@@ -606,7 +573,7 @@ fn stats_follow_the_1150_layout() {
 
 #[test]
 fn stats_follow_the_1190_layout() {
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_ROUTE", "nvfs");
     let t = stats_run(&env, "1190", "1");
     assert_eq!(
@@ -621,7 +588,7 @@ fn stats_follow_the_1190_layout() {
 
 #[test]
 fn stats_sum_gpus_and_clamp_the_count() {
-    let env = Env::new();
+    let env = env();
     let t = stats_run(&env, "1200", "3");
     assert_eq!((t.n_total_reads, t.read_bytes), (12, 3 * 9192));
     let t = stats_run(&env, "1150", "40");
@@ -639,7 +606,7 @@ fn fake_uuid(g: u8) -> [u8; 16] {
 #[test]
 fn each_gpu_reports_its_own_counters_and_they_reach_their_device() {
     use gdsroute::testing::cufile::PerGpuSnapshot;
-    let env = Env::new();
+    let env = env();
     env.set("FAKE_CUFILE_VERSION", "1190");
     env.set("FAKE_CUFILE_NUM_GPUS", "3");
     env.set("FAKE_CUFILE_IO_GPU", "0");
@@ -696,7 +663,7 @@ fn each_gpu_reports_its_own_counters_and_they_reach_their_device() {
 
 #[test]
 fn log_configuration_respects_the_user() {
-    let env = Env::new();
+    let env = env();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cufile.json");
     std::fs::write(&json, "{ \"logging\": {\n // \"dir\": \"/home/x\",\n \"level\": \"ERROR\" } }").unwrap();
@@ -712,7 +679,7 @@ fn log_configuration_respects_the_user() {
 
 #[test]
 fn missing_library_lists_every_candidate_tried() {
-    let env = Env::new();
+    let env = env();
     env.set(LIBRARY_ENV_VAR, "/nonexistent/env/libcufile.so.0");
     let explicit = Path::new("/nonexistent/explicit/libcufile.so.0");
     let expected = [
@@ -742,7 +709,7 @@ fn missing_library_lists_every_candidate_tried() {
 
 #[test]
 fn env_var_selects_the_library() {
-    let env = Env::new();
+    let env = env();
     let path = fake(Variant::Full);
     env.set(LIBRARY_ENV_VAR, &path);
     let lib = CufileLibrary::load(None).unwrap();
@@ -758,7 +725,7 @@ fn real_library_smoke_without_driver_open() {
         eprintln!("GDSROUTE_TEST_REAL_CUFILE not set; skipped");
         return;
     };
-    let env = Env::new();
+    let env = env();
     let dir = tempfile::tempdir().unwrap();
     env.set("CUFILE_ENV_PATH_JSON", dir.path().join("absent.json"));
     let lib = CufileLibrary::load_candidates(&[PathBuf::from(path)]).expect("real libcufile loads");
@@ -793,7 +760,7 @@ fn without_cuda_the_verdict_is_cuda_even_with_a_library() {
     if common::cuda_works() {
         return; // about machines without CUDA
     }
-    let env = Env::new();
+    let env = env();
     env.set(LIBRARY_ENV_VAR, fake(Variant::Full));
     let (tmp, _) = data_file(4096);
     for mode in [gdsroute::settings::CompatMode::Auto, gdsroute::settings::CompatMode::Off] {

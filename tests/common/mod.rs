@@ -40,3 +40,43 @@ pub fn cuda_works() -> bool {
         sys::is_culib_present() && sys::cuInit(0) == sys::CUresult::CUDA_SUCCESS && sys::cuDeviceGetCount(&mut count) == sys::CUresult::CUDA_SUCCESS && count > 0
     }
 }
+
+/// A test's hold on the process environment: `lock` held (every test of the binary that touches
+/// the environment, or state the library reads from it, takes the same one) and `vars` removed
+/// on entry and again on drop, so that no test sees another's settings.
+pub struct ScopedEnv {
+    vars: &'static [&'static str],
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+impl ScopedEnv {
+    pub fn new(lock: &'static std::sync::Mutex<()>, vars: &'static [&'static str]) -> ScopedEnv {
+        let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let env = ScopedEnv { vars, _guard: guard };
+        env.clear();
+        env
+    }
+
+    pub fn set(&self, key: &str, value: impl AsRef<std::ffi::OsStr>) {
+        // SAFETY: every test that reads or writes the environment holds the lock, and the library
+        // under test reads it only from the thread running the test.
+        unsafe { std::env::set_var(key, value) }
+    }
+
+    pub fn remove(&self, key: &str) {
+        // SAFETY: as in `set`.
+        unsafe { std::env::remove_var(key) }
+    }
+
+    fn clear(&self) {
+        for k in self.vars {
+            self.remove(k);
+        }
+    }
+}
+
+impl Drop for ScopedEnv {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}

@@ -110,6 +110,14 @@ configs() {  # one configuration a line
     echo "K 16 serial --warm-up"; echo "K 16 inflight --warm-up"
 }
 
+trace_serial() {  # the phases of the first 32 files of each workload, cold and with --warm-up
+    for w in $WORKLOADS; do
+        IFS=: read -r wl n sz <<< "$w"
+        G serial --trace-each 32 --no-verify
+        G serial --trace-each 32 --no-verify --warm-up
+    done
+}
+
 one_round() {  # $1: odd or even (the order)
     local order=$1 wls=$WORKLOADS
     [ "$order" = even ] && wls=$(echo $WORKLOADS | tr ' ' '\n' | tac | tr '\n' ' ')
@@ -141,11 +149,7 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "=== POSIX route: phases of the first 32 files (serial)"
 round=trace
-for w in $WORKLOADS; do
-    IFS=: read -r wl n sz <<< "$w"
-    G serial --trace-each 32 --no-verify
-    G serial --trace-each 32 --no-verify --warm-up
-done
+trace_serial
 
 if [ "${MANY_CUFILE:-0}" = 1 ] && [ "$SECONDS" -gt "$BUDGET" ]; then
     echo "=== cuFile route skipped: the budget of ${BUDGET}s is spent (fewer ROUNDS leave room for it)"
@@ -154,11 +158,7 @@ elif [ "${MANY_CUFILE:-0}" = 1 ]; then
     route=cufile round=1
     one_round odd
     round=trace
-    for w in $WORKLOADS; do
-        IFS=: read -r wl n sz <<< "$w"
-        G serial --trace-each 32 --no-verify
-        G serial --trace-each 32 --no-verify --warm-up
-    done
+    trace_serial
     rm -rf /run/udev
 fi
 echo "=== done in ${SECONDS}s"
