@@ -364,7 +364,8 @@ impl Registration {
         let (tmp, data) = data_file(8192);
         let handle_file = std::fs::OpenOptions::new().read(true).write(write).open(tmp.path()).unwrap();
         let buffered = Arc::new(OwnedFd::from(handle_file));
-        let file = CufileFile::register(lib.leak(), setting, "test file", &buffered)?;
+        let lib = lib.leak();
+        let file = CufileFile::register(lib, setting, lib.properties().ok().map(|p| p.is_gds_available()), "test file", &buffered)?;
         Ok(Registration { file, buffered, hooks, _tmp: tmp, data })
     }
 
@@ -461,7 +462,7 @@ fn failed_registration_of_the_buffered_descriptor_is_a_reason_and_keeps_no_share
     let (lib, _hooks) = load(Variant::Full);
     let (tmp, _) = data_file(16);
     let buffered = Arc::new(OwnedFd::from(std::fs::File::open(tmp.path()).unwrap()));
-    let why = CufileFile::register(lib.leak(), CufileFd::Auto, "f", &buffered).err().unwrap();
+    let why = CufileFile::register(lib.leak(), CufileFd::Auto, None, "f", &buffered).err().unwrap();
     assert_eq!(why.reason, FallbackReason::RegisterFailed);
     assert!(why.message.contains("5027"), "{}", why.message);
     assert_eq!(Arc::strong_count(&buffered), 1);

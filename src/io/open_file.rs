@@ -177,7 +177,7 @@ impl OpenFile {
         // CUDA, libcufile, then AUTO's environment heuristics, then the driver (README's order).
         let gds = gds::process_for(compat_mode)?;
         let setting = settings::live().cufile_fd();
-        CufileFile::register(gds.library, setting, &self.path, &self.fd)
+        CufileFile::register(gds.library, setting, gds.gds_available(), &self.path, &self.fd)
     }
 
     /// Whether cuFile serves this file's device requests, for routing: [`OpenFile::cufile`], except

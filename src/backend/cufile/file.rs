@@ -22,17 +22,19 @@ pub struct CufileFile {
 
 impl CufileFile {
     /// Registers the file of `buffered` (`display` in messages) on the descriptor `setting`
-    /// chooses from the driver's nvidia-fs version. An `O_DIRECT` descriptor is the same file
+    /// chooses from whether the driver reports nvidia-fs (`gds_available`, `Gds::gds_available`;
+    /// `None`: unknown). An `O_DIRECT` descriptor is the same file
     /// opened again with `buffered`'s access mode.
     pub fn register(
         library: &'static CufileLibrary,
         setting: CufileFd,
+        gds_available: Option<bool>,
         display: &str,
         buffered: &Arc<OwnedFd>,
     ) -> Result<CufileFile, Unusable> {
         let _call = gds::CufileCall::enter()
             .ok_or_else(|| Unusable::new(FallbackReason::DriverOpenFailed, "cuFile was shut down"))?;
-        let choice = setting.choose(library.properties().ok().map(|p| p.is_gds_available()));
+        let choice = setting.choose(gds_available);
         let fd = match choice.descriptor {
             Descriptor::Buffered => Arc::clone(buffered),
             Descriptor::Direct => Arc::new(open_direct(display, buffered)?),

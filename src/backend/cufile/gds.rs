@@ -50,6 +50,8 @@ pub struct Gds {
     pub library: &'static CufileLibrary,
     stats_baseline: Mutex<Option<PerGpuSnapshot>>,
     stats_enabled: bool,
+    /// Whether the driver reports nvidia-fs, asked once (`gds_available`).
+    gds_available: OnceCell<Option<bool>>,
 }
 
 static PROCESS: OnceCell<Result<Gds, Unusable>> = OnceCell::new();
@@ -167,7 +169,7 @@ fn open_process() -> Result<Gds, Unusable> {
     // SAFETY: registering a plain extern "C" function with no captured state.
     unsafe { libc::atexit(close_at_exit) };
     crate::trace::event("cufile.process.end", 0);
-    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled })
+    Ok(Gds { library, stats_baseline: Mutex::new(baseline), stats_enabled, gds_available: OnceCell::new() })
 }
 
 /// Who may call cuFile: every call after the driver opened holds the gate shared; shutdown
@@ -455,6 +457,14 @@ pub(crate) fn auto_environment_check() -> Result<(), Unusable> {
 }
 
 impl Gds {
+    /// Whether the open driver reports nvidia-fs (`None`: its properties could not be read),
+    /// asked of cuFile once: its properties do not change while it is open (driver settings
+    /// are applied before it opens), and every file's registration needs the answer, which was a
+    /// `cuFileDriverGetProperties` per first device read of a file.
+    pub(crate) fn gds_available(&self) -> Option<bool> {
+        *self.gds_available.get_or_init(|| self.library.properties().ok().map(|p| p.is_gds_available()))
+    }
+
     fn totals_now(&self) -> Option<PerGpuSnapshot> {
         let _call = CufileCall::enter()?;
         self.library.stats().filter(|_| self.stats_enabled).and_then(|s| s.read_per_gpu().ok())
