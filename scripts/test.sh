@@ -61,14 +61,14 @@ step "ctest (sanitizers)" bash -c 'cd "$1" && ctest --output-on-failure -j "$2" 
 # Concurrency tests under ThreadSanitizer: needs the nightly toolchain with rust-src (std is rebuilt
 # instrumented). The fork test is left out: TSan does not support fork in threaded processes.
 # On a 2-core machine (2026-12-01) posix_writes (writes, their faults in children) took 41-61 s
-# there and stress (reads, then writers and readers of shared files) 103-121 s.
+# there and stress (reads, then writers and readers of shared files) 103-121 s; batch 4 s (2026-12-03).
 if cargo +nightly --version >/dev/null 2>&1 &&
     { rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src' ||
       rustup component add rust-src --toolchain nightly >/dev/null 2>&1; }; then
-    step "ThreadSanitizer (lib, posix_reads, posix_writes, faults, stress)" env RUSTFLAGS=-Zsanitizer=thread \
+    step "ThreadSanitizer (lib, posix_reads, posix_writes, faults, stress, batch)" env RUSTFLAGS=-Zsanitizer=thread \
         TSAN_OPTIONS=halt_on_error=1 CARGO_TARGET_DIR="$root/target/tsan" GDSROUTE_TEST_SKIP_HUGE=1 \
         cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -j "$jobs" \
-        --lib --test posix_reads --test posix_writes --test faults --test stress
+        --lib --test posix_reads --test posix_writes --test faults --test stress --test batch
 else
     summary+=("skip           ThreadSanitizer (no nightly toolchain with rust-src)")
 fi
