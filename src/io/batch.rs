@@ -10,6 +10,10 @@
 //! Cancelling stops the entries none of whose tasks a worker has claimed: tasks are claimed in
 //! entry order from the front, so those entries form the tail of each operation's source; an
 //! entry already started runs to its end.
+//!
+//! One job in one file, although over 450 lines: a batch's queue, the planning and settlement of
+//! its submissions and their task source share the entries' bookkeeping, which no other module
+//! reads.
 
 use super::dispatch::{self, Call};
 use super::engine::{self, EntryPlan};
@@ -27,7 +31,6 @@ use crate::stats::{self, StatsCell};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-
 
 /// One entry as the engine takes it: the handle's counters, compat mode and open file (or why
 /// it has none: a closed handle fails the entry, not the submission), the request and the
