@@ -1100,6 +1100,8 @@ GDSROUTE_HPP_SETTING(CompatModeSetting, compat_mode, compat_mode, CompatMode, st
 GDSROUTE_HPP_SETTING(NumThreads, num_threads, num_threads, std::size_t, std::size_t)
 /** Task size in bytes (KVIKIO_TASK_SIZE). */
 GDSROUTE_HPP_SETTING(TaskSize, task_size, task_size, std::size_t, std::size_t)
+/** The smallest task a small parallel read is spread into (GDSROUTE_MIN_TASK_SIZE; 0: KvikIO's split). */
+GDSROUTE_HPP_SETTING(MinTaskSize, min_task_size, min_task_size, std::size_t, std::size_t)
 /** Device requests below this many bytes use the POSIX backend (KVIKIO_GDS_THRESHOLD). */
 GDSROUTE_HPP_SETTING(GdsThreshold, gds_threshold, gds_threshold, std::size_t, std::size_t)
 /** Bounce buffer size (KVIKIO_BOUNCE_BUFFER_SIZE). */

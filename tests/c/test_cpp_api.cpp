@@ -401,6 +401,7 @@ void test_settings() {
     check_guard<s::CompatModeSetting>(gdsroute::CompatMode::ON);
     check_guard<s::NumThreads>(3);
     check_guard<s::TaskSize>(1 << 16);
+    check_guard<s::MinTaskSize>(1 << 17);
     check_guard<s::GdsThreshold>(0);
     check_guard<s::BounceBufferSize>(1 << 20);
     check_guard<s::CufileStats>(false);
