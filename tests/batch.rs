@@ -327,3 +327,69 @@ fn child_with_a_failing_entry() {
     assert!(bufs[1].0[..GUARD].iter().all(|&b| b == POISON) && bufs[1].0[GUARD + data.len()..].iter().all(|&b| b == POISON));
     assert_eq!((bad.stats().calls_failed, good.stats().calls_failed), (1, 0));
 }
+
+/// Runs `child_leaves_a_batch_in_flight` in a new process in `mode`, which must exit with status
+/// 0 within 60 s (never a crash or a hang), having submitted its batch.
+fn exit_with_a_batch_in_flight(mode: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["child_leaves_a_batch_in_flight", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("GDSROUTE_BATCH_TEST_DIR", dir.path())
+        .env("GDSROUTE_BATCH_EXIT_MODE", mode)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{mode}: the process did not exit within 60 s with a batch in flight");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "{mode}: {status:?}\n{out}");
+    assert!(out.contains("batch submitted"), "{mode}: the child did not get to its batch\n{out}");
+}
+
+#[test]
+fn exit_with_a_batch_in_flight_is_clean() {
+    exit_with_a_batch_in_flight("exit");
+}
+
+#[test]
+fn returning_from_main_with_a_batch_leaked_in_flight_is_clean() {
+    exit_with_a_batch_in_flight("leak");
+}
+
+#[test]
+#[ignore = "run by the exit tests above in a process of its own"]
+fn child_leaves_a_batch_in_flight() {
+    let dir = PathBuf::from(std::env::var("GDSROUTE_BATCH_TEST_DIR").unwrap());
+    let data = random_bytes(64 * MIB, 7);
+    let path = dir.join("data.bin");
+    std::fs::write(&path, &data).unwrap();
+    let file = open(&path, "r");
+    // 1,024 entries of 64 KiB on one worker: most are still queued at exit.
+    let pool = Pool::new(1, None).unwrap();
+    file.set_pool(Some(&pool)).unwrap();
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; data.len()].into_boxed_slice());
+    let ops: Vec<BatchOp> = (0..1024).map(|i| BatchOp { file: &file, buf: buf[i * (64 << 10)..].as_mut_ptr(), size: 64 << 10, offset: (i * (64 << 10)) as u64, direction: Direction::Read, cookie: i as u64 }).collect();
+    let batch = Batch::new(ops.len()).unwrap();
+    unsafe { batch.submit(&ops) }.unwrap();
+    println!("batch submitted");
+    match std::env::var("GDSROUTE_BATCH_EXIT_MODE").unwrap().as_str() {
+        "exit" => unsafe { libc::exit(0) },
+        // The batch, its handle and the buffer are never freed: the process ends with the
+        // entries still running on the pool.
+        _ => {
+            std::mem::forget(batch);
+            std::mem::forget(file);
+            std::mem::forget(pool);
+        }
+    }
+}
