@@ -27,7 +27,7 @@ done
 cc -shared -fPIC -O2 -Wall -Wextra -Werror -o .device/libfault_shim.so tests/c/fault_shim.c -ldl
 # The NVTX tool of tests/nvtx.rs (GDSROUTE_TEST_NVTX_INJECTION), for the same reason.
 cc -shared -fPIC -O1 -Wall -Wextra -Werror -pthread -o .device/libcounting_nvtx_injection.so tests/nvtx/counting_injection.c
-for t in gpu_routes gpu_batch gpu_faults gpu_page_cache gpu_writes gpu_stream gpu_devices gpu_multi_device gpu_memory gpu_driver gpu_mapping pools monitors gpu_counters nvtx; do
+for t in gpu_routes gpu_batch cufile_batch gpu_faults gpu_page_cache gpu_writes gpu_stream gpu_devices gpu_multi_device gpu_memory gpu_driver gpu_mapping pools monitors gpu_counters nvtx; do
   bin=$(cargo test --release --test "$t" --no-run --message-format=json 2>/dev/null \
         | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/$t-" | head -1)
   cp "$bin" ".device/$t"
@@ -39,6 +39,6 @@ cc -O1 -g -Wall -Wextra -Werror -std=gnu11 tools/probes/stream_wait_probe.c -o .
 bin=$(cargo test --release --lib --no-run --message-format=json 2>/dev/null \
       | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/gdsroute-" | head -1)
 cp "$bin" .device/gdsroute_unit
-strip .device/gdsroute_unit .device/gpu_routes .device/gpu_batch .device/gpu_faults .device/gpu_page_cache .device/gpu_writes .device/gpu_stream .device/gpu_devices .device/gpu_memory .device/gpu_driver .device/pools .device/gpu_mapping .device/monitors .device/gpu_counters .device/nvtx \
+strip .device/gdsroute_unit .device/gpu_routes .device/gpu_batch .device/cufile_batch .device/gpu_faults .device/gpu_page_cache .device/gpu_writes .device/gpu_stream .device/gpu_devices .device/gpu_memory .device/gpu_driver .device/pools .device/gpu_mapping .device/monitors .device/gpu_counters .device/nvtx \
       .device/gpu_multi_device .device/gdsroute-diagnose .device/libgdsroute.so.0
 du -sh .device

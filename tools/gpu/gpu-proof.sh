@@ -35,6 +35,9 @@ step "5. 8 KiB device read, AUTO, udev record"; run "$D/gpu_read" "$F" 8192 4096
 step "GPU tests, udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, udev record"; run "$D/gpu_writes" --ignored --test-threads 1
 step "GPU batch tests, udev record"; run "$D/gpu_batch" --ignored --test-threads 1 --nocapture
+# cuFile's batch API (not routed to yet): writes failed in about half the runs on 2026-12-03.
+step "cuFile's batch API against NVIDIA's libcufile, udev record"; GDSROUTE_TEST_REAL_CUFILE= run "$D/cufile_batch" --exact nvidia_cufile_when_asked --nocapture
+[ -x "$D/many_files" ] && { step "thousands of small files through cuFile at once (the SIGFPE's check; tools/gpu/many-files-build.sh builds it)"; run bash "$here/../probes/cufile-many-handles.sh"; }
 step "GPU stream-ordered tests, udev record (without $known_stall)"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture --skip "$known_stall"
 step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 sys::cuda::gpu_tests::gpu_
 step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$PWD/$D run "$D/gpu_faults" --ignored --test-threads 1
