@@ -1274,9 +1274,10 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_batch_create(size_t max_entries, gdsr
  * at once with that status. Each entry's buffer must stay valid, and a write's unchanged, until
  * its completion has been returned by `gdsroute_batch_wait` (or `gdsroute_batch_free`
  * returned). A handle may be closed or freed while its entries run: they keep its descriptor.
- * `count` 0 does nothing. Counters: each entry is a call on its handle (`calls` or
- * `write_calls`, with its tasks and bytes); process-wide, a submission is one call for its
- * reads and one for its writes.
+ * `count` 0 does nothing. Counters: a submission is one call for its reads (`calls`) and one for
+ * its writes (`write_calls`), process-wide and on each handle with entries of that direction,
+ * counted once all of them settled (failed if any did); each entry's tasks and bytes are its
+ * handle's.
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_batch_submit(gdsroute_batch *batch,

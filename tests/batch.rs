@@ -2,7 +2,8 @@
 //! the file with poisoned guards around every buffer, mixed sizes and directions, end of file,
 //! failing entries beside good ones (a closed handle, a write to an "r" handle, a range past
 //! `off_t`, EIO through the fault shim), the in-flight limit, cancel while running, a batch
-//! dropped with entries in flight, a batch across 1,000 files, and the counters. The tests run
+//! dropped with entries in flight, a batch across 1,000 files, exit with a batch in flight, and
+//! the counters (a submission is one call per direction, on each handle and process-wide). The tests run
 //! one at a time: they read the process-wide counters.
 
 mod common;
@@ -106,9 +107,12 @@ fn mixed_reads_and_writes_deliver_every_byte_and_nothing_outside() {
     let written = std::fs::read(&out_path).unwrap();
     assert_eq!(written.len(), 4096 + 4 * MIB + 1);
     assert!(written == data[..written.len()], "the written file differs");
-    // Each entry is a call on its handle; the submission one call per direction process-wide.
+    // A submission is one call per direction, on each handle and process-wide; its entries' tasks
+    // and bytes are the handles'.
     let (r, w) = (reader.stats(), writer.stats());
-    assert_eq!((r.calls, r.calls_failed, w.write_calls, w.write_calls_failed), (reads.len() as u64, 0, writes.len() as u64, 0));
+    assert_eq!((r.calls, r.calls_failed, w.write_calls, w.write_calls_failed), (1, 0, 1, 0));
+    assert_eq!((r.write_calls, w.calls), (0, 0));
+    assert_eq!(r.bytes_requested, reads.iter().map(|&(size, _)| size as u64).sum::<u64>());
     let expect_read: u64 = reads.iter().map(|&(size, offset)| (data.len() as u64).saturating_sub(offset).min(size as u64)).sum();
     assert_eq!(r.bytes_read, expect_read);
     assert!(r.posix_tasks >= 2 * 65, "entries above the task size run as several tasks: {}", r.posix_tasks);
@@ -152,8 +156,10 @@ fn failing_entries_complete_with_their_status_beside_good_ones() {
         assert!(buf.untouched_after(0), "failed entry {i} wrote its buffer");
     }
     assert!(bufs[4].untouched_after(500));
+    // One read call on the handle, failed since one of its read entries failed; one write call.
     let s = good.stats();
-    assert_eq!((s.calls, s.calls_failed, s.write_calls, s.write_calls_failed), (3, 1, 1, 1));
+    assert_eq!((s.calls, s.calls_failed, s.write_calls, s.write_calls_failed), (1, 1, 1, 1));
+    assert_eq!(s.bytes_read, data.len() as u64 + 500);
 }
 
 #[test]

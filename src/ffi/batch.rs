@@ -38,9 +38,10 @@ pub unsafe extern "C" fn gdsroute_batch_create(max_entries: usize, batch: *mut *
 /// at once with that status. Each entry's buffer must stay valid, and a write's unchanged, until
 /// its completion has been returned by `gdsroute_batch_wait` (or `gdsroute_batch_free`
 /// returned). A handle may be closed or freed while its entries run: they keep its descriptor.
-/// `count` 0 does nothing. Counters: each entry is a call on its handle (`calls` or
-/// `write_calls`, with its tasks and bytes); process-wide, a submission is one call for its
-/// reads and one for its writes.
+/// `count` 0 does nothing. Counters: a submission is one call for its reads (`calls`) and one for
+/// its writes (`write_calls`), process-wide and on each handle with entries of that direction,
+/// counted once all of them settled (failed if any did); each entry's tasks and bytes are its
+/// handle's.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_batch_submit(batch: *mut Batch, entries: *const BatchEntry, count: usize) -> Status {

@@ -28,7 +28,7 @@ use crate::io::task_split::Split;
 use crate::io::thread_pool::ThreadPool;
 use crate::settings::{self, CompatMode};
 use crate::stats::{self, StatsCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -237,8 +237,10 @@ struct Book {
     entries: Vec<EntryState>,
     /// Entries not complete yet.
     left: usize,
-    /// Per direction (read, write): what the submission counts as a call.
+    /// Per direction (read, write): what the submission counts as a call, process-wide.
     calls: [CallSum; 2],
+    /// The same per handle among the entries' (`EntryState::handle`).
+    handles: Vec<(Arc<StatsCell>, [CallSum; 2])>,
 }
 
 struct EntryState {
@@ -248,7 +250,8 @@ struct EntryState {
     tally: Tally,
     watch: Option<CallWatch>,
     direction: Direction,
-    requested: u64,
+    /// Its handle's index in `Book::handles`.
+    handle: usize,
 }
 
 /// A direction's share of a submission: bytes asked for and delivered, whether any entry
@@ -259,6 +262,14 @@ struct CallSum {
     delivered: u64,
     failed: bool,
     present: bool,
+}
+
+impl CallSum {
+    /// An entry of `requested` bytes joins the call.
+    fn add_requested(&mut self, requested: u64) {
+        self.present = true;
+        self.requested = self.requested.saturating_add(requested);
+    }
 }
 
 /// An operation of a submission, not started: its pool and the entries its tasks run.
@@ -274,16 +285,24 @@ impl Submission {
         let mut states = Vec::with_capacity(entries.len());
         let mut early = Vec::new();
         let mut calls = [CallSum::default(); 2];
+        let mut handles: Vec<(Arc<StatsCell>, [CallSum; 2])> = Vec::new();
+        let mut handle_index: HashMap<*const StatsCell, usize> = HashMap::new();
         for entry in entries {
             let direction = entry.request.direction;
+            let requested = entry.request.size as u64;
             let sum = &mut calls[direction as usize];
             if !sum.present {
                 sum.present = true;
                 stats::call_started(direction);
             }
-            sum.requested = sum.requested.saturating_add(entry.request.size as u64);
+            sum.add_requested(requested);
+            let handle = *handle_index.entry(Arc::as_ptr(&entry.stats)).or_insert_with(|| {
+                handles.push((Arc::clone(&entry.stats), [CallSum::default(); 2]));
+                handles.len() - 1
+            });
+            handles[handle].1[direction as usize].add_requested(requested);
             let mut watch = CallWatch::start(&entry.request, false);
-            let mut state = EntryState { cookie: entry.cookie, tasks_left: None, tally: Tally::default(), watch: None, direction, requested: entry.request.size as u64 };
+            let mut state = EntryState { cookie: entry.cookie, tasks_left: None, tally: Tally::default(), watch: None, direction, handle };
             let plan = entry.file.and_then(|file| {
                 if let Some(w) = &mut watch {
                     w.file(&file);
@@ -301,18 +320,18 @@ impl Submission {
                 }
                 settled => {
                     let result = settled.map(|_| 0);
-                    sum.failed |= result.is_err();
+                    calls[direction as usize].failed |= result.is_err();
+                    handles[handle].1[direction as usize].failed |= result.is_err();
                     if let Some(w) = watch {
                         w.end(&result);
                     }
-                    stats::record_entry_call(&entry.stats, direction, state.requested, 0, result.is_err());
                     early.push(Completion { cookie: entry.cookie, result });
                 }
             }
             states.push(state);
         }
         let left = planned.len();
-        let submission = Arc::new(Submission { queue: Arc::clone(queue), entries: planned, book: Mutex::new(Book { entries: states, left, calls }) });
+        let submission = Arc::new(Submission { queue: Arc::clone(queue), entries: planned, book: Mutex::new(Book { entries: states, left, calls, handles }) });
         queue.complete(early);
         if left == 0 {
             submission.lock_book().finish_calls();
@@ -324,7 +343,7 @@ impl Submission {
                 // No task started: every planned entry fails with the error.
                 let failed: Vec<Completion> = {
                     let mut book = submission.lock_book();
-                    submission.entries.iter().filter_map(|p| book.entries[p.entry].tasks_left.take().map(|_| book.entry_done(p.entry, &p.stats, Err(e.clone())))).collect()
+                    submission.entries.iter().filter_map(|p| book.entries[p.entry].tasks_left.take().map(|_| book.entry_done(p.entry, Err(e.clone())))).collect()
                 };
                 queue.complete(failed);
                 Vec::new()
@@ -384,7 +403,7 @@ impl Submission {
             }
             state.tasks_left = None;
             let result = state.tally.outcome(|offset| offset, planned.split.size());
-            book.entry_done(planned.entry, &planned.stats, result)
+            book.entry_done(planned.entry, result)
         };
         self.queue.complete([completion]);
     }
@@ -398,16 +417,16 @@ impl Submission {
                 let p = &self.entries[planned];
                 book.entries[p.entry].tasks_left.take()?;
                 let error = Error::Canceled(format!("the entry (cookie {}) was cancelled before it started", book.entries[p.entry].cookie));
-                Some(book.entry_done(p.entry, &p.stats, Err(error)))
+                Some(book.entry_done(p.entry, Err(error)))
             })
             .collect()
     }
 }
 
 impl Book {
-    /// Entry `index` settled with `result`: observed, counted on its handle, and its completion
-    /// made; the submission's calls are counted with its last entry.
-    fn entry_done(&mut self, index: usize, handle: &StatsCell, result: Result<usize>) -> Completion {
+    /// Entry `index` settled with `result`: observed, added to its direction's call, and its
+    /// completion made; the submission's calls are counted with its last entry.
+    fn entry_done(&mut self, index: usize, result: Result<usize>) -> Completion {
         let state = &mut self.entries[index];
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
         // Monitors' callbacks run here, under the submission's book lock (as a call's run under
@@ -415,10 +434,11 @@ impl Book {
         if let Some(w) = state.watch.take() {
             w.end(&result);
         }
-        stats::record_entry_call(handle, state.direction, state.requested, delivered, result.is_err());
-        let sum = &mut self.calls[state.direction as usize];
-        sum.delivered += delivered;
-        sum.failed |= result.is_err();
+        let direction = state.direction as usize;
+        for sum in [&mut self.calls[direction], &mut self.handles[state.handle].1[direction]] {
+            sum.delivered += delivered;
+            sum.failed |= result.is_err();
+        }
         let completion = Completion { cookie: state.cookie, result };
         self.left -= 1;
         if self.left == 0 {
@@ -427,11 +447,19 @@ impl Book {
         completion
     }
 
-    /// Counts the submission as one call per direction it holds, process-wide.
+    /// Counts the submission as one call per direction it holds, process-wide and on each handle
+    /// with entries of that direction.
     fn finish_calls(&mut self) {
-        for (direction, sum) in [(Direction::Read, self.calls[0]), (Direction::Write, self.calls[1])] {
+        for (i, direction) in [Direction::Read, Direction::Write].into_iter().enumerate() {
+            let sum = self.calls[i];
             if sum.present {
                 stats::record_batch_call(direction, sum.requested, sum.delivered, sum.failed);
+            }
+            for (handle, sums) in &self.handles {
+                let sum = sums[i];
+                if sum.present {
+                    stats::record_handle_call(handle, direction, sum.requested, sum.delivered, sum.failed);
+                }
             }
         }
     }

@@ -166,9 +166,10 @@ pub(crate) fn record_call(handle: &StatsCell, direction: Direction, requested: u
     }
 }
 
-/// A batch entry settled (`io::batch`): one call on its handle, which sees its entries as its
-/// calls; the process-wide counters count the submission instead (`record_batch_call`).
-pub(crate) fn record_entry_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
+/// A batch submission's entries of `direction` on one handle have all settled (`io::batch`): one
+/// call on that handle, of their bytes; the process-wide counters count the submission once
+/// (`record_batch_call`).
+pub(crate) fn record_handle_call(handle: &StatsCell, direction: Direction, requested: u64, delivered: u64, failed: bool) {
     handle.lock().totals.add_call(direction, requested, delivered, failed);
 }
 
