@@ -33,12 +33,8 @@
 #include <unistd.h>
 
 #include "gdsroute.h"
+#include "cuda_setup.h"
 
-static int (*cu_init)(unsigned);
-static int (*cu_retain)(void **, int);
-static int (*cu_set_current)(void *);
-static int (*cu_mem_alloc)(uint64_t *, size_t);
-static int (*cu_memcpy_dtoh)(void *, uint64_t, size_t);
 
 static double now(void) {
     struct timespec ts;
@@ -53,19 +49,6 @@ static int fail(const char *what, gdsroute_status st) {
     return 1;
 }
 
-/* The application's CUDA set-up: the driver API, device 0's primary context, `size` bytes. */
-static int cuda_setup(size_t size, uint64_t *device) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!lib) return 0;
-    cu_init = (int (*)(unsigned))dlsym(lib, "cuInit");
-    cu_retain = (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
-    cu_set_current = (int (*)(void *))dlsym(lib, "cuCtxSetCurrent");
-    cu_mem_alloc = (int (*)(uint64_t *, size_t))dlsym(lib, "cuMemAlloc_v2");
-    cu_memcpy_dtoh = (int (*)(void *, uint64_t, size_t))dlsym(lib, "cuMemcpyDtoH_v2");
-    if (!cu_init || !cu_retain || !cu_set_current || !cu_mem_alloc || !cu_memcpy_dtoh) return 0;
-    void *ctx = NULL;
-    return cu_init(0) == 0 && cu_retain(&ctx, 0) == 0 && cu_set_current(ctx) == 0 && cu_mem_alloc(device, size) == 0;
-}
 
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -135,7 +118,7 @@ int main(int argc, char **argv) {
     if (stat(path, &sb) != 0 || sb.st_size <= 0) return fprintf(stderr, "first_read: cannot stat %s\n", path), 1;
     size_t size = (size_t)sb.st_size;
     uint64_t device = 0;
-    if (!cuda_setup(size, &device)) return fprintf(stderr, "first_read: no usable GPU\n"), 3;
+    if (!cuda_setup(size, -1, &device)) return fprintf(stderr, "first_read: no usable GPU\n"), 3;
     double t_cuda = now();
     sleep_ms(work_ms);
 

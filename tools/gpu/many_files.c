@@ -56,13 +56,8 @@
 #include <unistd.h>
 
 #include "gdsroute.h"
+#include "cuda_setup.h"
 
-static int (*cu_init)(unsigned);
-static int (*cu_retain)(void **, int);
-static int (*cu_set_current)(void *);
-static int (*cu_mem_alloc)(uint64_t *, size_t);
-static int (*cu_memset_d8)(uint64_t, unsigned char, size_t);
-static int (*cu_memcpy_dtoh)(void *, uint64_t, size_t);
 
 static double now(void) {
     struct timespec ts;
@@ -77,22 +72,6 @@ static int fail(const char *what, size_t index, gdsroute_status st) {
     return 1;
 }
 
-/* The application's CUDA set-up: the driver API, device 0's primary context, `size` bytes, set to
- * 0xA5 so that bytes a read did not write cannot match the file. */
-static int cuda_setup(size_t size, uint64_t *device) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (!lib) return 0;
-    cu_init = (int (*)(unsigned))dlsym(lib, "cuInit");
-    cu_retain = (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
-    cu_set_current = (int (*)(void *))dlsym(lib, "cuCtxSetCurrent");
-    cu_mem_alloc = (int (*)(uint64_t *, size_t))dlsym(lib, "cuMemAlloc_v2");
-    cu_memset_d8 = (int (*)(uint64_t, unsigned char, size_t))dlsym(lib, "cuMemsetD8_v2");
-    cu_memcpy_dtoh = (int (*)(void *, uint64_t, size_t))dlsym(lib, "cuMemcpyDtoH_v2");
-    if (!cu_init || !cu_retain || !cu_set_current || !cu_mem_alloc || !cu_memset_d8 || !cu_memcpy_dtoh) return 0;
-    void *ctx = NULL;
-    return cu_init(0) == 0 && cu_retain(&ctx, 0) == 0 && cu_set_current(ctx) == 0 && cu_mem_alloc(device, size) == 0 &&
-           cu_memset_d8(*device, 0xA5, size) == 0;
-}
 
 /* File i's bytes: xorshift64 seeded by the index. */
 static void fill(size_t index, unsigned char *buf, size_t size) {
@@ -455,7 +434,7 @@ int main(int argc, char **argv) {
     if (host) {
         if (posix_memalign((void **)&host_buf, 4096, total) != 0) return fprintf(stderr, "many_files: cannot allocate %zu bytes\n", total), 1;
         memset(host_buf, 0xA5, total); /* faults the pages in, untimed */
-    } else if (!cuda_setup(total, &device)) {
+    } else if (!cuda_setup(total, 0xA5, &device)) {
         return fprintf(stderr, "many_files: no usable GPU (libcuda.so.1, device 0, %zu bytes)\n", total), 3;
     }
     unsigned char *dst = host ? host_buf : (unsigned char *)(uintptr_t)device;
