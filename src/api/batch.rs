@@ -28,11 +28,7 @@ pub struct BatchOp<'a> {
 
 /// A finished entry: its cookie and the bytes it moved, or its error (`Error::Canceled` when it
 /// was cancelled before it started).
-#[derive(Clone, Debug)]
-pub struct BatchCompletion {
-    pub cookie: u64,
-    pub result: Result<usize>,
-}
+pub use crate::io::batch::BatchCompletion;
 
 /// A batch: a queue of completions with room for `max_entries` entries in flight (submitted,
 /// their completion not yet returned by `wait`). Dropping it cancels the entries not started
@@ -80,7 +76,7 @@ impl Batch {
     /// the entries completed. Fewer than `min` only when the timeout passed or fewer than `min`
     /// are in flight (it then waits for all of those).
     pub fn wait(&self, min: usize, max: usize, timeout: Option<Duration>) -> Vec<BatchCompletion> {
-        self.queue.wait(min, max, timeout).into_iter().map(|c| BatchCompletion { cookie: c.cookie, result: c.result }).collect()
+        self.queue.wait(min, max, timeout)
     }
 
     /// Cancels the entries none of whose bytes has started moving (each completes with

@@ -4,8 +4,8 @@
 //! range, extent, target, route), cuts each into tasks as a `pread` is cut, and runs the tasks
 //! of all its entries as one operation per pool (`Operation`, claiming in entry order), whose
 //! task source (`EntryTasks`) names each task's entry. What settles per entry (`Book`) is the
-//! same tally a single call keeps (`operation::Tally`); a finished entry becomes a `Completion` in
-//! its batch's queue (`Queue`), where `wait` finds it.
+//! same tally a single call keeps (`operation::Tally`); a finished entry becomes a
+//! `BatchCompletion` in its batch's queue (`Queue`), where `wait` finds it.
 //!
 //! Cancelling stops the entries none of whose tasks a worker has claimed: tasks are claimed in
 //! entry order from the front, so those entries form the tail of each operation's source; an
@@ -45,9 +45,9 @@ pub(crate) struct Entry {
 
 /// A finished entry: its cookie and its result (the bytes moved, fewer than asked only for a
 /// read at the end of the file; or its error, `Error::Canceled` for an entry cancelled before
-/// it started).
+/// it started). The Rust API hands it out as it is (`gdsroute::BatchCompletion`).
 #[derive(Clone, Debug)]
-pub(crate) struct Completion {
+pub struct BatchCompletion {
     pub cookie: u64,
     pub result: Result<usize>,
 }
@@ -62,7 +62,7 @@ pub(crate) struct Queue {
 struct QueueState {
     /// Entries submitted whose completion `wait` has not returned yet.
     in_flight: usize,
-    done: VecDeque<Completion>,
+    done: VecDeque<BatchCompletion>,
     /// Submissions with entries still running (pruned at each submit and wait).
     running: Vec<Running>,
 }
@@ -140,7 +140,7 @@ impl Queue {
     /// Waits until `min` completions are there (at most until `timeout`; `None`: no limit), then
     /// takes up to `max` of them, oldest first. Returns fewer than `min` only when the timeout
     /// passed, or when fewer than `min` entries are in flight at all (then it waits for those).
-    pub(crate) fn wait(&self, min: usize, max: usize, timeout: Option<Duration>) -> Vec<Completion> {
+    pub(crate) fn wait(&self, min: usize, max: usize, timeout: Option<Duration>) -> Vec<BatchCompletion> {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut state = self.lock();
         loop {
@@ -160,7 +160,7 @@ impl Queue {
             };
         }
         let take = max.min(state.done.len());
-        let taken: Vec<Completion> = state.done.drain(..take).collect();
+        let taken: Vec<BatchCompletion> = state.done.drain(..take).collect();
         state.in_flight -= taken.len();
         let finished = prune(&mut state);
         drop(state);
@@ -187,7 +187,7 @@ impl Queue {
         n
     }
 
-    fn complete(&self, completions: impl IntoIterator<Item = Completion>) {
+    fn complete(&self, completions: impl IntoIterator<Item = BatchCompletion>) {
         let mut state = self.lock();
         let before = state.done.len();
         state.done.extend(completions);
@@ -325,7 +325,7 @@ impl Submission {
                     if let Some(w) = watch {
                         w.end(&result);
                     }
-                    early.push(Completion { cookie: entry.cookie, result });
+                    early.push(BatchCompletion { cookie: entry.cookie, result });
                 }
             }
             states.push(state);
@@ -341,7 +341,7 @@ impl Submission {
             Ok(operations) => operations,
             Err(e) => {
                 // No task started: every planned entry fails with the error.
-                let failed: Vec<Completion> = {
+                let failed: Vec<BatchCompletion> = {
                     let mut book = submission.lock_book();
                     submission.entries.iter().filter_map(|p| book.entries[p.entry].tasks_left.take().map(|_| book.entry_done(p.entry, Err(e.clone())))).collect()
                 };
@@ -410,7 +410,7 @@ impl Submission {
 
     /// Cancels the planned entries `cancelled` (none of their tasks was claimed): their
     /// completions.
-    fn cancel(&self, cancelled: impl Iterator<Item = usize>) -> Vec<Completion> {
+    fn cancel(&self, cancelled: impl Iterator<Item = usize>) -> Vec<BatchCompletion> {
         let mut book = self.lock_book();
         cancelled
             .filter_map(|planned| {
@@ -426,7 +426,7 @@ impl Submission {
 impl Book {
     /// Entry `index` settled with `result`: observed, added to its direction's call, and its
     /// completion made; the submission's calls are counted with its last entry.
-    fn entry_done(&mut self, index: usize, result: Result<usize>) -> Completion {
+    fn entry_done(&mut self, index: usize, result: Result<usize>) -> BatchCompletion {
         let state = &mut self.entries[index];
         let delivered = *result.as_ref().unwrap_or(&0) as u64;
         // Monitors' callbacks run here, under the submission's book lock (as a call's run under
@@ -439,7 +439,7 @@ impl Book {
             sum.delivered += delivered;
             sum.failed |= result.is_err();
         }
-        let completion = Completion { cookie: state.cookie, result };
+        let completion = BatchCompletion { cookie: state.cookie, result };
         self.left -= 1;
         if self.left == 0 {
             self.finish_calls();
