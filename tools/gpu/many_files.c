@@ -106,16 +106,20 @@ static int write_all(int fd, const unsigned char *buf, size_t size) {
     return 1;
 }
 
-/* Reads up to `size` bytes of `fd` from offset 0 into `buf`; returns the bytes read or -1. */
-static ssize_t read_all(int fd, unsigned char *buf, size_t size) {
+/* Reads up to `size` bytes of the file at `path` from offset 0 into `buf`; returns the bytes read
+ * or -1. */
+static ssize_t read_file(const char *path, unsigned char *buf, size_t size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
     size_t done = 0;
     while (done < size) {
         ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return -1;
+        if (n < 0) return close(fd), -1;
         if (n == 0) break;
         done += (size_t)n;
     }
+    close(fd);
     return (ssize_t)done;
 }
 
@@ -150,10 +154,7 @@ static int prepare(const char *dir, size_t count, size_t size, unsigned char *sc
     }
     for (size_t i = 0; i < count; i++) {
         file_path(path, sizeof path, dir, i);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t got = fd >= 0 ? read_all(fd, scratch, size) : -1;
-        if (fd >= 0) close(fd);
-        if (got != (ssize_t)size) return fprintf(stderr, "many_files: cannot read %s\n", path), 0;
+        if (read_file(path, scratch, size) != (ssize_t)size) return fprintf(stderr, "many_files: cannot read %s\n", path), 0;
     }
     return 1;
 }
@@ -351,10 +352,7 @@ static int verify(const char *dir, size_t count, size_t size, unsigned char *hos
     char path[4096];
     for (size_t i = 0; i < count; i++) {
         file_path(path, sizeof path, dir, i);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd >= 0 ? read_all(fd, want, size) : -1;
-        if (fd >= 0) close(fd);
-        if (n != (ssize_t)size) return fprintf(stderr, "many_files: verify: cannot read %s\n", path), 0;
+        if (read_file(path, want, size) != (ssize_t)size) return fprintf(stderr, "many_files: verify: cannot read %s\n", path), 0;
         const unsigned char *have = host ? host + i * size : got;
         if (!host && cu_memcpy_dtoh(got, device + i * size, size) != 0) return fprintf(stderr, "many_files: verify: cuMemcpyDtoH failed\n"), 0;
         if (memcmp(want, have, size) != 0) {
