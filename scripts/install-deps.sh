@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # install-deps.sh [--test]: installs the tools gdsroute's scripts need beyond Rust, if missing:
 # cmake, pkg-config, make, a C and a C++ compiler and binutils (nm, objcopy, ld); with --test also
-# valgrind (optional: the valgrind tests are skipped without it). Used by scripts/demo.sh,
-# scripts/test.sh and .ci/run, so that each works on a bare Debian/Ubuntu machine with only Rust.
+# valgrind, HDF5 (headers and tools) and Open MPI (optional: the tests that need one are skipped
+# without it). Used by scripts/demo.sh, scripts/test.sh and .ci/run, so that each works on a bare
+# Debian/Ubuntu machine with only Rust.
 # apt-get (update, then install) runs only when something is missing: directly as root, through
 # sudo otherwise. Where it cannot install (no apt-get; not root and no sudo; GDSROUTE_NO_INSTALL=1)
 # it names what is missing and exits 1 if a required tool is missing, 0 if only optional ones are.
@@ -14,7 +15,7 @@ for arg in "$@"; do
     case $arg in
         --test) want_test=1 ;;
         -h | --help)
-            sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -38,6 +39,11 @@ need objcopy binutils
 need ld binutils
 if [ $want_test -eq 1 ]; then
     want valgrind valgrind
+    # The HDF5 driver (drivers/hdf5) and its tests; the MPI ranks example.
+    want h5cc libhdf5-dev
+    want h5dump hdf5-tools
+    want mpicc libopenmpi-dev
+    want mpirun openmpi-bin
 fi
 packages=("${required[@]}" "${optional[@]}")
 if [ ${#packages[@]} -eq 0 ]; then

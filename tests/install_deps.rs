@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const TOOLS: &[&str] = &["cmake", "pkg-config", "make", "cc", "c++", "nm", "objcopy", "ld", "valgrind"];
+const TOOLS: &[&str] = &["cmake", "pkg-config", "make", "cc", "c++", "nm", "objcopy", "ld", "valgrind", "h5cc", "h5dump", "mpicc", "mpirun"];
 
 fn real(tool: &str) -> PathBuf {
     let path = std::env::var_os("PATH").expect("PATH is set");
