@@ -118,7 +118,7 @@ enum /* no tag before C23: gdsroute_status is the uint32_t typedef below */
    */
   GDSROUTE_STATUS_INVALID_ARGUMENT = 101,
   /**
-   * The open flags were not one of "r", "r+", "w", "w+".
+   * The open flags were not one of "r", "r+", "w", "w+", "x", "x+".
    */
   GDSROUTE_STATUS_INVALID_FLAGS = 102,
   /**
@@ -1444,14 +1444,17 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_driver_set_max_pinned_memory_size(siz
  *
  * `path` is a NUL-terminated byte string passed to `open(2)` as is (it need not be UTF-8).
  * `flags` is KvikIO's: "r" (read), "r+" (read/write), "w" (write, create, truncate) or "w+"
- * (read/write, create, truncate); `O_CLOEXEC` is always added. `mode` is used when the file is
- * created (e.g. 0644). The handle takes the process's default compat mode as it is now. When the
- * calling thread has a CUDA context current, the device route is prepared in the background
- * (pool workers' streams and pinned buffers; see docs/routing.md, "Preparing the device route at open").
+ * (read/write, create, truncate), or Python's exclusive creation: "x" (write, create; the file
+ * must not exist: `O_CREAT | O_EXCL`) or "x+" (read/write, the same); `O_CLOEXEC` is always
+ * added. `mode` is used when the file is created (e.g. 0644; the umask applies). The handle
+ * takes the process's default compat mode as it is now. When the calling thread has a CUDA
+ * context current, the device route is prepared in the background (pool workers' streams and
+ * pinned buffers; see docs/routing.md, "Preparing the device route at open").
  *
  * Returns `GDSROUTE_STATUS_OK` and a new handle in `*file`. Errors: `NULL_ARGUMENT`,
  * `INVALID_FLAGS`, `INVALID_PATH` (empty), `INVALID_ARGUMENT` (mode above 07777), `OPEN_FAILED`
- * (errno in `gdsroute_last_error_errno`), `INVALID_SETTING`.
+ * (errno in `gdsroute_last_error_errno`; `EEXIST` for "x" and "x+" where the file exists),
+ * `INVALID_SETTING`.
  * Ownership: free the handle with `gdsroute_file_free`.
  */
 GDSROUTE_MUST_USE
@@ -1470,6 +1473,37 @@ gdsroute_status gdsroute_file_open_with_compat_mode(const char *path,
                                                     uint32_t mode,
                                                     uint32_t compat_mode,
                                                     gdsroute_file **file);
+
+/**
+ * Opens a handle on the file open as the caller's descriptor `fd` (for a file driver that
+ * opened the file itself). The handle reads and writes through a duplicate of `fd`
+ * (`F_DUPFD_CLOEXEC`): the caller keeps `fd`, and closes it when it likes, before or after the
+ * handle; `gdsroute_file_fd` gives the duplicate. The duplicate shares `fd`'s open file
+ * description, so its status flags, file offset and `flock` locks are `fd`'s
+ * (`gdsroute_file_lock` locks for both). The access mode is `fd`'s (`fcntl(F_GETFL)`):
+ * `O_RDONLY` behaves as "r", `O_WRONLY` as "w" without the truncation, `O_RDWR` as "r+".
+ * Messages and monitors name the file by what `/proc/self/fd/N` links to, else "fd N".
+ * Everything else is as for a handle from `gdsroute_file_open`: the process's default compat
+ * mode as it is now, the `O_DIRECT` descriptor of the direct-I/O settings (opened from
+ * `/proc/self/fd`), cuFile's registration, the page cache, the pools, the preparation at open.
+ *
+ * Errors: `NULL_ARGUMENT`; `INVALID_ARGUMENT` for a negative `fd`, a descriptor open with
+ * `O_DIRECT` (the handle's own transfers are buffered) or one with `O_APPEND` that can write
+ * (Linux's `pwrite` then appends whatever the offset); `OPEN_FAILED` with errno `EBADF` for a
+ * descriptor that is not open, or opened `O_PATH` (or with access mode 3: neither reads nor
+ * writes), and with the errno of `fcntl` where it cannot be duplicated (`EMFILE`), and
+ * `INVALID_SETTING`. Ownership: free the handle with `gdsroute_file_free`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_open_fd(int fd, gdsroute_file **file);
+
+/**
+ * Like `gdsroute_file_open_fd`, with a compat mode for this handle only (a
+ * `gdsroute_compat_mode` value). Errors as `gdsroute_file_open_fd`, plus `INVALID_ENUM`.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_open_fd_with_compat_mode(int fd,
+                                                       uint32_t compat_mode,
+                                                       gdsroute_file **file);
 
 /**
  * Reads the compat mode the handle was opened with into `*compat_mode`.
@@ -1510,8 +1544,9 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_file_fd(const gdsroute_file *file, in
 
 /**
  * Reads into `*flags` the open flags of the handle's descriptor as `fcntl(F_GETFL)` reports them
- * (KvikIO's `fd_open_flags()`): `flags & O_ACCMODE` is `O_RDONLY` ("r"), `O_WRONLY` ("w") or
- * `O_RDWR` ("r+", "w+"). Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
+ * (KvikIO's `fd_open_flags()`): `flags & O_ACCMODE` is `O_RDONLY` ("r"), `O_WRONLY` ("w", "x")
+ * or `O_RDWR` ("r+", "w+", "x+"); for a handle from `gdsroute_file_open_fd`, the flags of the
+ * caller's descriptor. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_fd_open_flags(const gdsroute_file *file,
@@ -1735,6 +1770,43 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_file_sync(const gdsroute_file *file);
  * data back does not need (such as the modification time).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_file_datasync(const gdsroute_file *file);
+
+/**
+ * Truncates or extends the file to `size` bytes (`ftruncate(2)` on the handle's descriptor):
+ * bytes past a smaller end are gone, so later reads there return a short count or 0 (end of
+ * file); an extension reads as zeros. The file's registered page-cache windows are dropped in
+ * every handle of it in the process, before and after, so no later device read copies bytes
+ * from before the truncation (docs/local-api.md, "Calls for file drivers"). Operations still
+ * running are not waited for: a read or write racing the truncation sees the file before or
+ * after it. Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `INVALID_ARGUMENT` (`size` above
+ * INT64_MAX), `IO_ERROR` (errno in `gdsroute_last_error_errno`: `EBADF` at once for a handle
+ * that cannot write, as opened "r"; `EFBIG`, `EPERM`, `EIO`, ...).
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_truncate(const gdsroute_file *file, uint64_t size);
+
+/**
+ * Takes an advisory `flock(2)` lock on the file, as HDF5's sec2 driver does: exclusive
+ * (`LOCK_EX`) when `exclusive`, else shared (`LOCK_SH`); without `wait`, a lock held elsewhere
+ * fails at once (`LOCK_NB`) instead of waiting. A signal while waiting waits again (`EINTR`).
+ * The lock belongs to the handle's open file description: another handle of the file opened by
+ * path is another holder (so two handles conflict as two processes do); a handle from
+ * `gdsroute_file_open_fd` holds it together with the caller's descriptor and its duplicates,
+ * and a child process that inherited them. Locking again converts the lock. It is released by
+ * `gdsroute_file_unlock`, or when the last descriptor of the description closes (for a handle
+ * opened by path, its close, once the operations in flight ended). Errors: `NULL_ARGUMENT`,
+ * `CLOSED_HANDLE`, `IO_ERROR` with errno `EWOULDBLOCK` (`wait` false and a conflicting lock is
+ * held), `ENOLCK`, or `ENOSYS`/`EOPNOTSUPP` where the file system has no such locks.
+ */
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_file_lock(const gdsroute_file *file,
+                                   bool exclusive,
+                                   bool wait);
+
+/**
+ * Releases the handle's `flock` lock (`LOCK_UN`); OK without one. Errors: `NULL_ARGUMENT`,
+ * `CLOSED_HANDLE`, `IO_ERROR`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_file_unlock(const gdsroute_file *file);
 
 /**
  * Copies this handle's counters into `*stats` (see `gdsroute_stats_get` for the `struct_size`

@@ -23,7 +23,7 @@ pub enum Status {
     NullArgument = 100,
     /// An argument had a value the function does not accept.
     InvalidArgument = 101,
-    /// The open flags were not one of "r", "r+", "w", "w+".
+    /// The open flags were not one of "r", "r+", "w", "w+", "x", "x+".
     InvalidFlags = 102,
     /// An enumeration value passed from C was out of range.
     InvalidEnum = 103,
@@ -100,7 +100,7 @@ impl Status {
             Status::Ok => c"success",
             Status::NullArgument => c"a required pointer argument was NULL",
             Status::InvalidArgument => c"invalid argument",
-            Status::InvalidFlags => c"invalid open flags (expected \"r\", \"r+\", \"w\" or \"w+\")",
+            Status::InvalidFlags => c"invalid open flags (expected \"r\", \"r+\", \"w\", \"w+\", \"x\" or \"x+\")",
             Status::InvalidEnum => c"enumeration value out of range",
             Status::Overflow => c"size or offset overflows the call's arithmetic",
             Status::ClosedHandle => c"the file handle is closed",

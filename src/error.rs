@@ -12,8 +12,8 @@ pub enum Error {
     /// A value outside what the call accepts.
     #[error("{0}")]
     InvalidArgument(String),
-    /// Open flags that are not "r", "r+", "w" or "w+".
-    #[error("invalid open flags {0:?}: expected \"r\", \"r+\", \"w\" or \"w+\"")]
+    /// Open flags that are not "r", "r+", "w", "w+", "x" or "x+".
+    #[error("invalid open flags {0:?}: expected \"r\", \"r+\", \"w\", \"w+\", \"x\" or \"x+\"")]
     InvalidFlags(String),
     /// An enumeration value from C out of range.
     #[error("invalid value {value} for {what}")]

@@ -1,27 +1,26 @@
-//! A file handle: open with KvikIO's flags, read or write synchronously (`read_raw`,
-//! `write_raw`: one call on the calling thread) or in parallel (`pread_raw`, `pwrite_raw`:
-//! task-size tasks on the shared pool, returning an `Operation`), sync, close, and the verdicts on
-//! cuFile and direct I/O. The transfers themselves are `io::engine`'s (`run`, `submit`); the open
-//! state they share with the handle is `io::open_file::OpenFile`.
+//! A file handle: open with KvikIO's flags or from a caller's descriptor, read or write
+//! synchronously (`read_raw`, `write_raw`: one call on the calling thread) or in parallel
+//! (`pread_raw`, `pwrite_raw`: task-size tasks on the shared pool, returning an `Operation`), sync,
+//! truncate, lock, close, and the verdicts on cuFile and direct I/O. The transfers themselves are
+//! `io::engine`'s (`run`, `submit`); the open state they share with the handle is
+//! `io::open_file::OpenFile`.
 
 use crate::backend::cufile::file::CufileFile;
 use crate::backend::cufile::gds::Unusable;
 use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::io::engine;
-use crate::io::open_file::{OpenFile, OpenFlags};
+use crate::io::open_file::{Access, OpenFile, OpenFlags, Opened};
 use crate::io::operation::Operation;
 use crate::io::request::Request;
 use crate::io::schedule::Start;
 use crate::io::stream_order::{ParamPointers, Params, StreamCall, StreamSource};
 use crate::sys::cuda::CallerStream;
 use crate::io::thread_pool;
-use crate::page_cache::PageCache;
 use crate::settings::{self, CompatMode, FdChoice};
 use crate::stats::{self, Counters, StatsCell};
-use once_cell::sync::OnceCell;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, RwLock};
 
 /// An open file.
@@ -34,9 +33,11 @@ pub struct File {
 }
 
 impl File {
-    /// Opens `path` (any bytes but NUL) with KvikIO's `flags` and `mode` for created files.
-    /// `compat_mode` overrides the process setting for this handle; `None` takes the setting's
-    /// value now (later changes of the setting do not affect this handle, as in KvikIO).
+    /// Opens `path` (any bytes but NUL) with KvikIO's `flags` ("r", "r+", "w", "w+") or an
+    /// exclusive creation ("x", "x+": `O_CREAT | O_EXCL`, an existing file is `Open` with
+    /// `EEXIST`), and `mode` for created files. `compat_mode` overrides the process setting for
+    /// this handle; `None` takes the setting's value now (later changes of the setting do not
+    /// affect this handle, as in KvikIO).
     pub fn open(path: &[u8], flags: &str, mode: u32, compat_mode: Option<CompatMode>) -> Result<File> {
         crate::api::report::arm();
         let settings = settings::global()?;
@@ -55,28 +56,67 @@ impl File {
             return Err(Error::Open { path: display, flags: flags.as_str().into(), source: std::io::Error::last_os_error() });
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
-        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        let page_cache = PageCache::for_descriptor(fd.as_raw_fd());
-        let pool = thread_pool::Assigned::at_open(|| crate::sys::drive::drive_of(fd.as_raw_fd()))?;
-        let compat_mode = compat_mode.unwrap_or_else(|| settings.compat_mode());
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let open = OpenFile::new(fd, display, Opened::Path(flags))?;
+        Ok(File::of(open, compat_mode.unwrap_or_else(|| settings.compat_mode())))
+    }
+
+    /// Opens a handle on the file open as the caller's descriptor `fd`, for code that opened the
+    /// file itself (a file driver). The handle reads and writes through a duplicate
+    /// (`F_DUPFD_CLOEXEC`): the caller keeps `fd` and closes it when it likes, before or after
+    /// the handle. The duplicate shares `fd`'s open file description: its file offset, status
+    /// flags and `flock` locks (`lock` through the handle locks for `fd` too). Its access mode is
+    /// `fd`'s: `O_RDONLY` behaves as "r", `O_WRONLY` as "w" without the truncation, `O_RDWR` as
+    /// "r+". Messages and monitors name the file by what `/proc/self/fd/N` links to, else
+    /// "fd N". Everything else (the `O_DIRECT` descriptor, cuFile's registration, the page cache,
+    /// the pools) is as for a handle opened by path. `compat_mode` as in `open`.
+    ///
+    /// Errors: `Open` with `EBADF` for a descriptor opened `O_PATH` or with the access mode 3
+    /// (neither can read or write), or another errno where it cannot be duplicated (`EMFILE`);
+    /// `InvalidArgument` for a descriptor with `O_DIRECT` (the handle's own transfers are
+    /// buffered, and it opens its `O_DIRECT` descriptor itself) or with `O_APPEND` that can write
+    /// (Linux's `pwrite` then appends wherever it was asked to write); `InvalidSetting`.
+    pub fn open_fd(fd: BorrowedFd<'_>, compat_mode: Option<CompatMode>) -> Result<File> {
+        File::open_descriptor(fd.as_raw_fd(), compat_mode)
+    }
+
+    /// `open_fd` for a descriptor number from C, which may be anything: a negative one is
+    /// `InvalidArgument`, one not open `Open` with `EBADF` (asked of the kernel, never used
+    /// otherwise before it was duplicated).
+    pub(crate) fn open_descriptor(fd: RawFd, compat_mode: Option<CompatMode>) -> Result<File> {
+        crate::api::report::arm();
+        let settings = settings::global()?;
+        if fd < 0 {
+            return Err(Error::InvalidArgument(format!("fd {fd} is not a descriptor")));
+        }
+        let display = crate::sys::fs::descriptor_target(fd).map_or_else(|| format!("fd {fd}"), |p| p.to_string_lossy().into_owned());
+        let refused = |why: &str, source: std::io::Error| Error::Open { path: display.clone(), flags: format!("descriptor {fd} ({why})"), source };
+        let ebadf = || std::io::Error::from_raw_os_error(libc::EBADF);
+        let status = crate::sys::fs::status_flags(fd).map_err(|e| refused("fcntl F_GETFL", e))?;
+        if status & libc::O_PATH != 0 {
+            return Err(refused("O_PATH: neither reads nor writes", ebadf()));
+        }
+        let access = Access::of_status_flags(status).ok_or_else(|| refused("access mode 3: neither reads nor writes", ebadf()))?;
+        if status & libc::O_DIRECT != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{display:?} (fd {fd}) is open with O_DIRECT: a handle transfers through its descriptor with buffered I/O, and opens an O_DIRECT one of its own where the direct-I/O settings ask; pass a descriptor without O_DIRECT"
+            )));
+        }
+        if status & libc::O_APPEND != 0 && access != Access::ReadOnly {
+            return Err(Error::InvalidArgument(format!(
+                "{display:?} (fd {fd}) is open with O_APPEND: Linux's pwrite then appends whatever the offset, so the handle's writes would land at the end; pass a descriptor without O_APPEND"
+            )));
+        }
+        let duplicate = crate::sys::fs::duplicate(fd).map_err(|e| refused("F_DUPFD_CLOEXEC", e))?;
+        let open = OpenFile::new(duplicate, display, Opened::Descriptor(access))?;
+        Ok(File::of(open, compat_mode.unwrap_or_else(|| settings.compat_mode())))
+    }
+
+    /// The handle of a file opened now, under `compat_mode`; starts the device route's
+    /// preparation in the background (`io::warm_up`).
+    fn of(open: OpenFile, compat_mode: CompatMode) -> File {
         crate::io::warm_up::prepare_in_background(compat_mode);
-        Ok(File {
-            path: display.clone(),
-            open: RwLock::new(Some(Arc::new(OpenFile {
-                fd,
-                path: display,
-                flags,
-                cufile: OnceCell::new(),
-                page_cache,
-                direct: OnceCell::new(),
-                auto_environment: OnceCell::new(),
-                serialized_buffered_writes: OnceCell::new(),
-                pool: std::sync::Mutex::new(pool),
-                c_path: OnceCell::new(),
-            }))),
-            compat_mode,
-            stats: Arc::new(StatsCell::default()),
-        })
+        File { path: open.path.clone(), open: RwLock::new(Some(Arc::new(open))), compat_mode, stats: Arc::new(StatsCell::default()) }
     }
 
     /// Runs this handle's parallel calls from now on on `pool` (a caller's `Pool`: its size and
@@ -187,12 +227,7 @@ impl File {
     /// the access mode (`O_RDONLY`, `O_WRONLY`, `O_RDWR`) and status flags such as `O_APPEND`.
     pub fn fd_open_flags(&self) -> Result<i32> {
         let file = self.open_file()?;
-        // SAFETY: F_GETFL on a descriptor the handle owns; no pointer argument.
-        let flags = unsafe { libc::fcntl(file.fd.as_raw_fd(), libc::F_GETFL) };
-        if flags < 0 {
-            return Err(file.io_error("fcntl(F_GETFL)", 0, std::io::Error::last_os_error()));
-        }
-        Ok(flags)
+        crate::sys::fs::status_flags(file.fd.as_raw_fd()).map_err(|e| file.io_error("fcntl(F_GETFL)", 0, e))
     }
 
     /// The handle's `O_DIRECT` descriptor where one is open already (a direct-I/O task or
@@ -356,6 +391,50 @@ impl File {
     pub fn datasync(&self) -> Result<()> {
         let file = self.open_file()?;
         crate::sys::fs::fsync(file.fd.as_raw_fd(), true).map_err(|e| file.io_error("fdatasync", 0, e))
+    }
+
+    /// Truncates or extends the file to `size` bytes (`ftruncate(2)`; KvikIO has no such call, a
+    /// file driver needs it). Bytes past a new, smaller end are gone: later reads stop there;
+    /// an extension reads as zeros. Registered page-cache windows of the file are dropped in
+    /// every handle of it (`io::open_file::OpenFile::set_len`). Calls in flight are not waited for.
+    ///
+    /// Errors: `ClosedHandle`; `InvalidArgument` for a size above `i64::MAX`; `Io` (`EBADF` at
+    /// once for a read-only handle; `EFBIG`, `EPERM`, `EIO`, ...).
+    pub fn truncate(&self, size: u64) -> Result<()> {
+        let file = self.open_file()?;
+        if i64::try_from(size).is_err() {
+            return Err(Error::InvalidArgument(format!("cannot truncate {:?} to {size} bytes: above the largest off_t ({})", file.path, i64::MAX)));
+        }
+        file.set_len(size)
+    }
+
+    /// Takes an advisory `flock(2)` lock on the file: exclusive (`LOCK_EX`) or shared
+    /// (`LOCK_SH`); with `wait` false it does not wait for a conflicting lock (`LOCK_NB`). A lock
+    /// belongs to the open file description: another handle of the file, opened by path, is
+    /// another holder; a handle from `open_fd` holds it with the caller's descriptor. Locking
+    /// again converts the lock (shared to exclusive and back). The lock goes with `unlock`, or when
+    /// the last descriptor of the description closes (the handle's close, once calls in flight
+    /// finished, for a handle opened by path). A signal while waiting waits again (`EINTR`).
+    ///
+    /// Errors: `ClosedHandle`; `Io` with `EWOULDBLOCK` (`wait` false, held elsewhere), `ENOLCK`,
+    /// or `ENOSYS`/`EOPNOTSUPP` where the file system has no such locks.
+    pub fn lock(&self, exclusive: bool, wait: bool) -> Result<()> {
+        let file = self.open_file()?;
+        let (operation, name) = match (exclusive, wait) {
+            (true, true) => (libc::LOCK_EX, "flock(LOCK_EX)"),
+            (true, false) => (libc::LOCK_EX | libc::LOCK_NB, "flock(LOCK_EX | LOCK_NB)"),
+            (false, true) => (libc::LOCK_SH, "flock(LOCK_SH)"),
+            (false, false) => (libc::LOCK_SH | libc::LOCK_NB, "flock(LOCK_SH | LOCK_NB)"),
+        };
+        crate::sys::fs::flock(file.fd.as_raw_fd(), operation).map_err(|e| file.io_error(name, 0, e))
+    }
+
+    /// Releases the handle's `flock` lock (`LOCK_UN`); without one it does nothing.
+    ///
+    /// Errors: `ClosedHandle`; `Io`.
+    pub fn unlock(&self) -> Result<()> {
+        let file = self.open_file()?;
+        crate::sys::fs::flock(file.fd.as_raw_fd(), libc::LOCK_UN).map_err(|e| file.io_error("flock(LOCK_UN)", 0, e))
     }
 
     /// Safe parallel read into a slice; waits for completion. Returns the bytes read.

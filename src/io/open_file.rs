@@ -1,7 +1,8 @@
 //! The open file as its reads and writes see it, shared by the handle and its calls in flight: the
-//! descriptor and KvikIO's open flags, the per-file half of cuFile's probe, the `O_DIRECT`
-//! descriptor opened at first use and the windows registered with the page cache. Calls in flight
-//! keep it alive, so closing a handle never lets a task read or write a recycled descriptor.
+//! descriptor and how it was opened (KvikIO's flags, or a caller's descriptor duplicated), the
+//! per-file half of cuFile's probe, the `O_DIRECT` descriptor opened at first use and the windows
+//! registered with the page cache, which a truncation drops. Calls in flight keep it alive, so
+//! closing a handle never lets a task read or write a recycled descriptor.
 
 use crate::backend::cufile::file::CufileFile;
 use crate::direction::Direction;
@@ -14,8 +15,8 @@ use once_cell::sync::OnceCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 
-/// KvikIO's open flags. Stricter than KvikIO, which looks at two characters only: the whole
-/// string must be one of these.
+/// KvikIO's open flags, and Python's exclusive creation ("x", "x+"). Stricter than KvikIO, which
+/// looks at two characters only: the whole string must be one of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OpenFlags {
     /// "r": read only.
@@ -26,28 +27,42 @@ pub(crate) enum OpenFlags {
     Write,
     /// "w+": read and write, create, truncate.
     WriteRead,
+    /// "x": write only, create; the file must not exist (`O_EXCL`).
+    Exclusive,
+    /// "x+": read and write, create; the file must not exist (`O_EXCL`).
+    ExclusiveRead,
 }
 
 impl OpenFlags {
-    /// Parses "r", "r+", "w" or "w+".
+    /// Parses "r", "r+", "w", "w+", "x" or "x+".
     pub(crate) fn parse(text: &str) -> Result<OpenFlags> {
         match text {
             "r" => Ok(OpenFlags::Read),
             "r+" => Ok(OpenFlags::ReadWrite),
             "w" => Ok(OpenFlags::Write),
             "w+" => Ok(OpenFlags::WriteRead),
+            "x" => Ok(OpenFlags::Exclusive),
+            "x+" => Ok(OpenFlags::ExclusiveRead),
             _ => Err(Error::InvalidFlags(text.to_string())),
         }
     }
 
     pub(crate) fn os_flags(self) -> libc::c_int {
-        let access = match self {
-            OpenFlags::Read => libc::O_RDONLY,
-            OpenFlags::ReadWrite => libc::O_RDWR,
-            OpenFlags::Write => libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
-            OpenFlags::WriteRead => libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC,
+        let how = match self {
+            OpenFlags::Read | OpenFlags::ReadWrite => 0,
+            OpenFlags::Write | OpenFlags::WriteRead => libc::O_CREAT | libc::O_TRUNC,
+            OpenFlags::Exclusive | OpenFlags::ExclusiveRead => libc::O_CREAT | libc::O_EXCL,
         };
-        access | libc::O_CLOEXEC
+        self.access().os_flags() | how | libc::O_CLOEXEC
+    }
+
+    /// What the descriptor these flags open may do.
+    pub(crate) fn access(self) -> Access {
+        match self {
+            OpenFlags::Read => Access::ReadOnly,
+            OpenFlags::Write | OpenFlags::Exclusive => Access::WriteOnly,
+            OpenFlags::ReadWrite | OpenFlags::WriteRead | OpenFlags::ExclusiveRead => Access::ReadWrite,
+        }
     }
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -56,6 +71,75 @@ impl OpenFlags {
             OpenFlags::ReadWrite => "r+",
             OpenFlags::Write => "w",
             OpenFlags::WriteRead => "w+",
+            OpenFlags::Exclusive => "x",
+            OpenFlags::ExclusiveRead => "x+",
+        }
+    }
+}
+
+/// What a handle's descriptor may do: its access mode (`O_ACCMODE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    ReadOnly,
+    WriteOnly,
+    ReadWrite,
+}
+
+impl Access {
+    fn os_flags(self) -> libc::c_int {
+        match self {
+            Access::ReadOnly => libc::O_RDONLY,
+            Access::WriteOnly => libc::O_WRONLY,
+            Access::ReadWrite => libc::O_RDWR,
+        }
+    }
+
+    /// The access mode of a descriptor's status flags (`fcntl(F_GETFL)`); `None` for the mode 3,
+    /// which neither reads nor writes.
+    pub(crate) fn of_status_flags(flags: libc::c_int) -> Option<Access> {
+        match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => Some(Access::ReadOnly),
+            libc::O_WRONLY => Some(Access::WriteOnly),
+            libc::O_RDWR => Some(Access::ReadWrite),
+            _ => None,
+        }
+    }
+}
+
+/// How a handle got its descriptor, for its access and its messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opened {
+    /// `open(2)` of a path with these flags (`File::open`).
+    Path(OpenFlags),
+    /// A duplicate of a caller's descriptor with this access mode (`File::open_fd`).
+    Descriptor(Access),
+}
+
+impl Opened {
+    pub(crate) fn access(self) -> Access {
+        match self {
+            Opened::Path(flags) => flags.access(),
+            Opened::Descriptor(access) => access,
+        }
+    }
+
+    /// The operation named in the `EBADF` error of a read on a write-only handle.
+    fn read_refused(self) -> &'static str {
+        match self {
+            Opened::Path(OpenFlags::Exclusive) => "read of a file opened write-only (\"x\")",
+            Opened::Descriptor(_) => "read of a file opened from a write-only descriptor (O_WRONLY)",
+            Opened::Path(_) => "read of a file opened write-only (\"w\")",
+        }
+    }
+
+    /// The operation named in the `EBADF` error of a write (`truncate`: a truncation) on a
+    /// read-only handle.
+    fn write_refused(self, truncate: bool) -> &'static str {
+        match (self, truncate) {
+            (Opened::Descriptor(_), false) => "write to a file opened from a read-only descriptor (O_RDONLY)",
+            (Opened::Descriptor(_), true) => "truncate of a file opened from a read-only descriptor (O_RDONLY)",
+            (Opened::Path(_), false) => "write to a file opened read-only (\"r\")",
+            (Opened::Path(_), true) => "truncate of a file opened read-only (\"r\")",
         }
     }
 }
@@ -65,7 +149,7 @@ pub(crate) struct OpenFile {
     /// Shared with the cuFile registration when that registered this descriptor.
     pub fd: Arc<OwnedFd>,
     pub path: String,
-    pub flags: OpenFlags,
+    pub opened: Opened,
     /// The per-file half of the AUTO probe, decided at the first device read that needs it.
     pub cufile: OnceCell<std::result::Result<CufileFile, Unusable>>,
     /// Windows of this file registered for direct copies (device POSIX reads).
@@ -87,6 +171,29 @@ pub(crate) struct OpenFile {
 }
 
 impl OpenFile {
+    /// The open state of a descriptor the handle owns now, `path` its name in messages: its page
+    /// cache known to the other handles of the file, its pool chosen as at open, nothing else
+    /// decided yet.
+    ///
+    /// Errors: the drive's pool (settings, threads).
+    pub(crate) fn new(fd: OwnedFd, path: String, opened: Opened) -> Result<OpenFile> {
+        let fd = Arc::new(fd);
+        let page_cache = PageCache::for_descriptor(fd.as_raw_fd());
+        let pool = Assigned::at_open(|| crate::sys::drive::drive_of(fd.as_raw_fd()))?;
+        Ok(OpenFile {
+            fd,
+            path,
+            opened,
+            cufile: OnceCell::new(),
+            page_cache,
+            direct: OnceCell::new(),
+            auto_environment: OnceCell::new(),
+            serialized_buffered_writes: OnceCell::new(),
+            pool: Mutex::new(pool),
+            c_path: OnceCell::new(),
+        })
+    }
+
     /// The path as C wants it (an interior NUL, impossible for a path that opened, gives "").
     pub(crate) fn c_path(&self) -> &std::ffi::CStr {
         self.c_path.get_or_init(|| std::ffi::CString::new(self.path.as_str()).unwrap_or_default())
@@ -101,11 +208,7 @@ impl OpenFile {
 
     pub(crate) fn io_error(&self, op: &'static str, offset: u64, source: std::io::Error) -> Error {
         // Keep errno intact for gdsroute_last_error_errno; say why EBADF happens in the op text.
-        let op = if source.raw_os_error() == Some(libc::EBADF) && self.flags == OpenFlags::Write {
-            "read of a file opened write-only (\"w\")"
-        } else {
-            op
-        };
+        let op = if source.raw_os_error() == Some(libc::EBADF) && self.opened.access() == Access::WriteOnly { self.opened.read_refused() } else { op };
         Error::Io { op, path: self.path.clone(), offset, source }
     }
 
@@ -120,7 +223,7 @@ impl OpenFile {
         if size == 0 {
             return Ok((0, true));
         }
-        if self.flags == OpenFlags::Write {
+        if self.opened.access() == Access::WriteOnly {
             return Ok((size, false));
         }
         let end = crate::sys::fs::readable_end(self.fd.as_raw_fd()).map_err(|e| self.io_error("fstat", offset, e))?;
@@ -140,13 +243,39 @@ impl OpenFile {
             Direction::Read => self.readable(size, offset),
             Direction::Write => {
                 // Refused before anything runs, whatever the size: the descriptor cannot write.
-                if self.flags == OpenFlags::Read {
-                    let source = std::io::Error::from_raw_os_error(libc::EBADF);
-                    return Err(Error::Io { op: "write to a file opened read-only (\"r\")", path: self.path.clone(), offset, source });
-                }
+                self.refuse_unless_writable(false, offset)?;
                 Ok((size, true))
             }
         }
+    }
+
+    /// `IO_ERROR` with `EBADF`, naming the path, where the handle's descriptor cannot write: a
+    /// write (`truncate` false) or a truncation refused before any system call, as the
+    /// descriptor itself would refuse it (`ftruncate` says `EINVAL` there; `EBADF` keeps one
+    /// answer for every call that changes the file).
+    fn refuse_unless_writable(&self, truncate: bool, offset: u64) -> Result<()> {
+        if self.opened.access() != Access::ReadOnly {
+            return Ok(());
+        }
+        let source = std::io::Error::from_raw_os_error(libc::EBADF);
+        Err(Error::Io { op: self.opened.write_refused(truncate), path: self.path.clone(), offset, source })
+    }
+
+    /// Truncates or extends the file to `size` bytes (`ftruncate`; at most `i64::MAX`, which the
+    /// caller checked). The registered page-cache windows of the file, in every handle of it in
+    /// the process, are dropped before and after: a window pinned before a shrink keeps the old
+    /// pages, detached from the file (`sys::cuda::registered`), and a file shrunk and grown back
+    /// within one tick of the change time would pass the identity check of `page_cache::plan`;
+    /// dropped, no later device read copies them (reads in flight finish on the windows they
+    /// hold, as a read racing a write sees either bytes). Calls in flight are not waited for.
+    ///
+    /// Errors: `Io` (`EBADF` at once for a read-only handle; `EFBIG`, `EPERM`, `EIO`, ...).
+    pub(crate) fn set_len(&self, size: u64) -> Result<()> {
+        self.refuse_unless_writable(true, size)?;
+        self.page_cache.file_written();
+        let result = crate::sys::fs::truncate(self.fd.as_raw_fd(), size);
+        self.page_cache.file_written();
+        result.map_err(|e| self.io_error("ftruncate", size, e))
     }
 
     /// The `O_DIRECT` descriptor for a task under `auto_direct_io_read` or `_write` (`wanted`),
@@ -244,19 +373,7 @@ mod tests {
             return; // this machine passes the heuristic: nothing to show
         }
         let tmp = tempfile::NamedTempFile::new().unwrap();
-        let fd = Arc::new(OwnedFd::from(tmp.reopen().unwrap()));
-        let file = OpenFile {
-            page_cache: PageCache::for_descriptor(fd.as_raw_fd()),
-            fd,
-            path: "test".into(),
-            flags: OpenFlags::Read,
-            cufile: OnceCell::new(),
-            direct: OnceCell::new(),
-            auto_environment: OnceCell::new(),
-            serialized_buffered_writes: OnceCell::new(),
-            pool: Mutex::new(Assigned::Shared),
-            c_path: OnceCell::new(),
-        };
+        let file = OpenFile::new(OwnedFd::from(tmp.reopen().unwrap()), "test".into(), Opened::Path(OpenFlags::Read)).unwrap();
         assert!(file.cufile_serves(CompatMode::Auto).is_err());
         assert!(file.cufile.get().is_none(), "the verdict was not decided for routing");
         assert_eq!(file.auto_environment.get(), Some(&false));
@@ -268,9 +385,28 @@ mod tests {
     fn flags_are_strict() {
         assert_eq!(OpenFlags::parse("r").unwrap(), OpenFlags::Read);
         assert_eq!(OpenFlags::parse("w+").unwrap(), OpenFlags::WriteRead);
-        for bad in ["", "a", "x", "rb", "r+b", "R", "ww"] {
+        for bad in ["", "a", "xx", "x+b", "X", "+x", "rb", "r+b", "R", "ww"] {
             assert!(matches!(OpenFlags::parse(bad), Err(Error::InvalidFlags(_))), "{bad}");
         }
         assert_ne!(OpenFlags::Read.os_flags() & libc::O_CLOEXEC, 0);
+    }
+
+    #[test]
+    fn every_flag_string_round_trips_to_its_open_flags() {
+        let table = [
+            ("r", libc::O_RDONLY),
+            ("r+", libc::O_RDWR),
+            ("w", libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC),
+            ("w+", libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC),
+            ("x", libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL),
+            ("x+", libc::O_RDWR | libc::O_CREAT | libc::O_EXCL),
+        ];
+        for (text, os) in table {
+            let flags = OpenFlags::parse(text).unwrap();
+            assert_eq!(flags.as_str(), text);
+            assert_eq!(flags.os_flags(), os | libc::O_CLOEXEC, "{text}");
+            assert_eq!(Access::of_status_flags(os), Some(flags.access()), "{text}");
+        }
+        assert_eq!(Access::of_status_flags(libc::O_ACCMODE), None);
     }
 }

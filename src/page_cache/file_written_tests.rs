@@ -1,9 +1,14 @@
 //! A write drops the registered windows of every cache of the written file, and only of that
-//! file (moved here from tests/posix_writes.rs, which tests writes through the handle).
+//! file (moved here from tests/posix_writes.rs, which tests writes through the handle); so does a
+//! truncation through a handle (`OpenFile::set_len`), whatever the size it leaves.
 
-use super::PageCache;
+use super::budget::Reservation;
+use super::{Mapping, PageCache, WindowState};
+use crate::io::open_file::{OpenFile, OpenFlags, Opened};
+use crate::sys::cuda::RegisteredMapping;
 use crate::test_support::{random_bytes, temp_file_in};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 const MIB: usize = 1 << 20;
 
@@ -26,4 +31,62 @@ fn a_write_drops_the_registered_windows_of_every_handle_of_the_file() {
     cache_a.file_written();
     assert_eq!((cache_a.window_count(), cache_b.window_count()), (0, 0), "both handles of the written file");
     assert_eq!(cache_c.window_count(), 1, "another file keeps its windows");
+}
+
+/// Installs a registered window `index` of `len` bytes into `cache` (anonymous memory standing in
+/// for the pinned file pages) and returns it: the test holds it, so that the cache letting go
+/// never runs its `Drop` (which would unregister with CUDA); `release` frees it.
+fn fake_registered_window(cache: &PageCache, index: u64, len: usize) -> Arc<Mapping> {
+    let mapping = Arc::new(Mapping::new(RegisteredMapping::unregistered_for_tests(len), index * super::WINDOW, Reservation::none()));
+    cache.lock().windows.insert(index, WindowState::Registered(Arc::clone(&mapping)));
+    mapping
+}
+
+/// Frees a window of `fake_registered_window` once nothing else holds it.
+fn release(mapping: Arc<Mapping>) {
+    let Ok(mut mapping) = Arc::try_unwrap(mapping) else { panic!("the window is still held by a cache") };
+    // SAFETY: taken once; the emptied Mapping is forgotten right after.
+    let registered = unsafe { std::mem::ManuallyDrop::take(&mut mapping.registered) };
+    std::mem::forget(mapping);
+    registered.release_for_tests();
+}
+
+#[test]
+fn a_truncation_drops_the_registered_windows_of_every_handle_of_the_file() {
+    // The danger: a window pinned before a shrink keeps the old pages, detached from the file, so
+    // a device read copying from it would see bytes the file no longer has (or, after the file
+    // grew back to its size within one tick of the change time, bytes it never had again).
+    let len = 3 * (1 << 20);
+    let tmp = temp_file_in(None, &random_bytes(len, 7));
+    let open = |flags| OpenFile::new(OwnedFd::from(tmp.reopen().unwrap()), "truncated".into(), Opened::Path(flags)).unwrap();
+    let (writer, reader) = (open(OpenFlags::ReadWrite), open(OpenFlags::Read));
+    for size in [len as u64 / 2, len as u64, 0] {
+        for cache in [&writer.page_cache, &reader.page_cache] {
+            drop(cache.plan(writer.fd.as_raw_fd(), 0, 4096, 0, 0)); // records the identity
+            assert_eq!(cache.window_count(), 1);
+        }
+        let held = [fake_registered_window(&writer.page_cache, 0, len), fake_registered_window(&reader.page_cache, 0, len)];
+        reader.page_cache.lock().windows.insert(1, WindowState::Pending);
+        let generation = reader.page_cache.lock().generation;
+
+        writer.set_len(size).unwrap();
+        assert_eq!(crate::sys::fs::file_size(writer.fd.as_raw_fd()).unwrap(), size);
+        assert_eq!((writer.page_cache.window_count(), reader.page_cache.window_count()), (0, 0), "to {size}: windows kept");
+        assert!(!reader.page_cache.still_pending(1, generation), "to {size}: a registration queued before would still be installed");
+        // The next task of either handle plans the file as it is now: no registered bytes.
+        for cache in [&writer.page_cache, &reader.page_cache] {
+            let segments = cache.plan(writer.fd.as_raw_fd(), 0, len, 0, 0);
+            assert!(segments.iter().all(|s| matches!(s, super::Segment::Bounce { .. })), "to {size}");
+            assert_eq!(segments.iter().map(super::Segment::len).sum::<usize>(), len);
+        }
+        held.into_iter().for_each(release);
+    }
+    // A handle that cannot write refuses before anything changes, its windows included.
+    let held = fake_registered_window(&reader.page_cache, 0, len);
+    let err = reader.set_len(1).unwrap_err();
+    assert_eq!(err.os_error(), Some(libc::EBADF), "{err}");
+    assert_eq!(reader.page_cache.window_count(), 1);
+    assert_eq!(crate::sys::fs::file_size(reader.fd.as_raw_fd()).unwrap(), 0, "the size of the last truncation");
+    reader.page_cache.lock().windows.clear();
+    release(held);
 }

@@ -1,7 +1,9 @@
 //! File-system calls without policy: a file's status, its size and where its readable bytes end
 //! (regular files and block devices), and the one `pread`/`pwrite` loop of both directions
-//! (`transfer_once`: `EINTR` retried; `transfer_full`: short counts continued). The POSIX backend,
-//! direct I/O, readahead and the page cache ask here; what to read or write, and how, is theirs.
+//! (`transfer_once`: `EINTR` retried; `transfer_full`: short counts continued), and the calls on
+//! a descriptor of a file handle (sync, truncate, `flock`, status flags, duplication). The POSIX
+//! backend, direct I/O, readahead, the page cache and the handle ask here; what to read or write,
+//! and how, is theirs.
 
 use crate::direction::Direction;
 use std::io;
@@ -162,19 +164,60 @@ pub(crate) fn file_system_magic(fd: RawFd) -> Option<u32> {
     Some((st.f_type as i64 & 0xFFFF_FFFF) as u32)
 }
 
-/// `fsync(2)` (`data_only`: `fdatasync(2)`), retried on `EINTR`.
-pub(crate) fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
+/// Runs a system call that returns -1 and sets errno on failure, again while it fails with
+/// `EINTR`; returns its non-negative result.
+fn retrying_eintr(mut call: impl FnMut() -> libc::c_int) -> io::Result<libc::c_int> {
     loop {
-        // SAFETY: plain system calls on a descriptor; a bad one is an error, not UB.
-        let r = unsafe { if data_only { libc::fdatasync(fd) } else { libc::fsync(fd) } };
-        if r == 0 {
-            return Ok(());
+        let r = call();
+        if r >= 0 {
+            return Ok(r);
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {
             return Err(err);
         }
     }
+}
+
+/// `fsync(2)` (`data_only`: `fdatasync(2)`), retried on `EINTR`.
+pub(crate) fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
+    // SAFETY: plain system calls on a descriptor; a bad one is an error, not UB.
+    retrying_eintr(|| unsafe { if data_only { libc::fdatasync(fd) } else { libc::fsync(fd) } }).map(drop)
+}
+
+/// `ftruncate(2)` to `size` bytes (at most `i64::MAX`: callers check), retried on `EINTR`.
+pub(crate) fn truncate(fd: RawFd, size: u64) -> io::Result<()> {
+    let size = libc::off_t::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a plain system call on a descriptor.
+    retrying_eintr(|| unsafe { libc::ftruncate(fd, size) }).map(drop)
+}
+
+/// `flock(2)` with `operation` (`LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB` or not),
+/// retried on `EINTR` (a signal that interrupts a wait for the lock waits again).
+pub(crate) fn flock(fd: RawFd, operation: libc::c_int) -> io::Result<()> {
+    // SAFETY: a plain system call on a descriptor.
+    retrying_eintr(|| unsafe { libc::flock(fd, operation) }).map(drop)
+}
+
+/// The file status flags and access mode of an open descriptor (`fcntl(F_GETFL)`).
+pub(crate) fn status_flags(fd: RawFd) -> io::Result<libc::c_int> {
+    // SAFETY: F_GETFL takes no argument and reads no memory of ours.
+    retrying_eintr(|| unsafe { libc::fcntl(fd, libc::F_GETFL) })
+}
+
+/// A new descriptor of the open file description of `fd` (`fcntl(F_DUPFD_CLOEXEC)`), owned by
+/// the caller: it shares the file offset, the status flags and `flock` locks with `fd`.
+pub(crate) fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC takes the lowest descriptor number to use; no memory of ours.
+    let new = retrying_eintr(|| unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
+    // SAFETY: just made by the kernel, owned by nobody else.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(new) })
+}
+
+/// What `/proc/self/fd/N` links to for the descriptor `fd` (a path, `pipe:[...]`, a deleted
+/// file's path with " (deleted)"), `None` where it cannot be read (no procfs).
+pub(crate) fn descriptor_target(fd: RawFd) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
 }
 
 #[cfg(test)]

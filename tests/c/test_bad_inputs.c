@@ -210,7 +210,7 @@ static void test_closed_handle(const char *path) {
 }
 
 static void test_open_errors(const char *path) {
-    static const char *const bad_flags[] = {"", "a", "x", "rb", "garbage"};
+    static const char *const bad_flags[] = {"", "a", "xx", "x+b", "X", "rb", "garbage"};
     gdsroute_file *f = NULL;
     for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++) {
         CHECK_STATUS(gdsroute_file_open(path, bad_flags[i], 0, &f), GDSROUTE_STATUS_INVALID_FLAGS);

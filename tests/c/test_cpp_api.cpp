@@ -289,7 +289,7 @@ void test_errors(const std::string &dir) {
 
 #if GDSROUTE_HPP_EXCEPTIONS
     EXPECT_THROW(gdsroute::File g(missing), GDSROUTE_STATUS_OPEN_FAILED, ENOENT, "no-such-file");
-    EXPECT_THROW(gdsroute::File g(path, "x"), GDSROUTE_STATUS_INVALID_FLAGS, -1, "");
+    EXPECT_THROW(gdsroute::File g(path, "xr"), GDSROUTE_STATUS_INVALID_FLAGS, -1, "");
     EXPECT_THROW(gdsroute::File g(path, "r", 0644, static_cast<gdsroute::CompatMode>(5)),
                  GDSROUTE_STATUS_INVALID_ENUM, -1, "");
     gdsroute::File r(path, "r");
