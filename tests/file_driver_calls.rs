@@ -1,9 +1,9 @@
-//! The calls a file driver (HDF5's) needs of a handle, through the Rust API: exclusive creation
-//! ("x", "x+"), handles from a caller's descriptor (`File::open_fd`), truncation and `flock`
-//! locks. Every byte is checked against the file itself (read with std), reads land inside
-//! poisoned guards, and each refusal is checked for its status, errno and message. The page-cache
-//! windows a truncation drops are tested beside the cache (src/page_cache/file_written_tests.rs):
-//! without a GPU no window is ever registered.
+//! One job: the calls a file driver (HDF5's) needs of a handle, through the Rust API: exclusive
+//! creation ("x", "x+"), handles from a caller's descriptor (`File::open_fd`), truncation and
+//! `flock` locks. Every byte is checked against the file itself (read with std), reads land
+//! inside poisoned guards, and each refusal is checked for its status, errno and message. The
+//! page-cache windows a truncation drops are tested beside the cache
+//! (src/page_cache/file_written_tests.rs): without a GPU no window is ever registered.
 
 mod common;
 

@@ -705,11 +705,12 @@ static void test_writes(const char *path, size_t file_len) {
  * in use; is_compat_mode_preferred): their answers for every open mode, and their bad inputs. */
 static void test_handle_queries(const char *path) {
     static const struct { const char *flags; int access; } modes[] = {
-        {"r", O_RDONLY}, {"r+", O_RDWR}, {"w", O_WRONLY}, {"w+", O_RDWR}};
+        {"r", O_RDONLY}, {"r+", O_RDWR}, {"w", O_WRONLY}, {"w+", O_RDWR}, {"x", O_WRONLY}, {"x+", O_RDWR}};
     char scratch[512];
     path_in_dir(scratch, sizeof scratch, "queries");
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         const char *p = modes[i].flags[0] == 'r' ? path : scratch;
+        if (modes[i].flags[0] == 'x') unlink(scratch); /* exclusive creation needs a new file */
         gdsroute_file *file = open_ok(p, modes[i].flags);
         int fd = -7, flags = -7, direct = -7;
         bool closed = true, in_use = true;
