@@ -567,7 +567,8 @@ class File {
     ~File() { gdsroute_file_free(file_); }
 
     /**
-     * Opens `path` with KvikIO's flags ("r", "r+", "w", "w+"), `mode` for a created file, and the
+     * Opens `path` with KvikIO's flags ("r", "r+", "w", "w+") or an exclusive creation ("x",
+     * "x+": OPEN_FAILED with EEXIST where the file exists), `mode` for a created file, and the
      * handle's compat mode (nullopt: the process default, as KvikIO's defaults::compat_mode()).
      */
     static Result<File> try_open(const std::string &path, const std::string &flags = "r",
@@ -580,11 +581,28 @@ class File {
         if (st != GDSROUTE_STATUS_OK) return Result<File>(ErrorInfo::last(st));
         return Result<File>(File(raw));
     }
+    /**
+     * A handle on the file open as the caller's descriptor `fd` (gdsroute_file_open_fd): it holds
+     * a duplicate, so the caller keeps `fd` and closes it when it likes; the access mode, status
+     * flags and flock locks are `fd`'s. For file drivers.
+     */
+    static Result<File> try_open_fd(int fd, std::optional<CompatMode> compat_mode = std::nullopt) {
+        gdsroute_file *raw = nullptr;
+        Status st = compat_mode
+                        ? gdsroute_file_open_fd_with_compat_mode(fd, static_cast<std::uint32_t>(*compat_mode), &raw)
+                        : gdsroute_file_open_fd(fd, &raw);
+        if (st != GDSROUTE_STATUS_OK) return Result<File>(ErrorInfo::last(st));
+        return Result<File>(File(raw));
+    }
 #if GDSROUTE_HPP_EXCEPTIONS
     /** KvikIO's FileHandle(path, flags, mode, compat_mode); throws Error. */
     explicit File(const std::string &path, const std::string &flags = "r", unsigned mode = 0644,
                   std::optional<CompatMode> compat_mode = std::nullopt)
         : File(try_open(path, flags, mode, compat_mode).value()) {}
+    /** try_open_fd; throws Error. */
+    static File open_fd(int fd, std::optional<CompatMode> compat_mode = std::nullopt) {
+        return try_open_fd(fd, compat_mode).value();
+    }
 #endif
 
     /** Closes the file (gdsroute_file_close); idempotent, never fails. Operations in flight
@@ -749,6 +767,23 @@ class File {
         if (file_ == nullptr) return detail::closed_error("gdsroute::File");
         return detail::check(gdsroute_file_datasync(file_));
     }
+    /** ftruncate(2) to `size` bytes (gdsroute_file_truncate): a shrink drops the tail, later reads
+     * stop there; an extension reads as zeros. EBADF for a handle that cannot write. */
+    Result<void> try_truncate(std::uint64_t size) const {
+        if (file_ == nullptr) return detail::closed_error("gdsroute::File");
+        return detail::check(gdsroute_file_truncate(file_, size));
+    }
+    /** An advisory flock(2) lock (gdsroute_file_lock): exclusive or shared; without `wait`, a lock
+     * held elsewhere is IO_ERROR with errno EWOULDBLOCK at once. */
+    Result<void> try_lock(bool exclusive = true, bool wait = true) const {
+        if (file_ == nullptr) return detail::closed_error("gdsroute::File");
+        return detail::check(gdsroute_file_lock(file_, exclusive, wait));
+    }
+    /** Releases the handle's flock lock (gdsroute_file_unlock); OK without one. */
+    Result<void> try_unlock() const {
+        if (file_ == nullptr) return detail::closed_error("gdsroute::File");
+        return detail::check(gdsroute_file_unlock(file_));
+    }
     /** Runs the handle's parallel calls on `pool` from now on (KvikIO's thread_pool argument). */
     Result<void> try_set_pool(const Pool &pool) const {
         if (file_ == nullptr) return detail::closed_error("gdsroute::File");
@@ -803,6 +838,9 @@ class File {
     }
     void sync() const { try_sync().value(); }
     void datasync() const { try_datasync().value(); }
+    void truncate(std::uint64_t size) const { try_truncate(size).value(); }
+    void lock(bool exclusive = true, bool wait = true) const { try_lock(exclusive, wait).value(); }
+    void unlock() const { try_unlock().value(); }
     void set_pool(const Pool &pool) const { try_set_pool(pool).value(); }
     void reset_pool() const { try_reset_pool().value(); }
 #endif

@@ -2,7 +2,8 @@
 // bytes, every error path through the non-throwing form (Result) and, where exceptions are on,
 // through gdsroute::Error; move semantics, the settings guard, stats printing, the mapping handle,
 // pools, registration (a counted no-op under compat mode ON), driver properties, the page-cache
-// tools. Built under C++17, C++20 and C++23 and with -fno-exceptions (tests/c/CMakeLists.txt).
+// tools, the file drivers' calls (exclusive creation, a handle from a descriptor, truncate,
+// locks). Built under C++17, C++20 and C++23 and with -fno-exceptions (tests/c/CMakeLists.txt).
 // `test_cpp_api abort` calls value() of a failed Result: without exceptions it must print the
 // error and abort, with them throw.
 #include <gdsroute.hpp>
@@ -828,6 +829,93 @@ void test_batches(const std::string &dir) {
 #endif
 }
 
+// What a file driver needs: exclusive creation, a handle from a descriptor, truncation, locks.
+void test_file_driver_calls(const std::string &dir) {
+    const std::string path = dir + "/driver.bin";
+    const auto data = random_bytes(300000, 30);
+    {
+        auto created = gdsroute::File::try_open(path, "x+", 0600);
+        CHECK(created.ok());
+        if (!created.ok()) return;
+        auto w = created.value().try_write(data.data(), data.size(), 0);
+        CHECK(w.ok() && w.value() == data.size());
+    }
+    EXPECT_ERROR(gdsroute::File::try_open(path, "x"), GDSROUTE_STATUS_OPEN_FAILED, EEXIST, "driver.bin");
+    EXPECT_ERROR(gdsroute::File::try_open(path, "x+"), GDSROUTE_STATUS_OPEN_FAILED, EEXIST, "driver.bin");
+
+    // From a descriptor: the caller keeps its own; every byte through the handle.
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    CHECK(fd >= 0);
+    {
+        auto f = gdsroute::File::try_open_fd(fd);
+        CHECK(f.ok());
+        if (!f.ok()) return;
+        auto flags = f.value().try_fd_open_flags();
+        CHECK(flags.ok() && (flags.value() & O_ACCMODE) == O_RDWR);
+        auto hfd = f.value().try_fd();
+        CHECK(hfd.ok() && hfd.value() != fd);
+        Guarded g(data.size());
+        auto r = f.value().try_read(g.data(), data.size(), 0);
+        CHECK(r.ok() && r.value() == data.size());
+        CHECK(std::memcmp(g.data(), data.data(), data.size()) == 0 && g.guards_intact());
+
+        // Truncation: the size follows, reads stop at the new end.
+        CHECK(f.value().try_truncate(1000).ok());
+        auto n = f.value().try_nbytes();
+        CHECK(n.ok() && n.value() == 1000);
+        Guarded h(4096);
+        auto short_read = f.value().try_read(h.data(), 4096, 0);
+        CHECK(short_read.ok() && short_read.value() == 1000);
+        CHECK(std::memcmp(h.data(), data.data(), 1000) == 0 && h.guards_intact());
+        EXPECT_ERROR(f.value().try_truncate(UINT64_MAX), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "driver.bin");
+
+        // Locks: a second handle conflicts without waiting; after the unlock it gets it.
+        auto other = gdsroute::File::try_open(path, "r");
+        CHECK(other.ok());
+        CHECK(f.value().try_lock(true, false).ok());
+        EXPECT_ERROR(other.value().try_lock(true, false), GDSROUTE_STATUS_IO_ERROR, EWOULDBLOCK, "flock");
+        EXPECT_ERROR(other.value().try_lock(false, false), GDSROUTE_STATUS_IO_ERROR, EWOULDBLOCK, "flock");
+        CHECK(f.value().try_unlock().ok());
+        CHECK(other.value().try_lock(false, false).ok());
+        CHECK(f.value().try_lock(false, false).ok()); // shared with shared
+        CHECK(other.value().try_unlock().ok());
+        CHECK(f.value().try_unlock().ok());
+        EXPECT_ERROR(other.value().try_truncate(0), GDSROUTE_STATUS_IO_ERROR, EBADF, "read-only");
+    }
+    CHECK(fcntl(fd, F_GETFD) >= 0); // the handle closed its duplicate only
+    EXPECT_ERROR(gdsroute::File::try_open_fd(-1), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "fd -1");
+    EXPECT_ERROR(gdsroute::File::try_open_fd(1 << 30), GDSROUTE_STATUS_OPEN_FAILED, EBADF, "");
+    EXPECT_ERROR(gdsroute::File::try_open_fd(fd, static_cast<gdsroute::CompatMode>(7)), GDSROUTE_STATUS_INVALID_ENUM,
+                 -1, "");
+    auto on = gdsroute::File::try_open_fd(fd, gdsroute::CompatMode::ON);
+    CHECK(on.ok() && on.value().try_compat_mode().ok() && on.value().try_compat_mode().value() == gdsroute::CompatMode::ON);
+    gdsroute::File empty;
+    EXPECT_ERROR(empty.try_truncate(0), GDSROUTE_STATUS_CLOSED_HANDLE, -1, "");
+    EXPECT_ERROR(empty.try_lock(), GDSROUTE_STATUS_CLOSED_HANDLE, -1, "");
+    EXPECT_ERROR(empty.try_unlock(), GDSROUTE_STATUS_CLOSED_HANDLE, -1, "");
+
+#if GDSROUTE_HPP_EXCEPTIONS
+    {
+        gdsroute::File a = gdsroute::File::open_fd(fd);
+        gdsroute::File b(path, "r");
+        a.truncate(200);
+        CHECK(a.nbytes() == 200 && b.nbytes() == 200);
+        a.lock();
+        EXPECT_THROW(b.lock(true, false), GDSROUTE_STATUS_IO_ERROR, EWOULDBLOCK, "flock");
+        a.unlock();
+        b.lock(false, true);
+        b.unlock();
+        EXPECT_THROW(b.truncate(0), GDSROUTE_STATUS_IO_ERROR, EBADF, "");
+        EXPECT_THROW((void)gdsroute::File::open_fd(-1), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "");
+        EXPECT_THROW(gdsroute::File g(path, "x"), GDSROUTE_STATUS_OPEN_FAILED, EEXIST, "");
+        a.close();
+        EXPECT_THROW(a.lock(), GDSROUTE_STATUS_CLOSED_HANDLE, -1, "");
+        EXPECT_THROW(a.truncate(0), GDSROUTE_STATUS_CLOSED_HANDLE, -1, "");
+    }
+#endif
+    ::close(fd);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && std::string(argv[1]) == "abort") {
         // value() of a failed Result: an Error with exceptions, else the error on stderr and abort().
@@ -858,6 +946,7 @@ int main(int argc, char **argv) {
     test_tools(dir);
     test_observing(dir);
     test_batches(dir);
+    test_file_driver_calls(dir);
     std::string cmd = "rm -rf '" + dir + "'";
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir.c_str());
     std::printf("exceptions %s, C++ %ld\n", GDSROUTE_HPP_EXCEPTIONS ? "on" : "off", static_cast<long>(__cplusplus));
