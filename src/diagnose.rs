@@ -230,14 +230,22 @@ pub fn diagnose(path: Option<&[u8]>) -> Diagnosis {
 
 /// The settings in effect: the compat mode and where it came from first (it decides the route),
 /// then every setting of `settings::TABLE` as `doc (NAME, alias ALIAS): value (from SOURCE)`,
-/// then what the registered page cache holds now.
+/// then the local MPI ranks the default thread count was made for, then what the registered page
+/// cache holds now.
 fn settings_lines(lines: &mut Vec<String>, s: &Settings) {
     lines.push(format!("compat mode: {} (from {})", s.compat_mode().name(), s.compat_mode_source().name()));
     for setting in &settings::TABLE {
         let aliases: String = setting.aliases.iter().map(|a| format!(", alias {a}")).collect();
-        let (value, source) = (s.shown(setting), s.source(setting).name());
+        let (value, source) = (s.shown(setting), s.source_shown(setting));
         lines.push(format!("{} ({}{aliases}): {value} (from {source})", setting.doc, setting.name));
     }
+    // The ranks the default thread count was shared among, whatever set the count in the end.
+    let chosen = settings::thread_default();
+    lines.push(format!(
+        "local MPI ranks on this node: {}; default thread count {}",
+        chosen.describe_ranks(),
+        chosen.threads
+    ));
     let usage = crate::page_cache::usage();
     let limit = s.page_cache_pin_max();
     lines.push(format!(

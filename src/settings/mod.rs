@@ -12,6 +12,7 @@ mod cufile_async;
 mod cufile_fd;
 pub(crate) mod env;
 mod table;
+mod threads;
 
 pub(crate) use compat_mode::CompatMode;
 pub(crate) use cufile_async::CufileAsync;
@@ -46,12 +47,19 @@ pub const DEFAULT_AUTO_DIRECT_IO_WRITE: bool = false;
 pub const MAX_THREADS: usize = 1024;
 
 /// Default worker count. KvikIO defaults to 1 thread, its best-known performance trap
-/// (kvikio#453): one thread copies ~6 GB/s out of the page cache. We use one thread per core,
-/// at least 4 (reads block in the kernel, so a 2-core box still gains from overlap) and at most
-/// 16 (measured plateau of page-cache reads on a 16-core GPU server).
+/// (kvikio#453): one thread copies ~6 GB/s out of the page cache. A process alone gets one thread
+/// per usable core, at least 4 (reads block in the kernel, so a 2-core box still gains from
+/// overlap) and at most 16 (measured plateau of page-cache reads on a 16-core GPU server). A rank
+/// of an MPI job gets its share of the node: the CPUs its launcher bound it to, or the node's CPUs
+/// divided by the ranks on the node (from the launcher's variables), 2 to 16. Decided once per
+/// process; the rule and its reasons: `threads::choose`, docs/routing.md, "The thread count".
 pub fn default_num_threads() -> usize {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(4);
-    cores.clamp(4, 16)
+    threads::process().threads
+}
+
+/// How this process's default thread count was made (local ranks, CPUs, the share), for reports.
+pub(crate) fn thread_default() -> &'static threads::ThreadDefault {
+    threads::process()
 }
 
 /// Where a setting's current value came from.
@@ -189,6 +197,15 @@ impl Settings {
         Source::ALL[self.sources[setting.key as usize].load(Ordering::Relaxed) as usize]
     }
 
+    /// Where `setting`'s value came from as reports show it: the source's name, and for the
+    /// default thread count how it was made ("default, rank-aware: ...").
+    pub(crate) fn source_shown(&self, setting: &Setting) -> String {
+        match self.source(setting) {
+            Source::Default if setting.key == Key::NumThreads => format!("default, {}", thread_default().describe()),
+            source => source.name().to_string(),
+        }
+    }
+
     /// Where the compat mode came from.
     pub(crate) fn compat_mode_source(&self) -> Source {
         self.source(&TABLE[Key::CompatMode as usize])
@@ -215,7 +232,7 @@ impl Settings {
             if let Some(error) = &self.env_errors[i] {
                 log(Level::Warn, || format!("setting {}: {error}; calls fail until a setter replaces it", setting.name));
             }
-            log(Level::Debug, || format!("setting {} = {} ({})", setting.name, setting.show(self.raw(setting.key)), self.source(setting).name()));
+            log(Level::Debug, || format!("setting {} = {} ({})", setting.name, setting.show(self.raw(setting.key)), self.source_shown(setting)));
         }
     }
 }
@@ -244,7 +261,8 @@ mod tests {
         assert_eq!(snap.bounce_buffer_size, 16 << 20);
         assert_eq!(snap.page_cache_pin_max, crate::page_cache::default_pin_max());
         assert!(snap.page_cache_pin_max <= 16 << 30);
-        assert!((4..=16).contains(&s.num_threads()));
+        assert_eq!(s.num_threads(), default_num_threads());
+        assert!((2..=16).contains(&s.num_threads()));
         assert_eq!(s.compat_mode_source(), Source::Default);
         assert_eq!(s.cufile_fd(), CufileFd::Auto);
         assert!(!snap.auto_direct_io_read, "off by default, as in KvikIO");

@@ -1,6 +1,8 @@
 //! The CPUs a thread runs on: the set this process may use (`sched_getaffinity`), a check that a
 //! list of CPUs lies in it, and pinning the calling thread to a list (`sched_setaffinity`). The
-//! pools a caller makes (`io::thread_pool`) place their workers with these.
+//! pools a caller makes (`io::thread_pool`) place their workers with these. Also the counts the
+//! default thread count is made from (`settings::threads`): CPUs in this process's mask, CPUs
+//! online, and CPUs of the process's cpuset cgroup (the node's CPUs a job or container may use).
 
 use crate::error::{Error, Result};
 
@@ -13,6 +15,74 @@ pub(crate) fn allowed() -> std::io::Result<libc::cpu_set_t> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(set)
+}
+
+/// How many CPUs `set` holds.
+fn count(set: &libc::cpu_set_t) -> usize {
+    // SAFETY: CPU_ISSET reads the set in range (below CPU_SETSIZE).
+    (0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| unsafe { libc::CPU_ISSET(c, set) }).count()
+}
+
+/// How many CPUs this process may run on (its affinity mask); `None` when the mask cannot be read
+/// (more CPUs than a `cpu_set_t` holds, say).
+pub(crate) fn allowed_count() -> Option<usize> {
+    allowed().ok().map(|set| count(&set)).filter(|&n| n > 0)
+}
+
+/// How many CPUs are online (`sysconf(_SC_NPROCESSORS_ONLN)`), whatever this process's mask.
+pub(crate) fn online_count() -> Option<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0)
+}
+
+/// How many CPUs the process's cpuset cgroup holds: the CPUs of the node a Slurm job step or a
+/// container may use, of which a launcher's binding gives each rank a part. cgroup v2
+/// (`cpuset.cpus.effective` of the process's group, or of the nearest parent that has one) or v1
+/// (`cpuset.effective_cpus` of the cpuset hierarchy); `None` when neither can be read.
+pub(crate) fn cpuset_count() -> Option<usize> {
+    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let (v2, v1) = cgroup_paths(&groups);
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok().and_then(|text| list_count(&text));
+    let from_v2 = v2.and_then(|path| {
+        let mut dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+        loop {
+            if let Some(n) = read(dir.join("cpuset.cpus.effective")) {
+                return Some(n);
+            }
+            if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
+                return None;
+            }
+        }
+    });
+    from_v2.or_else(|| v1.and_then(|path| read(std::path::Path::new("/sys/fs/cgroup/cpuset").join(path.trim_start_matches('/')).join("cpuset.effective_cpus"))))
+}
+
+/// The process's cgroup v2 path (the `0::` line) and cpuset v1 path (the line whose controllers
+/// include `cpuset`) from the text of `/proc/self/cgroup`.
+fn cgroup_paths(text: &str) -> (Option<&str>, Option<&str>) {
+    let (mut v2, mut v1) = (None, None);
+    for line in text.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next()) else { continue };
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path);
+        } else if controllers.split(',').any(|c| c == "cpuset") {
+            v1 = Some(path);
+        }
+    }
+    (v2, v1)
+}
+
+/// How many CPUs a kernel CPU list ("0-3,8,10-11\n") names; `None` for an empty or malformed one.
+fn list_count(text: &str) -> Option<usize> {
+    let mut total = 0usize;
+    for part in text.trim().split(',') {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let (first, last): (usize, usize) = (first.parse().ok()?, last.parse().ok()?);
+        total = total.checked_add(last.checked_sub(first)? + 1)?;
+    }
+    (total > 0).then_some(total)
 }
 
 /// The CPUs of `set`, in order (the tests' view of a placement).
@@ -54,4 +124,38 @@ pub(crate) fn pin_to(cpus: &[usize]) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_count_ranges_and_singles() {
+        assert_eq!(list_count("0-1\n"), Some(2));
+        assert_eq!(list_count("0-3,8,10-11"), Some(7));
+        assert_eq!(list_count("5"), Some(1));
+        for bad in ["", "\n", "a-b", "3-1", "0-", ",", "0,,1"] {
+            assert_eq!(list_count(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn cgroup_paths_of_v1_v2_and_hybrid() {
+        assert_eq!(cgroup_paths("0::/user.slice/job_7/step_0\n"), (Some("/user.slice/job_7/step_0"), None));
+        let hybrid = "9:name=systemd:/\n3:cpuset:/docker/abc\n2:cpu,cpuacct:/\n0::/\n";
+        assert_eq!(cgroup_paths(hybrid), (Some("/"), Some("/docker/abc")));
+        assert_eq!(cgroup_paths("4:cpuacct,cpuset:/slurm/uid_1/job_2\n"), (None, Some("/slurm/uid_1/job_2")));
+        assert_eq!(cgroup_paths("garbage\n"), (None, None));
+    }
+
+    #[test]
+    fn this_process_counts_agree() {
+        let mask = allowed_count().expect("the mask of a test process is readable");
+        assert_eq!(mask, members(&allowed().unwrap()).len());
+        assert!(online_count().unwrap() >= 1);
+        if let Some(cpuset) = cpuset_count() {
+            assert!(cpuset >= mask, "the mask lies within the cpuset: {mask} of {cpuset}");
+        }
+    }
 }

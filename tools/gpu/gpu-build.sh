@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds (here, where Rust is) what tools/gpu/gpu-proof.sh (one GPU) and tools/gpu/gpu-multi-proof.sh
-# (two GPUs) run on the GPU machine, into .device/ (ignored by git; copy it to the GPU machine with
-# the working tree).
+# Builds (here, where Rust is) what tools/gpu/gpu-proof.sh (one GPU), tools/gpu/gpu-multi-proof.sh
+# (two GPUs) and tools/gpu/ranks.sh (MPI ranks sharing a GPU) run on the GPU machine, into .device/
+# (ignored by git; copy it to the GPU machine with the working tree).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release --lib --bins
@@ -10,6 +10,7 @@ cp target/release/libgdsroute.so .device/libgdsroute.so.0
 ln -sf libgdsroute.so.0 .device/libgdsroute.so
 cp target/release/gdsroute-diagnose .device/
 cc -O2 -Wall -Wextra -Werror -std=c11 -Iinclude examples-c/gpu_read.c -o .device/gpu_read -L.device -lgdsroute -ldl
+cc -O2 -Wall -Wextra -Werror -std=gnu11 -Iinclude tools/gpu/ranks_read.c -o .device/ranks_read -L.device -lgdsroute -ldl
 # The exit suite (tests/exit): -rdynamic so that exit_watch's __cxa_atexit sees every library's
 # exit-time destructors.
 cc -O1 -g -Wall -Wextra -Werror -std=gnu11 -rdynamic -Iinclude tests/exit/exit_paths.c tests/exit/exit_watch.c \
@@ -40,5 +41,5 @@ bin=$(cargo test --release --lib --no-run --message-format=json 2>/dev/null \
       | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/gdsroute-" | head -1)
 cp "$bin" .device/gdsroute_unit
 strip .device/gdsroute_unit .device/gpu_routes .device/gpu_batch .device/cufile_batch .device/gpu_faults .device/gpu_page_cache .device/gpu_writes .device/gpu_stream .device/gpu_devices .device/gpu_memory .device/gpu_driver .device/pools .device/gpu_mapping .device/monitors .device/gpu_counters .device/nvtx \
-      .device/gpu_multi_device .device/gdsroute-diagnose .device/libgdsroute.so.0
+      .device/gpu_multi_device .device/gdsroute-diagnose .device/ranks_read .device/libgdsroute.so.0
 du -sh .device
