@@ -69,3 +69,51 @@ pub fn check_device_read(file: &File, data: &[u8], size: usize, offset: u64, man
     }
 }
 
+
+/// Opens the test file through the library with `flags` ("r", "r+", ...) under `mode`.
+pub fn open_with_flags(tmp: &tempfile::NamedTempFile, flags: &str, mode: CompatMode) -> File {
+    File::open(tmp.path().as_os_str().as_encoded_bytes(), flags, 0, Some(mode)).unwrap()
+}
+
+/// A device read of `size` bytes at `offset` through `file` into device memory `GUARD` bytes
+/// into a poisoned allocation of `size + 2 * GUARD`: the count, and the whole allocation copied
+/// back.
+pub fn device_read_back(file: &File, size: usize, offset: u64) -> (usize, Vec<u8>) {
+    let total = size + 2 * GUARD;
+    let dev = poisoned_allocation(total, false);
+    let dst = (dev as usize + GUARD) as *mut u8;
+    // SAFETY: `dst .. dst + size` lies inside the allocation, freed only after the wait.
+    let n = unsafe { file.pread_raw(dst, size, offset) }.unwrap().wait().unwrap();
+    let mut back = vec![0u8; total];
+    ok("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), dev, total) });
+    unsafe { sys::cuMemFree_v2(dev) };
+    (n, back)
+}
+
+/// `check_device_read` for the POSIX routes (compat mode on), which never write past the end
+/// of file: the count is what `data` (the file now) holds at `offset`, the bytes are its, and
+/// every other byte of the allocation is still poison, inside the requested range past the end
+/// too. Returns the count.
+pub fn check_device_read_exact(file: &File, data: &[u8], size: usize, offset: u64) -> usize {
+    let (n, back) = device_read_back(file, size, offset);
+    let start = (offset as usize).min(data.len());
+    assert_eq!(n, (data.len() - start).min(size), "count: size {size} offset {offset} (file {} bytes)", data.len());
+    if let Some(at) = (0..n).find(|&i| back[GUARD + i] != data[start + i]) {
+        panic!("byte {} of the file differs: size {size} offset {offset}", start + at);
+    }
+    assert!(back[..GUARD].iter().all(|&b| b == POISON), "front margin written: size {size} offset {offset}");
+    assert!(back[GUARD + n..].iter().all(|&b| b == POISON), "bytes after the {n} read written: size {size} offset {offset}");
+    n
+}
+
+/// Writes `data` at `offset` through `file` from device memory (a parallel write, waited for)
+/// and returns the count; the source lies `GUARD` bytes into a poisoned allocation.
+pub fn device_write(file: &File, data: &[u8], offset: u64) -> usize {
+    let dev = poisoned_allocation(data.len() + 2 * GUARD, false);
+    let src = dev + GUARD as u64;
+    ok("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(src, data.as_ptr().cast(), data.len()) });
+    // SAFETY: the source range lies inside the allocation, freed only after the wait.
+    let n = unsafe { file.pwrite_raw(src as usize as *const u8, data.len(), offset) }.unwrap().wait().unwrap();
+    unsafe { sys::cuMemFree_v2(dev) };
+    n
+}
