@@ -264,9 +264,9 @@ impl OpenFile {
     /// Truncates or extends the file to `size` bytes (`ftruncate`; at most `i64::MAX`, which the
     /// caller checked). The registered page-cache windows of the file, in every handle of it in
     /// the process, are dropped before and after: a window pinned before a shrink keeps the old
-    /// pages, detached from the file (`sys::cuda::registered`), and a file shrunk and grown back
-    /// within one tick of the change time would pass the identity check of `page_cache::plan`;
-    /// dropped, no later device read copies them (reads in flight finish on the windows they
+    /// pages, detached from the file (`sys::cuda::registered`); dropped, no later device read
+    /// copies them whatever the change time's tick (the identity check of `page_cache::plan` is
+    /// the second line), and the pinned memory is given back at once (reads in flight finish on the windows they
     /// hold, as a read racing a write sees either bytes). Calls in flight are not waited for.
     ///
     /// Errors: `Io` (`EBADF` at once for a read-only handle; `EFBIG`, `EPERM`, `EIO`, ...).
