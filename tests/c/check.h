@@ -6,6 +6,7 @@
 #include <gdsroute.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int check_passed;
@@ -63,6 +64,18 @@ static inline const char *check_last_message(void) {
                     __LINE__, check_msg_, (needle));                                       \
         }                                                                                  \
     } while (0)
+
+/* Opens `path` with `flags` (mode 0644), which must work: a test that cannot open its file
+ * cannot go on, so a failure is counted and the run ends. */
+static inline gdsroute_file *open_ok(const char *path, const char *flags) {
+    gdsroute_file *f = NULL;
+    CHECK_STATUS(gdsroute_file_open(path, flags, 0644, &f), GDSROUTE_STATUS_OK);
+    if (f == NULL) {
+        fprintf(stderr, "cannot continue without %s\n", path);
+        exit(1);
+    }
+    return f;
+}
 
 static inline int check_summary(void) {
     printf("%d passed, %d failed\n", check_passed, check_failed);

@@ -27,16 +27,6 @@ static void write_file(const char *path, const char *content, mode_t mode) {
     }
 }
 
-static gdsroute_file *open_ok(const char *path, const char *flags) {
-    gdsroute_file *f = NULL;
-    CHECK_STATUS(gdsroute_file_open(path, flags, 0644, &f), GDSROUTE_STATUS_OK);
-    if (f == NULL) {
-        fprintf(stderr, "cannot continue without %s\n", path);
-        exit(1);
-    }
-    return f;
-}
-
 static void test_fresh_thread_state(void) {
     CHECK(gdsroute_last_error_status() == GDSROUTE_STATUS_OK);
     CHECK(gdsroute_last_error_errno() == 0);

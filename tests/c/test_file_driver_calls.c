@@ -69,16 +69,6 @@ static int file_is(const char *path, const unsigned char *want, size_t n) {
     return same;
 }
 
-static gdsroute_file *open_ok(const char *path, const char *flags) {
-    gdsroute_file *f = NULL;
-    CHECK_STATUS(gdsroute_file_open(path, flags, 0644, &f), GDSROUTE_STATUS_OK);
-    if (f == NULL) {
-        fprintf(stderr, "cannot continue without %s\n", path);
-        exit(1);
-    }
-    return f;
-}
-
 /* "x" and "x+": a new file is created with the mode (less the umask); an existing one is
  * OPEN_FAILED with EEXIST, the handle untouched, the file unchanged. */
 static void test_exclusive_create(void) {

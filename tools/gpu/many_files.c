@@ -57,6 +57,7 @@
 
 #include "gdsroute.h"
 #include "cuda_setup.h"
+#include "sizes.h"
 
 
 static double now(void) {
@@ -177,21 +178,6 @@ static int get_stats(gdsroute_stats *s) {
     s->struct_size = sizeof *s;
     gdsroute_status st = gdsroute_stats_get(s);
     return st == GDSROUTE_STATUS_OK ? 1 : (fail("stats_get", 0, st), 0);
-}
-
-static size_t parse_size(const char *s) {
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s) return 0;
-    switch (*end) {
-        case 'k': case 'K': v <<= 10; end++; break;
-        case 'm': case 'M': v <<= 20; end++; break;
-        case 'g': case 'G': v <<= 30; end++; break;
-        default: break;
-    }
-    if (*end == 'i') end++;
-    if (*end == 'B' || *end == 'b') end++;
-    return *end == '\0' ? (size_t)v : 0;
 }
 
 enum mode { SERIAL, SERIAL_READ, INFLIGHT, BATCH };

@@ -46,6 +46,7 @@
 
 #include "gdsroute.h"
 #include "cuda_setup.h"
+#include "sizes.h"
 
 #define GUARD 4096
 #define CHUNK (64u << 20) /* bytes checked at a time (device memory is copied back chunk by chunk) */
@@ -94,19 +95,6 @@ static uint64_t now_ns(clockid_t clock) {
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t parse_size(const char *s) {
-    char *end = NULL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s) return 0;
-    switch (*end) {
-        case 'k': case 'K': v <<= 10; end++; break;
-        case 'm': case 'M': v <<= 20; end++; break;
-        case 'g': case 'G': v <<= 30; end++; break;
-        default: break;
-    }
-    return *end == '\0' ? v : 0;
 }
 
 static int create(const char *path, uint64_t size) {
