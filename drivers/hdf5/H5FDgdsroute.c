@@ -7,7 +7,7 @@
  * driver: docs/hdf5.md.
  *
  * In this file, in order: the HDF5 versions and the class layout they imply; errors; counters;
- * which memory gdsroute found a buffer in (a monitor); zeros past the end of the file; the
+ * which memory a buffer is in; zeros past the end of the file; the locking switch; settings; the
  * callbacks; the class; the public functions and the plugin entry points.
  */
 #define _GNU_SOURCE /* memfd_create */
@@ -16,6 +16,7 @@
 
 #include <gdsroute.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -55,7 +56,7 @@ typedef struct {
     H5FD_t pub;
     gdsroute_file *file;
     int fd;            /* gdsroute_file_fd: the get_handle callback's answer */
-    char *name;        /* as HDF5 gave it: messages, and the monitor's name of the file */
+    char *name;        /* as HDF5 gave it, for messages */
     haddr_t eoa;       /* end of the address space HDF5 allocated */
     haddr_t eof;       /* end of the file as the driver left it */
     dev_t device;      /* device and inode: cmp */
@@ -148,108 +149,66 @@ static void gr_count(enum gr_counter c, uint64_t delta) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Which memory a buffer is in, as gdsroute classified it: a monitor sees each call end (on the
- * pool thread that finished a pread's last task, before gdsroute_op_wait returns) and fills the
- * ticket of the driver call it belongs to, matched by file name, direction, offset and size.
+ * Which memory a raw-data buffer is in (metadata buffers are HDF5's own host memory): asked of
+ * the CUDA driver, once the process has loaded it (a buffer can be device memory only then).
+ * gdsroute classifies every buffer for its route too, but hands its answer only to monitors,
+ * and a monitor aborts the process when HDF5 closes files from its exit handler
+ * (docs/hdf5.md, "Known issues").
  * ------------------------------------------------------------------------------------------- */
-typedef struct gr_ticket {
-    struct gr_ticket *next;
-    const char *path;
-    uint32_t direction; /* 0 read, 1 write (gdsroute_observation.direction) */
-    uint64_t offset;
-    uint64_t size;
-    uint32_t memory;    /* a gdsroute_observed_memory, UNKNOWN until observed */
-} gr_ticket;
+typedef int (*gr_cu_pointer_get_attribute_fn)(void *data, int attribute, unsigned long long ptr);
+static _Atomic(gr_cu_pointer_get_attribute_fn) gr_cu_pointer_get_attribute;
+enum { GR_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, GR_CU_MEMORYTYPE_DEVICE = 2, GR_CU_MEMORYTYPE_UNIFIED = 4 };
 
-static pthread_mutex_t gr_tickets_lock = PTHREAD_MUTEX_INITIALIZER;
-static gr_ticket *gr_tickets;
-
-static void gr_observe(const gdsroute_observation *o, void *unused) {
-    (void)unused;
-    if (o->struct_size < offsetof(gdsroute_observation, route) || o->path == NULL ||
-        o->memory == GDSROUTE_OBSERVED_MEMORY_UNKNOWN)
-        return;
-    pthread_mutex_lock(&gr_tickets_lock);
-    for (gr_ticket *t = gr_tickets; t != NULL; t = t->next) {
-        if (t->memory == GDSROUTE_OBSERVED_MEMORY_UNKNOWN && t->direction == o->direction &&
-            t->offset == o->file_offset && t->size == o->size && strcmp(t->path, o->path) == 0) {
-            t->memory = o->memory;
-            break;
-        }
+static bool gr_is_device_memory(const void *buf) {
+    gr_cu_pointer_get_attribute_fn get = atomic_load(&gr_cu_pointer_get_attribute);
+    if (get == NULL) {
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD); /* kept: never closed */
+        if (cuda == NULL) return false;
+        get = (gr_cu_pointer_get_attribute_fn)dlsym(cuda, "cuPointerGetAttribute");
+        if (get == NULL) return false;
+        atomic_store(&gr_cu_pointer_get_attribute, get);
     }
-    pthread_mutex_unlock(&gr_tickets_lock);
-}
-
-static void gr_ticket_open(gr_ticket *t, const char *path, uint32_t direction, uint64_t offset, uint64_t size) {
-    *t = (gr_ticket){.path = path, .direction = direction, .offset = offset, .size = size,
-                     .memory = GDSROUTE_OBSERVED_MEMORY_UNKNOWN};
-    pthread_mutex_lock(&gr_tickets_lock);
-    t->next = gr_tickets;
-    gr_tickets = t;
-    pthread_mutex_unlock(&gr_tickets_lock);
-}
-
-/* Removes the ticket; returns the memory observed. */
-static uint32_t gr_ticket_close(gr_ticket *t) {
-    pthread_mutex_lock(&gr_tickets_lock);
-    gr_ticket **p = &gr_tickets;
-    while (*p != t) p = &(*p)->next;
-    *p = t->next;
-    uint32_t memory = t->memory;
-    pthread_mutex_unlock(&gr_tickets_lock);
-    return memory;
-}
-
-static void gr_count_memory(uint32_t memory) {
-    if (memory == GDSROUTE_OBSERVED_MEMORY_HOST)
-        gr_count(GR_HOST_CALLS, 1);
-    else if (memory == GDSROUTE_OBSERVED_MEMORY_DEVICE || memory == GDSROUTE_OBSERVED_MEMORY_MANAGED)
-        gr_count(GR_DEVICE_CALLS, 1);
+    unsigned int type = 0;
+    return get(&type, GR_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (unsigned long long)(uintptr_t)buf) == 0 &&
+           (type == GR_CU_MEMORYTYPE_DEVICE || type == GR_CU_MEMORYTYPE_UNIFIED);
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Zeros past the end of the file, in any memory: host buffers get memset; a device buffer, or
- * one gdsroute did not classify (a read wholly past the end moves nothing), is read from a
- * sparse memfd through gdsroute, which routes it as any read (compat mode ON: no cuFile probe).
+ * Zeros past the end of the file, in any memory: host buffers get memset; device buffers are
+ * read from a sparse memfd through gdsroute, which routes it as any read (compat mode ON: no
+ * cuFile probe of a memfd).
  * ------------------------------------------------------------------------------------------- */
 #define GR_ZERO_SPAN ((size_t)1 << 30)
 static pthread_once_t gr_zeros_once = PTHREAD_ONCE_INIT;
 static gdsroute_file *gr_zeros;
-static char gr_zeros_path[64];
 
 static void gr_zeros_open(void) {
     int fd = memfd_create("gdsroute-hdf5-zeros", MFD_CLOEXEC);
     if (fd < 0) return;
-    snprintf(gr_zeros_path, sizeof gr_zeros_path, "/proc/self/fd/%d", fd);
-    if (ftruncate(fd, (off_t)GR_ZERO_SPAN) == 0 &&
-        gdsroute_file_open_with_compat_mode(gr_zeros_path, "r", 0, GDSROUTE_COMPAT_MODE_ON, &gr_zeros) !=
-            GDSROUTE_STATUS_OK)
+    if (ftruncate(fd, (off_t)GR_ZERO_SPAN) != 0 ||
+        gdsroute_file_open_fd_with_compat_mode(fd, GDSROUTE_COMPAT_MODE_ON, &gr_zeros) != GDSROUTE_STATUS_OK)
         gr_zeros = NULL;
-    close(fd); /* the handle holds the memfd */
+    close(fd); /* the handle holds a duplicate */
 }
 
-/* Fills buf[0, len) with zeros; updates *memory when it was unknown. 0, or -1 with an error pushed. */
-static int gr_zero_fill(const gr_file_t *f, void *buf, size_t len, uint64_t file_offset, uint32_t *memory) {
-    if (*memory == GDSROUTE_OBSERVED_MEMORY_HOST) {
+/* Fills buf[0, len) with zeros. 0, or -1 with an error pushed. */
+static int gr_zero_fill(const gr_file_t *f, void *buf, size_t len, uint64_t file_offset, bool device) {
+    if (!device) {
         memset(buf, 0, len);
         return 0;
     }
     pthread_once(&gr_zeros_once, gr_zeros_open);
     if (gr_zeros == NULL) {
         GR_ERROR(H5E_IO, H5E_READERROR,
-                 "'%s': %zu bytes at offset %llu lie past the end of the file and the buffer is not "
-                 "known host memory, but no source of zeros could be opened (memfd_create)",
+                 "'%s': %zu bytes at offset %llu lie past the end of the file, to be zeroed in device "
+                 "memory, but no source of zeros could be opened (memfd_create)",
                  f->name, len, (unsigned long long)file_offset);
         return -1;
     }
     for (size_t done = 0; done < len;) {
         size_t n = len - done < GR_ZERO_SPAN ? len - done : GR_ZERO_SPAN;
         size_t got = 0;
-        gr_ticket t;
-        gr_ticket_open(&t, gr_zeros_path, 0, 0, n);
         gdsroute_status st = gdsroute_file_read(gr_zeros, (char *)buf + done, n, 0, &got);
-        uint32_t seen = gr_ticket_close(&t);
-        if (*memory == GDSROUTE_OBSERVED_MEMORY_UNKNOWN) *memory = seen;
         if (st != GDSROUTE_STATUS_OK || got != n) {
             GR_GDSROUTE_ERROR(H5E_IO, H5E_READERROR, st,
                               "'%s': zero-filling %zu bytes past the end of the file (offset %llu)",
@@ -262,22 +221,18 @@ static int gr_zero_fill(const gr_file_t *f, void *buf, size_t len, uint64_t file
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Set-up at the first open: the monitor, and HDF5_USE_FILE_LOCKING's override of the
- * ignore-when-disabled flag, read once per process as sec2 reads it.
+ * HDF5_USE_FILE_LOCKING's override of the ignore-when-disabled flag, read once per process at
+ * the first open, as sec2 reads it.
  * ------------------------------------------------------------------------------------------- */
-static pthread_once_t gr_setup_once = PTHREAD_ONCE_INIT;
+static pthread_once_t gr_lock_env_once = PTHREAD_ONCE_INIT;
 static int gr_lock_env = -1; /* 1 BEST_EFFORT, 0 TRUE/1, -1 unset (the property decides) */
 
-static void gr_setup(void) {
+static void gr_read_lock_env(void) {
     const char *v = getenv("HDF5_USE_FILE_LOCKING");
     if (v != NULL && strcmp(v, "BEST_EFFORT") == 0)
         gr_lock_env = 1;
     else if (v != NULL && (strcmp(v, "TRUE") == 0 || strcmp(v, "1") == 0))
         gr_lock_env = 0;
-    uint64_t id = 0;
-    /* The library is linked -z nodelete, so the callback outlives a dlclose by HDF5. It fails
-     * only for arguments these are not; without it the two buffer counters would stay 0. */
-    (void)gdsroute_monitor_add(gr_observe, NULL, 0, &id);
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -328,7 +283,7 @@ static const char *gr_open_mode(unsigned flags) {
 }
 
 static H5FD_t *gr_open(const char *name, unsigned flags, hid_t fapl_id, haddr_t maxaddr) {
-    pthread_once(&gr_setup_once, gr_setup);
+    pthread_once(&gr_lock_env_once, gr_read_lock_env);
     const char *mode = gr_open_mode(flags);
     if (name == NULL || *name == '\0' || maxaddr == 0 || maxaddr == HADDR_UNDEF || maxaddr > GR_MAXADDR ||
         mode == NULL) {
@@ -472,7 +427,7 @@ static gdsroute_status gr_transfer(const gr_file_t *f, bool raw, bool write, voi
 }
 
 /* The read and write callbacks' one body. */
-static herr_t gr_io(gr_file_t *f, H5FD_mem_t type, bool write, haddr_t addr, size_t size, void *buf) {
+static herr_t gr_read_or_write(gr_file_t *f, H5FD_mem_t type, bool write, haddr_t addr, size_t size, void *buf) {
     bool raw = type == H5FD_MEM_DRAW;
     const char *call = raw ? (write ? "gdsroute_file_pwrite" : "gdsroute_file_pread")
                            : (write ? "gdsroute_file_write" : "gdsroute_file_read");
@@ -482,11 +437,9 @@ static herr_t gr_io(gr_file_t *f, H5FD_mem_t type, bool write, haddr_t addr, siz
                  f->name, size, (unsigned long long)addr);
         return -1;
     }
-    gr_ticket t;
-    gr_ticket_open(&t, f->name, write ? 1 : 0, addr, size);
+    bool device = raw && gr_is_device_memory(buf);
     size_t done = 0;
     gdsroute_status st = gr_transfer(f, raw, write, buf, size, addr, &done);
-    uint32_t memory = gr_ticket_close(&t);
     if (st != GDSROUTE_STATUS_OK) {
         gr_count(GR_ERRORS, 1);
         GR_GDSROUTE_ERROR(H5E_IO, write ? H5E_WRITEERROR : H5E_READERROR, st,
@@ -499,7 +452,7 @@ static herr_t gr_io(gr_file_t *f, H5FD_mem_t type, bool write, haddr_t addr, siz
         return -1;
     }
     if (!write && done < size) {
-        if (gr_zero_fill(f, (char *)buf + done, size - done, addr + done, &memory) < 0) {
+        if (gr_zero_fill(f, (char *)buf + done, size - done, addr + done, device) < 0) {
             gr_count(GR_ERRORS, 1);
             return -1;
         }
@@ -509,19 +462,19 @@ static herr_t gr_io(gr_file_t *f, H5FD_mem_t type, bool write, haddr_t addr, siz
     gr_count(raw ? (write ? GR_RAW_WRITES : GR_RAW_READS) : (write ? GR_META_WRITES : GR_META_READS), 1);
     gr_count(raw ? (write ? GR_RAW_WRITE_BYTES : GR_RAW_READ_BYTES) : (write ? GR_META_WRITE_BYTES : GR_META_READ_BYTES),
              done);
-    gr_count_memory(memory);
+    gr_count(device ? GR_DEVICE_CALLS : GR_HOST_CALLS, 1);
     return 0;
 }
 
 static herr_t gr_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size, void *buf) {
     (void)dxpl;
-    return gr_io((gr_file_t *)file, type, false, addr, size, buf);
+    return gr_read_or_write((gr_file_t *)file, type, false, addr, size, buf);
 }
 
 static herr_t gr_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size, const void *buf) {
     (void)dxpl;
-    /* A write only reads the buffer; gr_io takes one pointer type for both directions. */
-    return gr_io((gr_file_t *)file, type, true, addr, size, (void *)(uintptr_t)buf);
+    /* A write only reads the buffer; gr_read_or_write takes one pointer type for both directions. */
+    return gr_read_or_write((gr_file_t *)file, type, true, addr, size, (void *)(uintptr_t)buf);
 }
 
 static herr_t gr_flush(H5FD_t *file, hid_t dxpl, hbool_t closing) {

@@ -33,24 +33,24 @@
     } while (0)
 
 /* Files through the driver: H5Pset_fapl_gdsroute, or HDF5_DRIVER's default (route "env"). */
-static int h5t_env_route(void) {
+static inline int h5t_env_route(void) {
     const char *r = getenv("GDSROUTE_HDF5_TEST_ROUTE");
     return r != NULL && strcmp(r, "env") == 0;
 }
 
-static hid_t h5t_driver_fapl(void) {
+static inline hid_t h5t_driver_fapl(void) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (!h5t_env_route()) CHECK_H5(H5Pset_fapl_gdsroute(fapl, NULL));
     return fapl;
 }
 
-static hid_t h5t_sec2_fapl(void) {
+static inline hid_t h5t_sec2_fapl(void) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     CHECK_H5(H5Pset_fapl_sec2(fapl));
     return fapl;
 }
 
-static H5FD_gdsroute_counters_t h5t_counters(void) {
+static inline H5FD_gdsroute_counters_t h5t_counters(void) {
     H5FD_gdsroute_counters_t c;
     memset(&c, 0, sizeof c);
     c.struct_size = sizeof c;
@@ -65,7 +65,7 @@ struct h5t_search {
     int found;
 };
 
-static herr_t h5t_walk(unsigned n, const H5E_error2_t *e, void *data) {
+static inline herr_t h5t_walk(unsigned n, const H5E_error2_t *e, void *data) {
     (void)n;
     struct h5t_search *s = data;
     char cls[128] = "";
@@ -76,7 +76,7 @@ static herr_t h5t_walk(unsigned n, const H5E_error2_t *e, void *data) {
 }
 
 /* Walks a copy of the default stack: H5Eget_class_name, an API call, clears the default one. */
-static int h5t_stack_has(const char *cls, const char *needle) {
+static inline int h5t_stack_has(const char *cls, const char *needle) {
     struct h5t_search s = {cls, needle, 0};
     hid_t stack = H5Eget_current_stack();
     H5Ewalk2(stack, H5E_WALK_DOWNWARD, h5t_walk, &s);
@@ -96,7 +96,7 @@ static struct {
 } h5t_mem;
 
 /* Chooses the memory; returns 0 when the choice cannot be honoured (device asked, no GPU). */
-static int h5t_memory_setup(size_t arena_size) {
+static inline int h5t_memory_setup(size_t arena_size) {
     const char *want = getenv("GDSROUTE_HDF5_TEST_MEMORY");
     if (want == NULL || *want == '\0') want = "auto";
     int try_device = strcmp(want, "host") != 0;
@@ -118,7 +118,7 @@ static int h5t_memory_setup(size_t arena_size) {
 
 /* A buffer of `size` bytes for one case, with GUARD bytes of POISON around it. Device buffers
  * come from the arena (reset with h5t_mem_reset); host ones from guarded_alloc. */
-static void *h5t_buffer(int device, size_t size) {
+static inline void *h5t_buffer(int device, size_t size) {
     if (!device) return guarded_alloc(size);
     size_t start = (h5t_mem.used + GUARD + 255) & ~(size_t)255;
     if (start + size + GUARD > h5t_mem.arena_size || cu_memset_d8(h5t_mem.arena + start - GUARD, POISON, size + 2 * GUARD) != 0) {
@@ -129,13 +129,13 @@ static void *h5t_buffer(int device, size_t size) {
     return (void *)(uintptr_t)(h5t_mem.arena + start);
 }
 
-static void h5t_buffer_free(int device, void *buf) {
+static inline void h5t_buffer_free(int device, void *buf) {
     if (!device) guarded_free(buf);
 }
 
-static void h5t_mem_reset(void) { h5t_mem.used = 0; }
+static inline void h5t_mem_reset(void) { h5t_mem.used = 0; }
 
-static void h5t_to_buffer(int device, void *dst, const void *src, size_t size) {
+static inline void h5t_to_buffer(int device, void *dst, const void *src, size_t size) {
     if (!device) {
         memcpy(dst, src, size);
     } else if (h5t_mem.htod((uint64_t)(uintptr_t)dst, src, size) != 0) {
@@ -145,7 +145,7 @@ static void h5t_to_buffer(int device, void *dst, const void *src, size_t size) {
 }
 
 /* Copies `size` bytes and the guards around them to host memory: out[GUARD + size + GUARD]. */
-static void h5t_from_buffer(int device, unsigned char *out, const void *src, size_t size) {
+static inline void h5t_from_buffer(int device, unsigned char *out, const void *src, size_t size) {
     const unsigned char *from = (const unsigned char *)src - GUARD;
     if (!device) {
         memcpy(out, from, size + 2 * GUARD);

@@ -316,7 +316,7 @@ static void check_counters(const char *dir, hid_t fapl) {
     CHECK(c3.raw_read_bytes == c2.raw_read_bytes + n);
     if (device) {
         CHECK(c3.device_buffer_calls == c1.device_buffer_calls + 2);
-    } else { /* every call's buffer classified, as host memory */
+    } else { /* every call counted as host memory */
         uint64_t calls = (c3.raw_reads + c3.raw_writes + c3.metadata_reads + c3.metadata_writes) -
                          (c1.raw_reads + c1.raw_writes + c1.metadata_reads + c1.metadata_writes);
         CHECK(c3.host_buffer_calls - c1.host_buffer_calls == calls);

@@ -1,0 +1,287 @@
+/*
+ * test_hdf5_errors: failures through the gdsroute HDF5 driver end as HDF5 errors, with the
+ * driver's message (gdsroute's, with the errno) on HDF5's error stack, never an abort or exit.
+ *
+ *   open DIR            a missing file, a file made by sec2 and truncated (HDF5's "truncated
+ *                       file"), H5F_ACC_EXCL over an existing file
+ *   enospc DIR          a write on a 1 MiB tmpfs mounted at DIR/tmpfs (skipped, exit 77, only
+ *                       where no tmpfs can be mounted)
+ *   eio DIR             a raw read failing with EIO (run under tests/c's fault shim)
+ *   exit-open DIR       a process exits with a file open: HDF5's exit handler closes it through
+ *                       the driver, and the file is whole
+ *   locks DIR conflict  two processes: a writer holds the file, a reader is refused, and opens
+ *                       once told not to lock (H5Pset_file_locking)
+ *   locks DIR unlocked  the same with HDF5_USE_FILE_LOCKING=FALSE: the reader opens
+ *   enosys DIR WHICH    flock fails with ENOSYS (under flock_enosys.so): WHICH "property"
+ *                       (H5Pset_file_locking's ignore flag decides), "ignored" (every open
+ *                       succeeds: HDF5_USE_FILE_LOCKING=BEST_EFFORT), "refused" (every open
+ *                       fails: HDF5_USE_FILE_LOCKING=TRUE)
+ */
+#include "hdf5_test.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SKIPPED 77
+
+/* A file of one contiguous dataset of `n` random bytes, through `fapl`; its data's address. */
+static haddr_t make_file(const char *path, hid_t fapl, hsize_t n) {
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(file >= 0);
+    unsigned char *data = malloc(n);
+    for (hsize_t i = 0; i < n; i++) data[i] = (unsigned char)(next_random() >> 56);
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t dset = H5Dcreate2(file, "data", H5T_NATIVE_UINT8, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_H5(H5Dwrite(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    haddr_t addr = H5Dget_offset(dset);
+    H5Dclose(dset);
+    H5Sclose(space);
+    CHECK_H5(H5Fclose(file));
+    free(data);
+    return addr;
+}
+
+/* The last call failed, and the stack holds the driver's record mentioning `needle`. */
+#define CHECK_DRIVER_ERROR(failed, needle)                                                          \
+    do {                                                                                            \
+        CHECK(failed);                                                                              \
+        int found_ = h5t_stack_has(H5T_DRIVER_CLASS, (needle));                                     \
+        if (!found_) {                                                                              \
+            fprintf(stderr, "%s:%d: no driver error mentioning \"%s\"; the stack:\n", __FILE__, __LINE__, \
+                    (needle));                                                                      \
+            H5Eprint2(H5E_DEFAULT, stderr);                                                         \
+        }                                                                                           \
+        CHECK(found_);                                                                              \
+    } while (0)
+
+static int open_errors(const char *dir) {
+    char path[4096];
+    hid_t fapl = h5t_driver_fapl(), sec2 = h5t_sec2_fapl();
+    H5FD_gdsroute_counters_t c0 = h5t_counters();
+
+    snprintf(path, sizeof path, "%s/missing.h5", dir);
+    unlink(path);
+    CHECK_DRIVER_ERROR(H5Fopen(path, H5F_ACC_RDONLY, fapl) < 0, "No such file or directory");
+    CHECK(h5t_counters().open_failures == c0.open_failures + 1);
+
+    /* Truncated: HDF5 compares the driver's end of file with the end the superblock records. */
+    snprintf(path, sizeof path, "%s/truncated.h5", dir);
+    make_file(path, sec2, 1 << 20);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && truncate(path, st.st_size / 2) == 0);
+    CHECK(H5Fopen(path, H5F_ACC_RDONLY, fapl) < 0);
+    CHECK(h5t_stack_has(NULL, "truncated file"));
+    CHECK(truncate(path, 100) == 0); /* inside the superblock */
+    CHECK(H5Fopen(path, H5F_ACC_RDONLY, fapl) < 0);
+
+    /* H5F_ACC_EXCL over an existing file: gdsroute's "x+" refuses it. */
+    snprintf(path, sizeof path, "%s/exists.h5", dir);
+    make_file(path, fapl, 4096);
+    CHECK_DRIVER_ERROR(H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl) < 0, "File exists");
+    CHECK(h5t_stack_has(H5T_DRIVER_CLASS, "\"x+\""));
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, sec2); /* untouched */
+    CHECK(file >= 0);
+    if (file >= 0) H5Fclose(file);
+    H5Pclose(sec2);
+    H5Pclose(fapl);
+    return check_summary();
+}
+
+/* ENOSPC: the driver's write fails, its message names the errno; nothing aborts. */
+static int enospc(const char *dir) {
+    char mnt[4096], path[4200];
+    snprintf(mnt, sizeof mnt, "%s/tmpfs", dir);
+    mkdir(mnt, 0755);
+    umount2(mnt, MNT_DETACH);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+        printf("skipped: cannot mount a tmpfs at %s (%s)\n", mnt, strerror(errno));
+        return SKIPPED;
+    }
+    snprintf(path, sizeof path, "%s/full.h5", mnt);
+    hid_t fapl = h5t_driver_fapl();
+    H5FD_gdsroute_counters_t c0 = h5t_counters();
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(file >= 0);
+    const hsize_t n = 4 << 20;
+    unsigned char *data = calloc(1, n);
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t dset = H5Dcreate2(file, "big", H5T_NATIVE_UINT8, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_DRIVER_ERROR(H5Dwrite(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0,
+                       "No space left on device");
+    H5Eprint2(H5E_DEFAULT, stdout); /* what a user sees */
+    CHECK(h5t_stack_has(H5T_DRIVER_CLASS, "gdsroute_file_pwrite"));
+    CHECK(h5t_counters().errors > c0.errors);
+    H5Dclose(dset);
+    H5Sclose(space);
+    H5Fclose(file); /* may fail too (its metadata has no room either): an error, not an abort */
+    printf("close after ENOSPC: done\n");
+    umount2(mnt, MNT_DETACH);
+    free(data);
+    H5Pclose(fapl);
+    return check_summary();
+}
+
+/* EIO on a raw read (FAULT_EIO_AT, through tests/c's fault shim, set here once the file exists). */
+static int eio(const char *dir) {
+    if (dlsym(RTLD_DEFAULT, "fault_shim_counts") == NULL) {
+        fprintf(stderr, "eio: run under the fault shim (LD_PRELOAD=libgdsroute_fault_shim.so)\n");
+        return 1;
+    }
+    char path[4096], at[32];
+    snprintf(path, sizeof path, "%s/eio.h5", dir);
+    hid_t fapl = h5t_driver_fapl();
+    const hsize_t n = 1 << 20;
+    haddr_t addr = make_file(path, fapl, n);
+    CHECK(addr != HADDR_UNDEF);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    hid_t dset = H5Dopen2(file, "data", H5P_DEFAULT);
+    unsigned char *buf = guarded_alloc(n);
+    snprintf(at, sizeof at, "%llu", (unsigned long long)(addr + n / 2));
+    setenv("FAULT_PATH_CONTAINS", "eio.h5", 1);
+    setenv("FAULT_EIO_AT", at, 1);
+    H5FD_gdsroute_counters_t c0 = h5t_counters();
+    CHECK_DRIVER_ERROR(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0,
+                       "Input/output error");
+    CHECK(h5t_stack_has(H5T_DRIVER_CLASS, "gdsroute_file_pread"));
+    CHECK(h5t_counters().errors == c0.errors + 1);
+    unsetenv("FAULT_EIO_AT");
+    CHECK_H5(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)); /* the fault gone */
+    CHECK(guards_intact(buf, n));
+    guarded_free(buf);
+    H5Dclose(dset);
+    CHECK_H5(H5Fclose(file));
+    H5Pclose(fapl);
+    return check_summary();
+}
+
+/* Two processes: the child opens the file for writing (an exclusive lock) and holds it until
+ * the parent has tried. */
+static int locks(const char *dir, const char *expect) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/locked.h5", dir);
+    hid_t fapl = h5t_driver_fapl();
+    make_file(path, fapl, 4096);
+    int ready[2], done[2];
+    CHECK(pipe(ready) == 0 && pipe(done) == 0);
+    pid_t child = fork();
+    if (child == 0) {
+        hid_t file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+        char c = file >= 0 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) != 1) _exit(3);
+        _exit(file >= 0 && H5Fclose(file) >= 0 ? 0 : 4);
+    }
+    char c = 0;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (strcmp(expect, "conflict") == 0) {
+        CHECK_DRIVER_ERROR(file < 0, "gdsroute_file_lock (shared, no wait)");
+        CHECK(h5t_stack_has(H5T_DRIVER_CLASS, "Resource temporarily unavailable"));
+        hid_t unlocked = H5Pcopy(fapl);
+        CHECK_H5(H5Pset_file_locking(unlocked, 0, 0));
+        file = H5Fopen(path, H5F_ACC_RDONLY, unlocked);
+        CHECK(file >= 0);
+        H5Pclose(unlocked);
+    } else {
+        CHECK(file >= 0);
+    }
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    CHECK(write(done[1], "x", 1) == 1);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* Once the writer closed, the lock is free again. */
+    file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    CHECK(file >= 0);
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    H5Pclose(fapl);
+    return check_summary();
+}
+
+/* A program that exits with the file open: HDF5 closes it from its exit handler, through the
+ * driver, and the file is whole (a child process; the parent checks it through sec2). */
+static int exit_open(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/left-open.h5", dir);
+    const hsize_t n = 100000;
+    pid_t child = fork();
+    if (child == 0) {
+        hid_t fapl = h5t_driver_fapl();
+        hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        hid_t space = H5Screate_simple(1, &n, NULL);
+        hid_t dset = H5Dcreate2(file, "data", H5T_NATIVE_UINT8, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        unsigned char *data = malloc(n);
+        for (hsize_t i = 0; i < n; i++) data[i] = (unsigned char)(i * 7);
+        exit(H5Dwrite(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 ? 3 : 0);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (WIFSIGNALED(status)) fprintf(stderr, "the child died of signal %d\n", WTERMSIG(status));
+    hid_t sec2 = h5t_sec2_fapl();
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, sec2);
+    CHECK(file >= 0);
+    unsigned char *got = calloc(1, n);
+    hid_t dset = H5Dopen2(file, "data", H5P_DEFAULT);
+    CHECK_H5(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, got));
+    int same = 1;
+    for (hsize_t i = 0; i < n; i++) same &= got[i] == (unsigned char)(i * 7);
+    CHECK(same);
+    free(got);
+    H5Dclose(dset);
+    H5Fclose(file);
+    H5Pclose(sec2);
+    return check_summary();
+}
+
+/* flock fails with ENOSYS (a file system without locks): ignored or refused as HDF5's switches
+ * say. The file is made in memory (the core driver without a backing store takes no lock) and
+ * written out, since HDF5_USE_FILE_LOCKING=TRUE would make any driver's create fail here. */
+static int enosys(const char *dir, const char *which) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/nolocks.h5", dir);
+    hid_t core = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK_H5(H5Pset_fapl_core(core, 65536, 0));
+    hid_t image = H5Fcreate("in-memory.h5", H5F_ACC_TRUNC, H5P_DEFAULT, core);
+    CHECK(image >= 0);
+    CHECK_H5(H5Fflush(image, H5F_SCOPE_GLOBAL));
+    ssize_t size = H5Fget_file_image(image, NULL, 0);
+    unsigned char *bytes = malloc(size > 0 ? (size_t)size : 1);
+    CHECK(size > 0 && H5Fget_file_image(image, bytes, (size_t)size) == size);
+    write_file_bytes(path, bytes, size > 0 ? (size_t)size : 0);
+    free(bytes);
+    H5Fclose(image);
+    H5Pclose(core);
+    for (int ignore = 0; ignore <= 1; ignore++) {
+        hid_t fapl = h5t_driver_fapl();
+        CHECK_H5(H5Pset_file_locking(fapl, 1, (hbool_t)ignore));
+        hid_t file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+        int should_open = strcmp(which, "ignored") == 0 || (strcmp(which, "property") == 0 && ignore);
+        if (should_open) {
+            CHECK(file >= 0);
+            if (file < 0) H5Eprint2(H5E_DEFAULT, stderr);
+        } else {
+            CHECK_DRIVER_ERROR(file < 0, "Function not implemented");
+        }
+        if (file >= 0) CHECK_H5(H5Fclose(file));
+        H5Pclose(fapl);
+    }
+    return check_summary();
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (argc == 3 && strcmp(argv[1], "open") == 0) return open_errors(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "enospc") == 0) return enospc(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "eio") == 0) return eio(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "exit-open") == 0) return exit_open(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "locks") == 0) return locks(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "enosys") == 0) return enosys(argv[2], argv[3]);
+    fprintf(stderr, "usage: %s open DIR | enospc DIR | eio DIR | exit-open DIR | locks DIR conflict|unlocked | "
+                    "enosys DIR property|ignored|refused\n", argv[0]);
+    return 2;
+}
