@@ -10,7 +10,9 @@
  * which memory a buffer is in; zeros past the end of the file; the locking switch; settings; the
  * callbacks; the class; the public functions and the plugin entry points.
  */
-#define _GNU_SOURCE /* memfd_create */
+#ifndef _GNU_SOURCE /* memfd_create; HDF5 2.x's CMake package defines it too */
+#define _GNU_SOURCE
+#endif
 
 #include "H5FDgdsroute.h"
 
