@@ -9,6 +9,7 @@
  *   eio DIR             a raw read failing with EIO (run under tests/c's fault shim)
  *   exit-open DIR       a process exits with a file open: HDF5's exit handler closes it through
  *                       the driver, and the file is whole
+ *   config-string DIR   (HDF5 1.13.2+) a driver configuration string is refused at open
  *   locks DIR conflict  two processes: a writer holds the file, a reader is refused, and opens
  *                       once told not to lock (H5Pset_file_locking)
  *   locks DIR unlocked  the same with HDF5_USE_FILE_LOCKING=FALSE: the reader opens
@@ -237,6 +238,29 @@ static int exit_open(const char *dir) {
     return check_summary();
 }
 
+#if H5_VERSION_GE(1, 13, 2)
+/* A configuration string (H5Pset_driver_by_name's, HDF5_DRIVER_CONFIG's) is refused at open,
+ * not ignored; the driver by name without one opens. */
+static int config_string(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.h5", dir);
+    CHECK(H5FD_gdsroute_init() >= 0); /* registered, so that HDF5 finds it by name */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK_H5(H5Pset_driver_by_name(fapl, H5FD_GDSROUTE_NAME, "compat_mode=on"));
+    CHECK_DRIVER_ERROR(H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl) < 0, "takes no configuration string");
+    H5Pclose(fapl);
+    fapl = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK_H5(H5Pset_driver_by_name(fapl, H5FD_GDSROUTE_NAME, NULL));
+    CHECK(H5Pget_driver(fapl) == H5FD_GDSROUTE);
+    uint64_t opens = h5t_counters().opens;
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(file >= 0 && h5t_counters().opens > opens);
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    H5Pclose(fapl);
+    return check_summary();
+}
+#endif
+
 /* flock fails with ENOSYS (a file system without locks): ignored or refused as HDF5's switches
  * say. The file is made in memory (the core driver without a backing store takes no lock) and
  * written out, since HDF5_USE_FILE_LOCKING=TRUE would make any driver's create fail here. */
@@ -279,9 +303,12 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "enospc") == 0) return enospc(argv[2]);
     if (argc == 3 && strcmp(argv[1], "eio") == 0) return eio(argv[2]);
     if (argc == 3 && strcmp(argv[1], "exit-open") == 0) return exit_open(argv[2]);
+#if H5_VERSION_GE(1, 13, 2)
+    if (argc == 3 && strcmp(argv[1], "config-string") == 0) return config_string(argv[2]);
+#endif
     if (argc == 4 && strcmp(argv[1], "locks") == 0) return locks(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "enosys") == 0) return enosys(argv[2], argv[3]);
-    fprintf(stderr, "usage: %s open DIR | enospc DIR | eio DIR | exit-open DIR | locks DIR conflict|unlocked | "
-                    "enosys DIR property|ignored|refused\n", argv[0]);
+    fprintf(stderr, "usage: %s open DIR | enospc DIR | eio DIR | exit-open DIR | config-string DIR |\n"
+                    "       locks DIR conflict|unlocked | enosys DIR property|ignored|refused\n", argv[0]);
     return 2;
 }
