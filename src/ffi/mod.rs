@@ -52,7 +52,20 @@ struct LastError {
 }
 
 thread_local! {
+    /// Reached through `try_with` only: glibc runs `atexit` handlers (HDF5 closes its files in
+    /// one) after the main thread's thread-local destructors, and `with` would then panic inside
+    /// the panic guard. A call there keeps its status; its message is not kept.
     static LAST_ERROR: RefCell<Option<LastError>> = const { RefCell::new(None) };
+}
+
+/// Reads the thread's last error; `None` when none failed or the thread's state is gone.
+fn with_last_error<T>(read: impl Fn(Option<&LastError>) -> T) -> T {
+    LAST_ERROR
+        .try_with(|cell| {
+            let last = cell.try_borrow().ok();
+            read(last.as_ref().and_then(|last| (**last).as_ref()))
+        })
+        .unwrap_or_else(|_| read(None))
 }
 
 /// Sets the thread's last error without failing the call (a batch wait that returns failed
@@ -64,7 +77,11 @@ pub(crate) fn record_last_error(error: &Error) {
 fn set_last_error(error: &Error) {
     let message = CString::new(error.to_string().replace('\0', " ")).unwrap_or_default();
     let last = LastError { status: error.status(), message, os_error: error.os_error().unwrap_or(0) };
-    LAST_ERROR.with(|cell| *cell.borrow_mut() = Some(last));
+    let _ = LAST_ERROR.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some(last);
+        }
+    });
 }
 
 /// Runs the body of an exported function: errors become their status code and the thread's last

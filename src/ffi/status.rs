@@ -1,6 +1,6 @@
 //! Status codes and the thread's last error.
 
-use super::{LAST_ERROR, copy_to_c_buffer};
+use super::{copy_to_c_buffer, with_last_error};
 use crate::abi::Status;
 use std::ffi::c_char;
 
@@ -21,13 +21,13 @@ pub extern "C" fn gdsroute_status_str(code: u32) -> *const c_char {
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_last_error_status() -> Status {
-    LAST_ERROR.with(|cell| cell.borrow().as_ref().map_or(Status::Ok, |e| e.status))
+    with_last_error(|last| last.map_or(Status::Ok, |e| e.status))
 }
 
 /// The errno behind the last failed call on this thread (0 if it was not a system-call failure).
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_last_error_errno() -> i32 {
-    LAST_ERROR.with(|cell| cell.borrow().as_ref().map_or(0, |e| e.os_error))
+    with_last_error(|last| last.map_or(0, |e| e.os_error))
 }
 
 /// Copies the message of the last failed call on this thread into `buf`, with snprintf
@@ -40,9 +40,8 @@ pub extern "C" fn gdsroute_last_error_errno() -> i32 {
 /// Safety: `buf` must be writable for `buf_len` bytes (or NULL with `buf_len` 0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_last_error_message(buf: *mut c_char, buf_len: usize) -> usize {
-    LAST_ERROR.with(|cell| {
-        let borrowed = cell.borrow();
-        let text = borrowed.as_ref().map_or(&[][..], |e| e.message.as_bytes());
+    with_last_error(|last| {
+        let text = last.map_or(&[][..], |e| e.message.as_bytes());
         // SAFETY: the caller's contract above.
         unsafe { copy_to_c_buffer(text, buf, buf_len) }
     })

@@ -35,7 +35,9 @@ static ANY: AtomicBool = AtomicBool::new(false);
 static ANY_TASKS: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
-    /// The monitors whose callbacks run on this thread now (innermost last).
+    /// The monitors whose callbacks run on this thread now (innermost last). Reached through
+    /// `try_with`: once a thread's thread-local state is destroyed (the main thread's, in an
+    /// `atexit` handler) its calls are not observed, so no callback runs there.
     static IN_CALLBACK: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -53,7 +55,7 @@ pub(crate) fn watching_tasks() -> bool {
 }
 
 fn in_callback() -> bool {
-    IN_CALLBACK.with(|stack| !stack.borrow().is_empty())
+    IN_CALLBACK.try_with(|stack| !stack.borrow().is_empty()).unwrap_or(true)
 }
 
 fn snapshot() -> Option<Arc<Vec<Arc<Entry>>>> {
@@ -91,7 +93,7 @@ pub(crate) fn remove(id: u64) -> bool {
         publish(entries.into_iter().filter(|e| e.id != id).collect());
         entry
     };
-    let own = IN_CALLBACK.with(|stack| stack.borrow().iter().filter(|&&running| running == id).count());
+    let own = IN_CALLBACK.try_with(|stack| stack.borrow().iter().filter(|&&running| running == id).count()).unwrap_or(0);
     while entry.running.load(Ordering::SeqCst) > own {
         std::thread::yield_now();
     }
@@ -105,10 +107,10 @@ pub(crate) fn deliver(observation: &Observation) {
     for entry in entries.iter().filter(|e| !is_task || e.tasks) {
         entry.running.fetch_add(1, Ordering::SeqCst);
         // Checked after counting, so that `remove` either sees this callback or it sees removal.
-        if !entry.removed.load(Ordering::SeqCst) {
-            IN_CALLBACK.with(|stack| stack.borrow_mut().push(entry.id));
+        // A thread whose state is gone runs no callback (`in_callback` says it is in one).
+        if !entry.removed.load(Ordering::SeqCst) && IN_CALLBACK.try_with(|stack| stack.borrow_mut().push(entry.id)).is_ok() {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (entry.callback)(observation)));
-            IN_CALLBACK.with(|stack| stack.borrow_mut().pop());
+            let _ = IN_CALLBACK.try_with(|stack| stack.borrow_mut().pop());
         }
         entry.running.fetch_sub(1, Ordering::SeqCst);
     }

@@ -80,7 +80,8 @@ pub(crate) fn thread_stream() -> Result<Stream, CudaFailure> {
     let ctx = current_context()?.ok_or(CudaFailure::NoContext("thread_stream"))?;
     let non_blocking = NON_BLOCKING.get();
     let key = (ctx.as_raw() as usize, non_blocking);
-    if let Some(stream) = STREAMS.with_borrow(|m| m.get(&key).copied()) {
+    let known = STREAMS.try_with(|m| m.borrow().get(&key).copied()).map_err(|_| CudaFailure::ThreadExiting("thread_stream"))?;
+    if let Some(stream) = known {
         return Ok(stream);
     }
     // A stream-ordered task takes a stream made ahead at the call (`stock`): creating one here
@@ -90,7 +91,8 @@ pub(crate) fn thread_stream() -> Result<Stream, CudaFailure> {
         Some(stream) => stream,
         None => create_stream(non_blocking)?,
     };
-    STREAMS.with_borrow_mut(|m| m.insert(key, stream));
+    // Gone since the check above only if a destructor runs CUDA work, which none does.
+    let _ = STREAMS.try_with(|m| m.borrow_mut().insert(key, stream));
     Ok(stream)
 }
 

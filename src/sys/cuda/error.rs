@@ -34,6 +34,10 @@ pub enum CudaFailure {
     /// An operation needs a current CUDA context and the calling thread has none.
     #[error("{0} needs a current CUDA context and the calling thread has none")]
     NoContext(&'static str),
+    /// The calling thread's own state (its streams and events) is already destroyed: a call from
+    /// an `atexit` handler, which glibc runs after the main thread's thread-local destructors.
+    #[error("{0} cannot run on this thread: its thread-local state is gone (the process is exiting)")]
+    ThreadExiting(&'static str),
 }
 
 impl CudaFailure {

@@ -49,7 +49,8 @@ pub(crate) fn thread_events() -> Result<[Event; 2], CudaFailure> {
     cuda()?;
     let ctx = current_context()?.ok_or(CudaFailure::NoContext("thread_events"))?;
     let key = ctx.as_raw() as usize;
-    if let Some(pair) = EVENTS.with_borrow(|m| m.get(&key).copied()) {
+    let known = EVENTS.try_with(|m| m.borrow().get(&key).copied()).map_err(|_| CudaFailure::ThreadExiting("thread_events"))?;
+    if let Some(pair) = known {
         return Ok(pair);
     }
     // A stream-ordered task takes a pair made ahead at the call (`stock`): creating one here
@@ -59,7 +60,7 @@ pub(crate) fn thread_events() -> Result<[Event; 2], CudaFailure> {
         Some(pair) => pair,
         None => create_pair()?,
     };
-    EVENTS.with_borrow_mut(|m| m.insert(key, pair));
+    let _ = EVENTS.try_with(|m| m.borrow_mut().insert(key, pair));
     Ok(pair)
 }
 
