@@ -2019,6 +2019,17 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_buffer_references(const void *ptr, ui
 GDSROUTE_MUST_USE gdsroute_status gdsroute_bounce_buffer_free(size_t *bytes_freed);
 
 /**
+ * Writes into `*kind` the memory `ptr` points into, as gdsroute routes it: a
+ * `gdsroute_observed_memory` value, `HOST` (pageable or pinned host memory), `DEVICE` or
+ * `MANAGED` (KvikIO's `is_host_memory`, with the two device kinds told apart). While the process
+ * has not loaded libcuda every pointer is `HOST` and nothing is loaded; `ptr` is never
+ * dereferenced (NULL is `HOST`). For code built on gdsroute that must treat device buffers
+ * apart (an HDF5 driver zero-filling past the end of a file). Errors: `NULL_ARGUMENT` (`kind`),
+ * `CUDA_ERROR` (the driver failed otherwise than "not CUDA memory").
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_memory_kind(const void *ptr, uint32_t *kind);
+
+/**
  * Registers `callback` to see every logical call (`gdsroute_file_read`, `_pread`, `_write`,
  * `_pwrite` and the stream-ordered calls) as it ends, and with `flags` `GDSROUTE_MONITOR_TASKS`
  * every task too: its file, offset and size, the bytes moved, start and end times

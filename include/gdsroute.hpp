@@ -84,6 +84,13 @@ enum class FallbackReason : std::uint32_t {
     REGISTER_FAILED = GDSROUTE_FALLBACK_REASON_REGISTER_FAILED,
 };
 
+/** The memory a pointer points into, as gdsroute routes it (gdsroute_memory_kind). */
+enum class MemoryKind : std::uint32_t {
+    HOST = GDSROUTE_OBSERVED_MEMORY_HOST,
+    DEVICE = GDSROUTE_OBSERVED_MEMORY_DEVICE,
+    MANAGED = GDSROUTE_OBSERVED_MEMORY_MANAGED,
+};
+
 /** Output formats of Stats::render. */
 enum class StatsFormat : std::uint32_t {
     TEXT = GDSROUTE_STATS_FORMAT_TEXT,
@@ -1250,7 +1257,13 @@ inline Result<std::uint64_t> try_buffer_references(const void *ptr) {
     std::uint64_t n = 0;
     return detail::make(gdsroute_buffer_references(ptr, &n), n);
 }
+/** Host, device or managed memory (KvikIO's is_host_memory); HOST while libcuda is not loaded. */
+inline Result<MemoryKind> try_memory_kind(const void *ptr) {
+    std::uint32_t kind = GDSROUTE_OBSERVED_MEMORY_HOST;
+    return detail::make(gdsroute_memory_kind(ptr, &kind), static_cast<MemoryKind>(kind));
+}
 #if GDSROUTE_HPP_EXCEPTIONS
+inline MemoryKind memory_kind(const void *ptr) { return try_memory_kind(ptr).value(); }
 inline void buffer_register(const void *ptr, std::size_t size, int flags = 0) {
     try_buffer_register(ptr, size, flags).value();
 }

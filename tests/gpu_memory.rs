@@ -161,3 +161,22 @@ fn bounce_buffer_free_unpins_idle_buffers_and_reads_go_on() {
     eprintln!("bounce_buffer_free during reads: {reader} bytes freed");
     settings::set_num_threads(settings::default_num_threads()).unwrap();
 }
+
+#[test]
+#[ignore = "needs a GPU"]
+fn memory_kind_tells_device_managed_pinned_and_pageable_memory_apart() {
+    use gdsroute::memory::ObservedMemory;
+    let _ctx = on_device0();
+    let device = DeviceBuffer::poisoned(1 << 20);
+    assert_eq!(memory::memory_kind(device.at(0).cast()).unwrap(), ObservedMemory::Device);
+    assert_eq!(memory::memory_kind(device.at(4097).cast()).unwrap(), ObservedMemory::Device, "inside the allocation");
+    let managed = poisoned_allocation(1 << 20, true);
+    assert_eq!(memory::memory_kind(managed as usize as *const c_void).unwrap(), ObservedMemory::Managed);
+    let mut pinned: *mut c_void = std::ptr::null_mut();
+    ok("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut pinned, 1 << 20, 0) });
+    assert_eq!(memory::memory_kind(pinned).unwrap(), ObservedMemory::Host, "pinned host memory is host memory");
+    let pageable = vec![0u8; 4096];
+    assert_eq!(memory::memory_kind(pageable.as_ptr().cast()).unwrap(), ObservedMemory::Host);
+    ok("cuMemFreeHost", unsafe { sys::cuMemFreeHost(pinned) });
+    ok("cuMemFree", unsafe { sys::cuMemFree_v2(managed) });
+}

@@ -18,7 +18,6 @@
 
 #include <gdsroute.h>
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -150,29 +149,13 @@ static void gr_count(enum gr_counter c, uint64_t delta) {
     (void)gdsroute_report_add_counter("hdf5", gr_counter_fields[c].name, delta);
 }
 
-/* ----------------------------------------------------------------------------------------------
- * Which memory a raw-data buffer is in (metadata buffers are HDF5's own host memory): asked of
- * the CUDA driver, once the process has loaded it (a buffer can be device memory only then).
- * gdsroute classifies every buffer for its route too, but hands its answer only to monitors,
- * and a monitor aborts the process when HDF5 closes files from its exit handler
- * (docs/hdf5.md, "Known issues").
- * ------------------------------------------------------------------------------------------- */
-typedef int (*gr_cu_pointer_get_attribute_fn)(void *data, int attribute, unsigned long long ptr);
-static _Atomic(gr_cu_pointer_get_attribute_fn) gr_cu_pointer_get_attribute;
-enum { GR_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, GR_CU_MEMORYTYPE_DEVICE = 2, GR_CU_MEMORYTYPE_UNIFIED = 4 };
-
+/* Which memory a raw-data buffer is in (metadata buffers are HDF5's own host memory), as gdsroute
+ * routes it: device and managed memory get their zeros past the end of the file through gdsroute.
+ * A classification that fails counts as host memory only for the zero fill's choice; the
+ * transfer itself was classified by gdsroute. */
 static bool gr_is_device_memory(const void *buf) {
-    gr_cu_pointer_get_attribute_fn get = atomic_load(&gr_cu_pointer_get_attribute);
-    if (get == NULL) {
-        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD); /* kept: never closed */
-        if (cuda == NULL) return false;
-        get = (gr_cu_pointer_get_attribute_fn)dlsym(cuda, "cuPointerGetAttribute");
-        if (get == NULL) return false;
-        atomic_store(&gr_cu_pointer_get_attribute, get);
-    }
-    unsigned int type = 0;
-    return get(&type, GR_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (unsigned long long)(uintptr_t)buf) == 0 &&
-           (type == GR_CU_MEMORYTYPE_DEVICE || type == GR_CU_MEMORYTYPE_UNIFIED);
+    uint32_t kind = GDSROUTE_OBSERVED_MEMORY_HOST;
+    return gdsroute_memory_kind(buf, &kind) == GDSROUTE_STATUS_OK && kind != GDSROUTE_OBSERVED_MEMORY_HOST;
 }
 
 /* ----------------------------------------------------------------------------------------------

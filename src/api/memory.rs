@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::sys::cuda;
 use std::ffi::c_void;
 
+pub use crate::abi::ObservedMemory;
 pub use crate::backend::cufile::buffers::{Deregistration, Registration};
 
 /// The flags `cuFileBufRegister` takes: `CU_FILE_RDMA_REGISTER` (1),
@@ -77,6 +78,19 @@ pub fn buffer_deregister(ptr: *const c_void) -> Result<Deregistration> {
 pub fn memory_deregister(ptr: *const c_void) -> Result<Deregistration> {
     let (base, _) = allocation_of(ptr)?;
     deregister_base(base)
+}
+
+/// The memory `ptr` points into, as the routing sees it (KvikIO's `is_host_memory`, with device
+/// and managed memory told apart): `Host` for pageable and pinned host memory, and for any pointer
+/// while the process has not loaded libcuda (nothing is loaded to ask). Never dereferences `ptr`.
+///
+/// Errors: `Cuda` for a driver failure other than "not CUDA memory".
+pub fn memory_kind(ptr: *const c_void) -> Result<ObservedMemory> {
+    Ok(match cuda::classify(ptr).map_err(Error::from)? {
+        cuda::MemoryKind::Host | cuda::MemoryKind::PinnedHost => ObservedMemory::Host,
+        cuda::MemoryKind::Device { .. } => ObservedMemory::Device,
+        cuda::MemoryKind::Managed { .. } => ObservedMemory::Managed,
+    })
 }
 
 /// References gdsroute holds on the registration at `ptr` (0: none).

@@ -93,4 +93,24 @@ pub unsafe extern "C" fn gdsroute_bounce_buffer_free(bytes_freed: *mut usize) ->
 }
 
 symbol_version!(GDSROUTE_0.2: gdsroute_buffer_register, gdsroute_buffer_deregister, gdsroute_memory_register, gdsroute_memory_deregister);
+/// Writes into `*kind` the memory `ptr` points into, as gdsroute routes it: a
+/// `gdsroute_observed_memory` value, `HOST` (pageable or pinned host memory), `DEVICE` or
+/// `MANAGED` (KvikIO's `is_host_memory`, with the two device kinds told apart). While the process
+/// has not loaded libcuda every pointer is `HOST` and nothing is loaded; `ptr` is never
+/// dereferenced (NULL is `HOST`). For code built on gdsroute that must treat device buffers
+/// apart (an HDF5 driver zero-filling past the end of a file). Errors: `NULL_ARGUMENT` (`kind`),
+/// `CUDA_ERROR` (the driver failed otherwise than "not CUDA memory").
+#[must_use]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gdsroute_memory_kind(ptr: *const c_void, kind: *mut u32) -> Status {
+    guard(|| {
+        let kind = out(kind, "kind")?;
+        let found = memory::memory_kind(ptr)?;
+        // SAFETY: checked by `out`; the caller's contract.
+        unsafe { write_out(kind, found as u32) };
+        Ok(())
+    })
+}
+
 symbol_version!(GDSROUTE_0.2: gdsroute_buffer_references, gdsroute_bounce_buffer_free);
+symbol_version!(GDSROUTE_0.2: gdsroute_memory_kind);

@@ -794,6 +794,16 @@ static void test_buffer_registration(void) {
     CHECK_STATUS(gdsroute_buffer_references(buffer, &refs), GDSROUTE_STATUS_OK);
     CHECK(refs == 0); /* nothing was recorded by the refused calls */
 
+    /* The memory kind: host memory and NULL are HOST; a NULL output is refused, untouched. */
+    uint32_t kind = 99;
+    CHECK_STATUS(gdsroute_memory_kind(buffer, NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("kind");
+    CHECK_STATUS(gdsroute_memory_kind(buffer, &kind), GDSROUTE_STATUS_OK);
+    CHECK(kind == GDSROUTE_OBSERVED_MEMORY_HOST);
+    kind = 99;
+    CHECK_STATUS(gdsroute_memory_kind(NULL, &kind), GDSROUTE_STATUS_OK);
+    CHECK(kind == GDSROUTE_OBSERVED_MEMORY_HOST);
+
     /* Two registrations need two deregistrations; a third is refused with a clear status. */
     CHECK_STATUS(gdsroute_buffer_register(buffer, sizeof buffer, 0), GDSROUTE_STATUS_OK);
     CHECK_STATUS(gdsroute_buffer_register(buffer, sizeof buffer, 1), GDSROUTE_STATUS_OK);

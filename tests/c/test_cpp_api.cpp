@@ -622,6 +622,9 @@ void test_compat_on(const std::string &dir) {
         CHECK(!reg.value().active() && moved.active());
     } // deregistered here
     CHECK(gdsroute::try_buffer_references(buffer.data()).value_or(9) == 0);
+    // Host memory, and any pointer in a process without libcuda loaded, is HOST.
+    CHECK(gdsroute::try_memory_kind(buffer.data()).value_or(gdsroute::MemoryKind::DEVICE) == gdsroute::MemoryKind::HOST);
+    CHECK(gdsroute::try_memory_kind(nullptr).value_or(gdsroute::MemoryKind::DEVICE) == gdsroute::MemoryKind::HOST);
     {
         auto reg = gdsroute::BufferRegistration::try_register(buffer.data(), buffer.size(), 1);
         CHECK(reg.ok() && reg.value().deregister().ok());
@@ -668,6 +671,7 @@ void test_compat_on(const std::string &dir) {
         gdsroute::BufferRegistration reg(buffer.data(), buffer.size());
         CHECK(gdsroute::buffer_references(buffer.data()) == 1);
     }
+    CHECK(gdsroute::memory_kind(buffer.data()) == gdsroute::MemoryKind::HOST);
     gdsroute::buffer_register(buffer.data(), buffer.size());
     gdsroute::buffer_deregister(buffer.data());
     EXPECT_THROW(gdsroute::buffer_deregister(buffer.data()), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "");
