@@ -7,6 +7,9 @@
 #                               the library and the driver from the CMake build GDSROUTE_BUILD
 #                               (default /tmp/cbuild-d; configured Release and built here, targets
 #                               gdsroute_cargo and gdsroute_hdf5 only)
+#   test_hdf5_datasets          the driver's dataset test (tests/hdf5), which reads and writes
+#                               device memory where a GPU is: on the GPU machine,
+#                               LD_LIBRARY_PATH=.device/hdf5 .device/hdf5/test_hdf5_datasets roundtrip DIR
 #   libhdf5_serial.so.103 and the libraries it needs, found with ldd, less glibc's own and libgcc_s
 #   NEEDS                       the newest glibc symbol version any of them needs
 # All stripped; the script fails when the folder exceeds 32 MiB (a call carries at most 64 MiB).
@@ -26,7 +29,7 @@ LIMIT_KIB=$((32 * 1024))
 
 pkg-config --exists "$PC" || { echo "bench-build: pkg-config finds no $PC (HDF5_PC names another .pc)" >&2; exit 1; }
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build "$BUILD" -j"${JOBS:-2}" --target gdsroute_cargo gdsroute_hdf5
+cmake --build "$BUILD" -j"${JOBS:-2}" --target gdsroute_cargo gdsroute_hdf5 test_hdf5_datasets
 DRIVER=$BUILD/hdf5-plugin/libhdf5_vfd_gdsroute.so
 [ -f "$DRIVER" ] || { echo "bench-build: $DRIVER was not built (CMake found no HDF5? see its output)" >&2; exit 1; }
 
@@ -39,6 +42,7 @@ cc -O2 -Wall -Wextra -Werror -std=gnu11 -Iinclude -Idrivers/hdf5 -Itools/gpu $(p
 strip -o "$OUT/libgdsroute.so.0" "$BUILD/lib/libgdsroute.so.0"
 strip -o "$OUT/libhdf5_vfd_gdsroute.so" "$DRIVER"
 strip "$OUT/bench_hdf5"
+strip -o "$OUT/test_hdf5_datasets" "$BUILD/drivers/hdf5/tests/test_hdf5_datasets"
 
 # The bench and the driver must name the same HDF5 (the driver was linked by CMake's FindHDF5).
 hdf5_of() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(libhdf5[^]]*\)\]/\1/p' | grep -v '^libhdf5_vfd_'; }
