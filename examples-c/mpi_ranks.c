@@ -194,6 +194,7 @@ int main(int argc, char **argv) {
         failed = st != GDSROUTE_STATUS_OK && fail("gdsroute_file_sync", path, st);
     }
     gdsroute_file_free(file);
+    file = NULL; /* a failed open below leaves it as it is */
     if (agree(failed, "write")) return finish(1);
     MPI_Barrier(MPI_COMM_WORLD);
 

@@ -14,11 +14,12 @@ unsafe extern "C" {
 
 /// Every launcher variable the default reads, and the thread settings: none may leak in from the
 /// shell that runs the tests (an MPI or Slurm job, say).
-const REMOVED: [&str; 11] = [
+const REMOVED: [&str; 12] = [
     "OMPI_COMM_WORLD_LOCAL_SIZE",
     "MPI_LOCALNRANKS",
     "MV2_COMM_WORLD_LOCAL_SIZE",
     "PALS_LOCAL_SIZE",
+    "JSM_NAMESPACE_LOCAL_SIZE",
     "SLURM_STEP_ID",
     "SLURM_STEP_TASKS_PER_NODE",
     "SLURM_NTASKS_PER_NODE",

@@ -82,11 +82,12 @@ pub(crate) struct ThreadDefault {
 
 /// The launchers' counts of ranks on this node, in the order they are asked: an MPI launcher's
 /// own count first (mpirun inside a Slurm allocation knows its layout better than the allocation).
-const LOCAL_SIZE_VARIABLES: [&str; 4] = [
+const LOCAL_SIZE_VARIABLES: [&str; 5] = [
     "OMPI_COMM_WORLD_LOCAL_SIZE", // Open MPI's mpirun (and PRRTE)
     "MPI_LOCALNRANKS",            // MPICH's Hydra, Intel MPI
     "MV2_COMM_WORLD_LOCAL_SIZE",  // MVAPICH2's mpirun_rsh
     "PALS_LOCAL_SIZE",            // HPE Cray PALS (mpiexec on PBS)
+    "JSM_NAMESPACE_LOCAL_SIZE",   // IBM Spectrum LSF's jsrun
 ];
 /// Slurm's tasks per node, read only inside a job step (srun: `SLURM_STEP_ID` set), since the
 /// batch script itself, one process, sees the allocation's counts too. Each is a list in node
@@ -272,6 +273,7 @@ mod tests {
         assert_eq!(threads(cpus(16, 16), &[("MPI_LOCALNRANKS", "16")]), 2, "the floor of a rank");
         assert_eq!(threads(cpus(2, 2), &[("PALS_LOCAL_SIZE", "1000000")]), 2);
         assert_eq!(threads(cpus(16, 16), &[("MV2_COMM_WORLD_LOCAL_SIZE", "3")]), 5);
+        assert_eq!(threads(cpus(42, 42), &[("JSM_NAMESPACE_LOCAL_SIZE", "6")]), 7);
     }
 
     #[test]
