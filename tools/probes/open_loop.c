@@ -2,7 +2,7 @@
  * open_loop: gdsroute_file_open + a 4 KiB host read + gdsroute_file_free, COUNT times (default
  * 10,000), for the paired before/after timing of opening a handle (docs/performance.md, "The first
  * read of a fresh process": opening a handle stays cheap). Run against each library with
- * LD_LIBRARY_PATH, under farm-bench --vs.
+ * LD_LIBRARY_PATH, the two timed as whole processes in turn (docs/performance.md gives the loop).
  *   open_loop FILE [COUNT]
  */
 #include <stdio.h>
