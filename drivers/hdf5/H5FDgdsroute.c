@@ -74,9 +74,14 @@ static _Atomic hid_t gr_driver_id = H5I_INVALID_HID;
  * ------------------------------------------------------------------------------------------- */
 static _Atomic hid_t gr_error_class = H5I_INVALID_HID;
 
-/* The error class, registered at its first use (again after the terminate callback). No lock
- * of the driver's is held across the HDF5 call: a threadsafe HDF5 holds its own around every
- * callback, so the two could deadlock; a registration that lost the race is undone. */
+/* The error class, registered once (again after the terminate callback). Every entry point
+ * calls this first, before anything can fail: H5FD_gdsroute_init and the other public functions,
+ * and the open and delete callbacks (the first of a file's callbacks, which under HDF5_DRIVER run
+ * without any public function). H5Eregister_class is an API call and clears the thread's error
+ * stack, so a registration at the first error would drop the records HDF5 had already pushed in
+ * that call. No lock of the driver's is held across the HDF5 call: a threadsafe HDF5 holds its
+ * own around every callback, so the two could deadlock; a registration that lost the race is
+ * undone. */
 static hid_t gr_error_class_id(void) {
     hid_t id = atomic_load(&gr_error_class);
     if (id != H5I_INVALID_HID) return id;
@@ -150,18 +155,21 @@ static void gr_count(enum gr_counter c, uint64_t delta) {
 }
 
 /* Which memory a raw-data buffer is in (metadata buffers are HDF5's own host memory), as gdsroute
- * routes it: device and managed memory get their zeros past the end of the file through gdsroute.
- * A classification that fails counts as host memory only for the zero fill's choice; the
- * transfer itself was classified by gdsroute. */
-static bool gr_is_device_memory(const void *buf) {
-    uint32_t kind = GDSROUTE_OBSERVED_MEMORY_HOST;
-    return gdsroute_memory_kind(buf, &kind) == GDSROUTE_STATUS_OK && kind != GDSROUTE_OBSERVED_MEMORY_HOST;
+ * routes it. Only host memory may be zeroed with memset past the end of the file; device and
+ * managed memory, and a buffer whose classification failed (the CUDA driver failing: it may be a
+ * device pointer), get their zeros through gdsroute, which works for any memory. */
+enum gr_memory { GR_MEMORY_HOST, GR_MEMORY_DEVICE, GR_MEMORY_UNKNOWN };
+
+static enum gr_memory gr_memory_of(const void *buf) {
+    uint32_t kind = GDSROUTE_OBSERVED_MEMORY_UNKNOWN;
+    if (gdsroute_memory_kind(buf, &kind) != GDSROUTE_STATUS_OK) return GR_MEMORY_UNKNOWN;
+    return kind == GDSROUTE_OBSERVED_MEMORY_HOST ? GR_MEMORY_HOST : GR_MEMORY_DEVICE;
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Zeros past the end of the file, in any memory: host buffers get memset; device buffers are
- * read from a sparse memfd through gdsroute, which routes it as any read (compat mode ON: no
- * cuFile probe of a memfd).
+ * Zeros past the end of the file, in any memory: host buffers get memset; the others (device
+ * memory, and memory gr_memory_of could not classify) are read from a sparse memfd through
+ * gdsroute, which routes it as any read (compat mode ON: no cuFile probe of a memfd).
  * ------------------------------------------------------------------------------------------- */
 #define GR_ZERO_SPAN ((size_t)1 << 30)
 static pthread_once_t gr_zeros_once = PTHREAD_ONCE_INIT;
@@ -177,8 +185,8 @@ static void gr_zeros_open(void) {
 }
 
 /* Fills buf[0, len) with zeros. 0, or -1 with an error pushed. */
-static int gr_zero_fill(const gr_file_t *f, void *buf, size_t len, uint64_t file_offset, bool device) {
-    if (!device) {
+static int gr_zero_fill(const gr_file_t *f, void *buf, size_t len, uint64_t file_offset, enum gr_memory memory) {
+    if (memory == GR_MEMORY_HOST) {
         memset(buf, 0, len);
         return 0;
     }
@@ -186,7 +194,8 @@ static int gr_zero_fill(const gr_file_t *f, void *buf, size_t len, uint64_t file
     if (gr_zeros == NULL) {
         GR_ERROR(H5E_IO, H5E_READERROR,
                  "'%s': %zu bytes at offset %llu lie past the end of the file, to be zeroed in device "
-                 "memory, but no source of zeros could be opened (memfd_create)",
+                 "memory (or memory gdsroute_memory_kind could not classify), but no source of zeros "
+                 "could be opened (memfd_create)",
                  f->name, len, (unsigned long long)file_offset);
         return -1;
     }
@@ -268,6 +277,7 @@ static const char *gr_open_mode(unsigned flags) {
 }
 
 static H5FD_t *gr_open(const char *name, unsigned flags, hid_t fapl_id, haddr_t maxaddr) {
+    (void)gr_error_class_id();
     pthread_once(&gr_lock_env_once, gr_read_lock_env);
     const char *mode = gr_open_mode(flags);
     if (name == NULL || *name == '\0' || maxaddr == 0 || maxaddr == HADDR_UNDEF || maxaddr > GR_MAXADDR ||
@@ -422,7 +432,7 @@ static herr_t gr_read_or_write(gr_file_t *f, H5FD_mem_t type, bool write, haddr_
                  f->name, size, (unsigned long long)addr);
         return -1;
     }
-    bool device = raw && gr_is_device_memory(buf);
+    enum gr_memory memory = raw ? gr_memory_of(buf) : GR_MEMORY_HOST;
     size_t done = 0;
     gdsroute_status st = gr_transfer(f, raw, write, buf, size, addr, &done);
     if (st != GDSROUTE_STATUS_OK) {
@@ -437,7 +447,7 @@ static herr_t gr_read_or_write(gr_file_t *f, H5FD_mem_t type, bool write, haddr_
         return -1;
     }
     if (!write && done < size) {
-        if (gr_zero_fill(f, (char *)buf + done, size - done, addr + done, device) < 0) {
+        if (gr_zero_fill(f, (char *)buf + done, size - done, addr + done, memory) < 0) {
             gr_count(GR_ERRORS, 1);
             return -1;
         }
@@ -447,7 +457,7 @@ static herr_t gr_read_or_write(gr_file_t *f, H5FD_mem_t type, bool write, haddr_
     gr_count(raw ? (write ? GR_RAW_WRITES : GR_RAW_READS) : (write ? GR_META_WRITES : GR_META_READS), 1);
     gr_count(raw ? (write ? GR_RAW_WRITE_BYTES : GR_RAW_READ_BYTES) : (write ? GR_META_WRITE_BYTES : GR_META_READ_BYTES),
              done);
-    gr_count(device ? GR_DEVICE_CALLS : GR_HOST_CALLS, 1);
+    if (memory != GR_MEMORY_UNKNOWN) gr_count(memory == GR_MEMORY_DEVICE ? GR_DEVICE_CALLS : GR_HOST_CALLS, 1);
     return 0;
 }
 
@@ -528,6 +538,7 @@ static herr_t gr_terminate(void) {
 #if GR_DYNAMIC_DRIVERS
 static herr_t gr_delete(const char *name, hid_t fapl) {
     (void)fapl;
+    (void)gr_error_class_id();
     if (unlink(name) == 0) return 0;
     int e = errno;
     GR_ERROR(H5E_VFL, H5E_CANTDELETEFILE, "unlink of '%s': %s (errno %d)", name, strerror(e), e);
@@ -588,6 +599,7 @@ static hid_t gr_plugin_registration(void) {
 }
 
 GR_EXPORT hid_t H5FD_gdsroute_init(void) {
+    (void)gr_error_class_id();
     hid_t id = atomic_load(&gr_driver_id);
     if (H5Iget_type(id) == H5I_VFL) return id;
     hid_t plugin = gr_plugin_registration();
@@ -604,6 +616,7 @@ GR_EXPORT hid_t H5FD_gdsroute_init(void) {
 }
 
 GR_EXPORT herr_t H5Pset_fapl_gdsroute(hid_t fapl_id, const H5FD_gdsroute_fapl_t *config) {
+    (void)gr_error_class_id();
     if (H5Pisa_class(fapl_id, H5P_FILE_ACCESS) <= 0) {
         GR_ERROR(H5E_ARGS, H5E_BADTYPE, "H5Pset_fapl_gdsroute: not a file access property list");
         return -1;
@@ -623,6 +636,7 @@ GR_EXPORT herr_t H5Pset_fapl_gdsroute(hid_t fapl_id, const H5FD_gdsroute_fapl_t 
 }
 
 GR_EXPORT herr_t H5Pget_fapl_gdsroute(hid_t fapl_id, H5FD_gdsroute_fapl_t *config) {
+    (void)gr_error_class_id();
     if (config == NULL || H5Pisa_class(fapl_id, H5P_FILE_ACCESS) <= 0) {
         GR_ERROR(H5E_ARGS, H5E_BADTYPE, "H5Pget_fapl_gdsroute: NULL settings or not a file access property list");
         return -1;
@@ -636,6 +650,7 @@ GR_EXPORT herr_t H5Pget_fapl_gdsroute(hid_t fapl_id, H5FD_gdsroute_fapl_t *confi
 }
 
 GR_EXPORT herr_t H5FD_gdsroute_get_counters(H5FD_gdsroute_counters_t *counters) {
+    (void)gr_error_class_id();
     if (counters == NULL || counters->struct_size < sizeof(uint64_t)) {
         GR_ERROR(H5E_ARGS, H5E_BADVALUE, "H5FD_gdsroute_get_counters: NULL, or struct_size below 8");
         return -1;

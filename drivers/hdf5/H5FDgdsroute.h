@@ -94,7 +94,8 @@ typedef struct H5FD_gdsroute_counters_t {
     uint64_t metadata_write_bytes;
     /** Reads and writes whose buffer gdsroute found in device or managed memory. */
     uint64_t device_buffer_calls;
-    /** Reads and writes whose buffer gdsroute found in host memory. */
+    /** Reads and writes whose buffer gdsroute found in host memory (a raw-data buffer whose
+     * classification failed, gdsroute_memory_kind returning an error, counts in neither). */
     uint64_t host_buffer_calls;
     /** Bytes of reads past the end of the file, filled with zeros as sec2 does. */
     uint64_t zero_filled_bytes;

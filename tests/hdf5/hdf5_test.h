@@ -2,16 +2,23 @@
  * GDSROUTE_HDF5_TEST_ROUTE=env, by HDF5_DRIVER; sec2 for reference), the driver's counters,
  * searching HDF5's error stack, and the test memory: device memory (cuMemAlloc, libcuda loaded at
  * run time through tools/gpu/cuda_setup.h) when a GPU is usable, host memory otherwise
- * (GDSROUTE_HDF5_TEST_MEMORY=host|device|auto, default auto). Checks and the closing
+ * (GDSROUTE_HDF5_TEST_MEMORY=host|device|auto, default auto); and revoked memory (PROT_NONE) in
+ * forked children, which tells whether HDF5 handed a buffer to the driver. Checks and the closing
  * "N passed, M failed" line come from tests/c/check.h. */
 #ifndef GDSROUTE_HDF5_TEST_H
 #define GDSROUTE_HDF5_TEST_H
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <hdf5.h>
 
@@ -58,7 +65,8 @@ static inline H5FD_gdsroute_counters_t h5t_counters(void) {
     return c;
 }
 
-/* Whether a record of the default error stack has class `cls` and mentions `needle`. */
+/* Where a record of the default error stack with class `cls` (NULL: any) mentioning `needle`
+ * lies: its position from the innermost record, the first pushed (0), or -1 where none does. */
 struct h5t_search {
     const char *cls;
     const char *needle;
@@ -66,25 +74,91 @@ struct h5t_search {
 };
 
 static inline herr_t h5t_walk(unsigned n, const H5E_error2_t *e, void *data) {
-    (void)n;
     struct h5t_search *s = data;
     char cls[128] = "";
     H5Eget_class_name(e->cls_id, cls, sizeof cls);
-    if ((s->cls == NULL || strcmp(cls, s->cls) == 0) && e->desc != NULL && strstr(e->desc, s->needle) != NULL)
-        s->found = 1;
+    if (s->found < 0 && (s->cls == NULL || strcmp(cls, s->cls) == 0) && e->desc != NULL &&
+        strstr(e->desc, s->needle) != NULL)
+        s->found = (int)n;
     return 0;
 }
 
-/* Walks a copy of the default stack: H5Eget_class_name, an API call, clears the default one. */
-static inline int h5t_stack_has(const char *cls, const char *needle) {
-    struct h5t_search s = {cls, needle, 0};
+/* Walks a copy of the default stack (from the innermost record up): H5Eget_class_name, an API
+ * call, clears the default one. */
+static inline int h5t_stack_index(const char *cls, const char *needle) {
+    struct h5t_search s = {cls, needle, -1};
     hid_t stack = H5Eget_current_stack();
-    H5Ewalk2(stack, H5E_WALK_DOWNWARD, h5t_walk, &s);
+    H5Ewalk2(stack, H5E_WALK_UPWARD, h5t_walk, &s);
     H5Eset_current_stack(stack); /* back where it was (and the copy closed) */
     return s.found;
 }
 
+static inline int h5t_stack_has(const char *cls, const char *needle) { return h5t_stack_index(cls, needle) >= 0; }
+
 #define H5T_DRIVER_CLASS "gdsroute HDF5 driver"
+
+/* Memory whose access is revoked (PROT_NONE), the CPU's stand-in for device memory: where HDF5
+ * hands the caller's pointer to the driver, gdsroute's pread/pwrite into it fail with EFAULT
+ * (docs/reliability.md, "Bad pages in I/O buffers") and the HDF5 call returns an error with the
+ * driver's record; where HDF5 copies on the host, the process dies of SIGSEGV, as it would with a
+ * device pointer. h5t_probe runs such a call in a forked child and says which happened. */
+enum h5t_reach { H5T_REACHED_DRIVER, H5T_COPIED_ON_HOST, H5T_REACH_OTHER };
+enum {
+    H5T_CHILD_DRIVER_EFAULT = 10, /* the call failed, the driver's record naming EFAULT on the stack */
+    H5T_CHILD_SUCCEEDED = 11,     /* nothing touched the revoked buffer: the case is wrong */
+    H5T_CHILD_OTHER_ERROR = 12,   /* the call failed otherwise (the stack is printed) */
+    H5T_CHILD_SETUP_FAILED = 13,
+};
+
+/* A revoked buffer of `size` bytes, for a child (it exits where mmap fails). */
+static inline void *h5t_revoked(size_t size) {
+    void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "mmap of %zu bytes: %s\n", size, strerror(errno));
+        _exit(H5T_CHILD_SETUP_FAILED);
+    }
+    return p;
+}
+
+/* In the child: ends it with the verdict on `result`, the return of a call given a revoked buffer. */
+static inline void h5t_child_verdict(herr_t result) {
+    if (result >= 0) _exit(H5T_CHILD_SUCCEEDED);
+    if (h5t_stack_has(H5T_DRIVER_CLASS, "Bad address")) _exit(H5T_CHILD_DRIVER_EFAULT);
+    H5Eprint2(H5E_DEFAULT, stderr);
+    _exit(H5T_CHILD_OTHER_ERROR);
+}
+
+static inline const char *h5t_reach_name(enum h5t_reach r) {
+    return r == H5T_REACHED_DRIVER   ? "the caller's pointer reached the driver (EFAULT)"
+           : r == H5T_COPIED_ON_HOST ? "copied on the host (SIGSEGV)"
+                                     : "neither";
+}
+
+/* Runs body(arg) in a forked child, without a core dump; body ends with h5t_child_verdict. Fork
+ * before the parent makes gdsroute calls of its own: a child keeps none of its threads. */
+static inline enum h5t_reach h5t_probe(void (*body)(const void *), const void *arg) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        body(arg);
+        _exit(H5T_CHILD_SETUP_FAILED); /* body did not give its verdict */
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child) {
+        fprintf(stderr, "fork or waitpid: %s\n", strerror(errno));
+        return H5T_REACH_OTHER;
+    }
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) return H5T_COPIED_ON_HOST;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == H5T_CHILD_DRIVER_EFAULT) return H5T_REACHED_DRIVER;
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "the child died of signal %d\n", WTERMSIG(status));
+    else
+        fprintf(stderr, "the child exited with status %d\n", WEXITSTATUS(status));
+    return H5T_REACH_OTHER;
+}
 
 /* The test memory: one device arena handed out from its start for each case, or malloc. */
 static struct {

@@ -2,11 +2,17 @@
  * test_hdf5_errors: failures through the gdsroute HDF5 driver end as HDF5 errors, with the
  * driver's message (gdsroute's, with the errno) on HDF5's error stack, never an abort or exit.
  *
- *   open DIR            a missing file, a file made by sec2 and truncated (HDF5's "truncated
+ *   open DIR            first in the process, H5Pset_fapl_gdsroute on a bad identifier: HDF5's
+ *                       record pushed before the driver's first error stays on the stack; a
+ *                       missing file, a file made by sec2 and truncated (HDF5's "truncated
  *                       file"), H5F_ACC_EXCL over an existing file
  *   enospc DIR          a write on a 1 MiB tmpfs mounted at DIR/tmpfs (skipped, exit 77, only
  *                       where no tmpfs can be mounted)
- *   eio DIR             a raw read failing with EIO (run under tests/c's fault shim)
+ *   eio DIR             a raw read failing with EIO (run under tests/c's fault shim): the driver's
+ *                       record first on the stack, HDF5's own above it
+ *   kind-fails DIR      gdsroute_memory_kind failing (run under memory_kind_fails.so): a read past
+ *                       the end of the file is zero-filled through gdsroute, never memset (a
+ *                       revoked buffer gets EFAULT, not SIGSEGV), and counted in neither memory
  *   exit-open DIR       a process exits with a file open: HDF5's exit handler closes it through
  *                       the driver, and the file is whole
  *   exit-failing DIR    the same with every write of that last flush failing (RLIMIT_FSIZE):
@@ -64,6 +70,14 @@ static haddr_t make_file(const char *path, hid_t fapl, hsize_t n) {
     } while (0)
 
 static int open_errors(const char *dir) {
+    /* The driver's first error in the process, after HDF5's own record in the same call
+     * (H5Pisa_class's): registering the error class then must not clear the stack. */
+    CHECK(H5Pset_fapl_gdsroute(H5I_INVALID_HID, NULL) < 0);
+    int hdf5_record = h5t_stack_index("HDF5", "not a property list");
+    int driver_record = h5t_stack_index(H5T_DRIVER_CLASS, "not a file access property list");
+    CHECK(hdf5_record >= 0 && driver_record > hdf5_record);
+    if (!(hdf5_record >= 0 && driver_record > hdf5_record)) H5Eprint2(H5E_DEFAULT, stderr);
+
     char path[4096];
     hid_t fapl = h5t_driver_fapl(), sec2 = h5t_sec2_fapl();
     H5FD_gdsroute_counters_t c0 = h5t_counters();
@@ -152,10 +166,78 @@ static int eio(const char *dir) {
     CHECK_DRIVER_ERROR(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0,
                        "Input/output error");
     CHECK(h5t_stack_has(H5T_DRIVER_CLASS, "gdsroute_file_pread"));
+    /* The driver's record is the innermost; HDF5's own (H5Dread's) stay above it. */
+    int driver_record = h5t_stack_index(H5T_DRIVER_CLASS, "Input/output error");
+    int hdf5_record = h5t_stack_index("HDF5", "can't read data");
+    CHECK(driver_record == 0 && hdf5_record > driver_record);
     CHECK(h5t_counters().errors == c0.errors + 1);
     unsetenv("FAULT_EIO_AT");
     CHECK_H5(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf)); /* the fault gone */
     CHECK(guards_intact(buf, n));
+    guarded_free(buf);
+    H5Dclose(dset);
+    CHECK_H5(H5Fclose(file));
+    H5Pclose(fapl);
+    return check_summary();
+}
+
+/* A contiguous dataset of `n` bytes allocated at its creation and never written, in a file just
+ * created: its storage lies past the end of the file until HDF5 extends the file at close, so a
+ * read of it is zero fill from the driver alone. */
+static hid_t unwritten_dataset(hid_t file, hsize_t n) {
+    hid_t space = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    hid_t dset = H5Dcreate2(file, "unwritten", H5T_NATIVE_UINT8, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    return dset;
+}
+
+#define KIND_FAILS_BYTES 65536
+
+/* The child of kind_fails: the zero fill into a revoked buffer. memset would die of SIGSEGV;
+ * gdsroute's read from its source of zeros fails with EFAULT. */
+static void kind_fails_revoked(const void *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/revoked.h5", (const char *)dir);
+    hid_t fapl = h5t_driver_fapl();
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hid_t dset = file >= 0 ? unwritten_dataset(file, KIND_FAILS_BYTES) : H5I_INVALID_HID;
+    if (dset < 0) _exit(H5T_CHILD_SETUP_FAILED);
+    void *buf = h5t_revoked(KIND_FAILS_BYTES);
+    h5t_child_verdict(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
+}
+
+/* gdsroute_memory_kind failing: the driver cannot tell host from device memory, so zeros past the
+ * end of the file come through gdsroute (right for any memory), never from memset, and the call
+ * counts in neither memory's counter. */
+static int kind_fails(const char *dir) {
+    uint32_t kind = 0;
+    if (gdsroute_memory_kind(&kind, &kind) == GDSROUTE_STATUS_OK) {
+        fprintf(stderr, "kind-fails: run under memory_kind_fails.so (LD_PRELOAD)\n");
+        return 1;
+    }
+    enum h5t_reach reach = h5t_probe(kind_fails_revoked, dir); /* before this process's own I/O */
+    printf("zero fill into a revoked buffer: %s\n", h5t_reach_name(reach));
+    CHECK(reach == H5T_REACHED_DRIVER);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/host.h5", dir);
+    hid_t fapl = h5t_driver_fapl();
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(file >= 0);
+    hid_t dset = unwritten_dataset(file, KIND_FAILS_BYTES);
+    CHECK(dset >= 0);
+    unsigned char *buf = guarded_alloc(KIND_FAILS_BYTES), zeros[KIND_FAILS_BYTES] = {0};
+    memset(buf, 0x77, KIND_FAILS_BYTES);
+    H5FD_gdsroute_counters_t c0 = h5t_counters();
+    CHECK_H5(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
+    H5FD_gdsroute_counters_t c1 = h5t_counters();
+    CHECK(memcmp(buf, zeros, KIND_FAILS_BYTES) == 0 && guards_intact(buf, KIND_FAILS_BYTES));
+    CHECK(c1.raw_reads == c0.raw_reads + 1 && c1.zero_filled_bytes == c0.zero_filled_bytes + KIND_FAILS_BYTES);
+    CHECK(c1.host_buffer_calls == c0.host_buffer_calls && c1.device_buffer_calls == c0.device_buffer_calls);
+    CHECK(c1.errors == c0.errors);
     guarded_free(buf);
     H5Dclose(dset);
     CHECK_H5(H5Fclose(file));
@@ -337,6 +419,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "open") == 0) return open_errors(argv[2]);
     if (argc == 3 && strcmp(argv[1], "enospc") == 0) return enospc(argv[2]);
     if (argc == 3 && strcmp(argv[1], "eio") == 0) return eio(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "kind-fails") == 0) return kind_fails(argv[2]);
     if (argc == 3 && strcmp(argv[1], "exit-open") == 0) return exit_open(argv[2]);
     if (argc == 3 && strcmp(argv[1], "exit-failing") == 0) return exit_failing(argv[2]);
 #if H5_VERSION_GE(1, 13, 2)
@@ -344,7 +427,7 @@ int main(int argc, char **argv) {
 #endif
     if (argc == 4 && strcmp(argv[1], "locks") == 0) return locks(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "enosys") == 0) return enosys(argv[2], argv[3]);
-    fprintf(stderr, "usage: %s open DIR | enospc DIR | eio DIR | exit-open DIR | exit-failing DIR |\n"
+    fprintf(stderr, "usage: %s open DIR | enospc DIR | eio DIR | kind-fails DIR | exit-open DIR | exit-failing DIR |\n"
                     "       config-string DIR |\n"
                     "       locks DIR conflict|unlocked | enosys DIR property|ignored|refused\n", argv[0]);
     return 2;
