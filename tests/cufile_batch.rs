@@ -444,7 +444,10 @@ fn a_window_whose_context_fails_fails_alone() {
 /// them (`GDSROUTE_TEST_DIR`, tests/common/gpu.rs). On the H200 (cuFile 1.15.1, 2026-12-03) the
 /// reads were always right, but in about half the runs one write from pinned host memory failed
 /// with -1 ("nvfs_bio ... Marked IO Done with Error" in cuFile's log), wrote wrong bytes, or
-/// never completed: open.
+/// never completed: open. Two switches probe the suspects: `GDSROUTE_TEST_BATCH_WRITES_FROM=device`
+/// writes from a device allocation holding the same bytes instead of pinned host memory, and
+/// `GDSROUTE_TEST_BATCH_ZERO_OFFSET=1` passes every I/O's address as its base with a buffer
+/// offset of 0 (the form that avoids cuFile's remembered sizes on the async API).
 #[test]
 fn nvidia_cufile_when_asked() {
     use cudarc::driver::sys;
@@ -477,6 +480,17 @@ fn nvidia_cufile_when_asked() {
     host.copy_from_slice(&pattern(N * STRIDE, 13));
     let (dev_kind, host_kind) = (classify(dev as usize as *const _).unwrap(), classify(pinned).unwrap());
     assert!(dev_kind.is_device() && host_kind == MemoryKind::PinnedHost, "{dev_kind:?} {host_kind:?}");
+    let writes_from_device = std::env::var("GDSROUTE_TEST_BATCH_WRITES_FROM").is_ok_and(|v| v == "device");
+    let zero_offset = std::env::var("GDSROUTE_TEST_BATCH_ZERO_OFFSET").is_ok_and(|v| v == "1");
+    let mut dev_src: sys::CUdeviceptr = 0;
+    if writes_from_device {
+        common::gpu::ok("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut dev_src, N * STRIDE) });
+        common::gpu::ok("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(dev_src, host.as_ptr().cast(), N * STRIDE) });
+    }
+    eprintln!("writes from {}, {}", if writes_from_device { "device memory" } else { "pinned host memory" }, if zero_offset { "base = address, offset 0" } else { "base + offset" });
+    let (write_base, write_kind) = if writes_from_device { (dev_src, &dev_kind) } else { (pinned as u64, &host_kind) };
+    // The allocation's base and the I/O's offset into it, or the I/O's own address and 0.
+    let place = |base: u64, slot: u64| if zero_offset { (base + slot, 0) } else { (base, slot) };
     let mut rng = fastrand::Rng::with_seed(14);
     let sizes = [1usize, 1000, 4096, 4097, 65_536];
     let ios: Vec<_> = (0..N)
@@ -484,14 +498,16 @@ fn nvidia_cufile_when_asked() {
             let size = if i % 7 == 6 { rng.usize(1..=65_536) } else { sizes[rng.usize(..sizes.len())] };
             let slot = (i * STRIDE) as u64;
             if i % 3 == 2 {
-                BatchIo { direction: Direction::Write, handle: &dst_handle, path: "destination", kind: &host_kind, base: pinned as u64, base_offset: slot, size, file_offset: slot }
+                let (base, base_offset) = place(write_base, slot);
+                BatchIo { direction: Direction::Write, handle: &dst_handle, path: "destination", kind: write_kind, base, base_offset, size, file_offset: slot }
             } else {
                 let file_offset = match i % 10 {
                     0 => LEN as u64 + rng.u64(0..100_000),
                     1 => LEN as u64 - rng.u64(1..4096),
                     _ => rng.u64(0..LEN as u64),
                 };
-                BatchIo { direction: Direction::Read, handle: &src_handle, path: "source", kind: &dev_kind, base: dev, base_offset: slot, size, file_offset }
+                let (base, base_offset) = place(dev, slot);
+                BatchIo { direction: Direction::Read, handle: &src_handle, path: "source", kind: &dev_kind, base, base_offset, size, file_offset }
             }
         })
         .collect();
@@ -541,6 +557,9 @@ fn nvidia_cufile_when_asked() {
     assert!(host == &data[..10_000], "{fresh:?}");
     unsafe { sys::cuMemFreeHost(pinned) };
     unsafe { sys::cuMemFree_v2(dev) };
+    if writes_from_device {
+        unsafe { sys::cuMemFree_v2(dev_src) };
+    }
     drop((src_handle, dst_handle));
     lib.driver_close().unwrap();
 }

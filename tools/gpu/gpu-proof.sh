@@ -37,6 +37,13 @@ step "GPU write tests, udev record"; run "$D/gpu_writes" --ignored --test-thread
 step "GPU batch tests, udev record"; run "$D/gpu_batch" --ignored --test-threads 1 --nocapture
 # cuFile's batch API (not routed to yet): writes failed in about half the runs on 2026-12-03.
 step "cuFile's batch API against NVIDIA's libcufile, udev record"; GDSROUTE_TEST_REAL_CUFILE= run "$D/cufile_batch" --exact nvidia_cufile_when_asked --nocapture
+# The suspects of those failures, one at a time: writes from device memory; each I/O's address as
+# its base with a buffer offset of 0; both.
+for variant in "GDSROUTE_TEST_BATCH_WRITES_FROM=device" "GDSROUTE_TEST_BATCH_ZERO_OFFSET=1" \
+               "GDSROUTE_TEST_BATCH_WRITES_FROM=device GDSROUTE_TEST_BATCH_ZERO_OFFSET=1"; do
+    # shellcheck disable=SC2086 # the variant is words of NAME=VALUE
+    step "cuFile's batch API, $variant"; run env GDSROUTE_TEST_REAL_CUFILE= $variant "$D/cufile_batch" --exact nvidia_cufile_when_asked --nocapture
+done
 [ -x "$D/many_files" ] && { step "thousands of small files through cuFile at once (the SIGFPE's check; tools/gpu/many-files-build.sh builds it)"; run bash "$here/../probes/cufile-many-handles.sh"; }
 step "GPU stream-ordered tests, udev record (without $known_stall)"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture --skip "$known_stall"
 step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 sys::cuda::gpu_tests::gpu_
