@@ -101,13 +101,15 @@ static inline int h5t_stack_has(const char *cls, const char *needle) { return h5
  * hands the caller's pointer to the driver, gdsroute's pread/pwrite into it fail with EFAULT
  * (docs/reliability.md, "Bad pages in I/O buffers") and the HDF5 call returns an error with the
  * driver's record; where HDF5 copies on the host, the process dies of SIGSEGV, as it would with a
- * device pointer. h5t_probe runs such a call in a forked child and says which happened. */
-enum h5t_reach { H5T_REACHED_DRIVER, H5T_COPIED_ON_HOST, H5T_REACH_OTHER };
+ * device pointer. h5t_probe runs such a call in a forked child and says which happened; with
+ * test_hdf5_passthrough's device_window.so, a child may also find that only gdsroute touched it. */
+enum h5t_reach { H5T_REACHED_DRIVER, H5T_COPIED_ON_HOST, H5T_DRIVER_ONLY, H5T_REACH_OTHER };
 enum {
     H5T_CHILD_DRIVER_EFAULT = 10, /* the call failed, the driver's record naming EFAULT on the stack */
     H5T_CHILD_SUCCEEDED = 11,     /* nothing touched the revoked buffer: the case is wrong */
     H5T_CHILD_OTHER_ERROR = 12,   /* the call failed otherwise (the stack is printed) */
     H5T_CHILD_SETUP_FAILED = 13,
+    H5T_CHILD_DRIVER_ONLY = 14,   /* the call succeeded, its bytes right, all moved by gdsroute */
 };
 
 /* A revoked buffer of `size` bytes, for a child (it exits where mmap fails). */
@@ -120,6 +122,15 @@ static inline void *h5t_revoked(size_t size) {
     return p;
 }
 
+/* The pipe through which a child says it is about to make the call (h5t_arm): a SIGSEGV before
+ * it (while the child prepares its file) is no verdict. */
+static int h5t_armed_fd = -1;
+
+/* In the child, just before the call given the revoked buffer. */
+static inline void h5t_arm(void) {
+    if (write(h5t_armed_fd, "a", 1) != 1) _exit(H5T_CHILD_SETUP_FAILED);
+}
+
 /* In the child: ends it with the verdict on `result`, the return of a call given a revoked buffer. */
 static inline void h5t_child_verdict(herr_t result) {
     if (result >= 0) _exit(H5T_CHILD_SUCCEEDED);
@@ -129,34 +140,49 @@ static inline void h5t_child_verdict(herr_t result) {
 }
 
 static inline const char *h5t_reach_name(enum h5t_reach r) {
-    return r == H5T_REACHED_DRIVER   ? "the caller's pointer reached the driver (EFAULT)"
-           : r == H5T_COPIED_ON_HOST ? "copied on the host (SIGSEGV)"
-                                     : "neither";
+    return r == H5T_REACHED_DRIVER   ? "EFAULT in the driver"
+           : r == H5T_COPIED_ON_HOST ? "SIGSEGV (a host copy)"
+           : r == H5T_DRIVER_ONLY    ? "gdsroute alone, bytes right"
+                                     : "neither (see above)";
 }
 
-/* Runs body(arg) in a forked child, without a core dump; body ends with h5t_child_verdict. Fork
- * before the parent makes gdsroute calls of its own: a child keeps none of its threads. */
+/* Runs body(arg) in a forked child, without a core dump; body calls h5t_arm just before the
+ * call and ends with h5t_child_verdict. Fork before the parent makes gdsroute calls of its own: a
+ * child keeps none of the parent's threads. */
 static inline enum h5t_reach h5t_probe(void (*body)(const void *), const void *arg) {
+    int armed[2];
+    if (pipe(armed) != 0) {
+        fprintf(stderr, "pipe: %s\n", strerror(errno));
+        return H5T_REACH_OTHER;
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t child = fork();
     if (child == 0) {
         struct rlimit none = {0, 0};
         setrlimit(RLIMIT_CORE, &none);
+        close(armed[0]);
+        h5t_armed_fd = armed[1];
         body(arg);
         _exit(H5T_CHILD_SETUP_FAILED); /* body did not give its verdict */
     }
+    close(armed[1]);
     int status = 0;
-    if (child < 0 || waitpid(child, &status, 0) != child) {
+    char byte = 0;
+    int waited = child > 0 && waitpid(child, &status, 0) == child;
+    int was_armed = read(armed[0], &byte, 1) == 1;
+    close(armed[0]);
+    if (!waited) {
         fprintf(stderr, "fork or waitpid: %s\n", strerror(errno));
         return H5T_REACH_OTHER;
     }
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) return H5T_COPIED_ON_HOST;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == H5T_CHILD_DRIVER_EFAULT) return H5T_REACHED_DRIVER;
+    if (was_armed && WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) return H5T_COPIED_ON_HOST;
+    if (was_armed && WIFEXITED(status) && WEXITSTATUS(status) == H5T_CHILD_DRIVER_EFAULT) return H5T_REACHED_DRIVER;
+    if (was_armed && WIFEXITED(status) && WEXITSTATUS(status) == H5T_CHILD_DRIVER_ONLY) return H5T_DRIVER_ONLY;
     if (WIFSIGNALED(status))
-        fprintf(stderr, "the child died of signal %d\n", WTERMSIG(status));
+        fprintf(stderr, "the child died of signal %d%s\n", WTERMSIG(status), was_armed ? "" : " before the call");
     else
-        fprintf(stderr, "the child exited with status %d\n", WEXITSTATUS(status));
+        fprintf(stderr, "the child exited with status %d%s\n", WEXITSTATUS(status), was_armed ? "" : " before the call");
     return H5T_REACH_OTHER;
 }
 

@@ -206,6 +206,7 @@ static void kind_fails_revoked(const void *dir) {
     hid_t dset = file >= 0 ? unwritten_dataset(file, KIND_FAILS_BYTES) : H5I_INVALID_HID;
     if (dset < 0) _exit(H5T_CHILD_SETUP_FAILED);
     void *buf = h5t_revoked(KIND_FAILS_BYTES);
+    h5t_arm();
     h5t_child_verdict(H5Dread(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
 }
 
