@@ -97,6 +97,18 @@ static inline int h5t_stack_has(const char *cls, const char *needle) { return h5
 
 #define H5T_DRIVER_CLASS "gdsroute HDF5 driver"
 
+/* The chunk cache a dataset gets by default (H5Pset_cache's rdcc_nbytes of a fresh file access
+ * list): 1 MiB under HDF5 1.10.8, 8 MiB under 2.2.0; 0 if HDF5 cannot say. */
+static inline size_t h5t_default_chunk_cache(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    int mdc = 0;
+    size_t slots = 0, bytes = 0;
+    double w0 = 0;
+    if (H5Pget_cache(fapl, &mdc, &slots, &bytes, &w0) < 0) bytes = 0;
+    H5Pclose(fapl);
+    return bytes;
+}
+
 /* Memory whose access is revoked (PROT_NONE), the CPU's stand-in for device memory: where HDF5
  * hands the caller's pointer to the driver, gdsroute's pread/pwrite into it fail with EFAULT
  * (docs/reliability.md, "Bad pages in I/O buffers") and the HDF5 call returns an error with the

@@ -104,17 +104,6 @@ static uint64_t (*window_bytes)(void);
 static int32_t file_value(hsize_t i) { return (int32_t)(i * 2654435761u); }
 static int32_t buffer_value(hsize_t i) { return (int32_t)(~i * 40503u); }
 
-/* The default chunk cache of a file access list's datasets (H5Pset_cache's rdcc_nbytes). */
-static size_t default_chunk_cache(void) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    int mdc = 0;
-    size_t slots = 0, bytes = 0;
-    double w0 = 0;
-    if (H5Pget_cache(fapl, &mdc, &slots, &bytes, &w0) < 0) bytes = 0;
-    H5Pclose(fapl);
-    return bytes;
-}
-
 static hsize_t elements_of(const struct probe *p) {
     return p->c->storage == BIG ? 2 * (p->cache / 4 + BIG_CHUNK_PAST_CACHE) : (p->c->storage == COMPACT ? 4096 : N);
 }
@@ -254,7 +243,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
         return 2;
     }
-    size_t cache = default_chunk_cache();
+    size_t cache = h5t_default_chunk_cache();
     CHECK(cache > 0);
     printf("HDF5 %u.%u.%u; a dataset's chunk cache by default: %zu bytes\n", H5_VERS_MAJOR, H5_VERS_MINOR,
            H5_VERS_RELEASE, cache);
