@@ -370,8 +370,11 @@ static int gr_cmp(const H5FD_t *a, const H5FD_t *b) {
 /* Feature flags: sec2's, less data sieving. With H5FD_FEAT_DATA_SIEVE HDF5 reads and writes a
  * contiguous dataset's pieces smaller than its sieve buffer (64 KiB) through that host buffer,
  * with memcpy to and from the caller's; without it every piece is handed to the driver with the
- * caller's pointer. Metadata accumulation and the two aggregations concern metadata and file
- * space only (H5F__accum_* bypasses H5FD_MEM_DRAW), and keep files laid out as sec2 lays them. */
+ * caller's pointer. The two aggregations concern file space only, and keep files laid out as
+ * sec2 lays them. Metadata accumulation keeps metadata only: H5F__accum_read/_write hand raw
+ * data (H5FD_MEM_DRAW) to the driver with the caller's pointer, and after a raw read
+ * H5F__accum_read copies into its buffer the dirty accumulator bytes the read overlaps, which
+ * needs raw data and metadata at the same addresses: a valid file never has that. */
 static herr_t gr_query(const H5FD_t *file, unsigned long *flags) {
     (void)file;
     if (flags != NULL)

@@ -31,8 +31,10 @@ extern "C" {
 
 /** The driver's name: HDF5_DRIVER=gdsroute, H5Pset_driver_by_name(fapl, "gdsroute", NULL). */
 #define H5FD_GDSROUTE_NAME "gdsroute"
-/** The driver's value (H5Pset_driver_by_value, HDF5 1.14+): from the range 256-511 that The HDF
- * Group keeps for drivers not registered with it. */
+/** The driver's value (H5Pset_driver_by_value, HDF5 1.14+), from the range 256-511 that HDF5
+ * leaves "for testing new drivers" (H5FDpublic.h): not registered with The HDF Group, so another
+ * driver may use the same value, and H5Pset_driver_by_value may then load that one. By name
+ * (H5FD_GDSROUTE_NAME) the driver is unambiguous. */
 #define H5FD_GDSROUTE_VALUE 317
 /** The driver's identifier, registering the driver at its first use. */
 #define H5FD_GDSROUTE (H5FD_gdsroute_init())
