@@ -53,6 +53,12 @@ step "counters per device, one GPU"; run "$D/gpu_devices" --ignored --test-threa
 # --nocapture: the mapping_vs_pread line (a warm 1 GiB into device memory) is the figure.
 step "mapping handle into device memory"; run "$D/gpu_mapping" --ignored --test-threads 1 --nocapture
 step "buffer registration and bounce buffers, udev record"; run "$D/gpu_memory" --ignored --test-threads 1 --nocapture
+# The HDF5 driver's datasets into and out of device memory (tools/hdf5/bench-build.sh makes
+# $D/hdf5 with the HDF5 it needs; docs/hdf5.md says which datasets take device pointers).
+if [ -x "$D/hdf5/test_hdf5_datasets" ]; then
+    mkdir -p /var/tmp/gdsroute-hdf5
+    step "HDF5 driver, device buffers, udev record"; LD_LIBRARY_PATH=$PWD/$D/hdf5:$LD_LIBRARY_PATH run "$D/hdf5/test_hdf5_datasets" roundtrip /var/tmp/gdsroute-hdf5
+fi
 for t in settings_before_the_open_are_applied_and_after_it_refused a_setting_after_begin_device_setup_is_refused_even_while_the_open_runs each_setting_alone_opens_the_driver_and_exits_cleanly; do
     step "cuFile driver settings, udev record: $t"; run "$D/gpu_driver" --ignored --exact "$t" --nocapture
 done
