@@ -48,31 +48,12 @@ pub(crate) fn default_pin_max() -> u64 {
 }
 
 /// The lowest memory limit on this process's cgroup and its ancestors (v2 `memory.max`, v1
-/// `memory.limit_in_bytes`), when there is one. The process's own cgroup comes from
-/// `/proc/self/cgroup`: without a private cgroup namespace (Slurm, systemd units) the limit is
-/// not on `/sys/fs/cgroup` itself.
+/// `memory.limit_in_bytes`), when there is one (`sys::cgroup`).
 fn cgroup_memory_limit() -> Option<u64> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let mut candidates = Vec::new();
-    for line in own.lines() {
-        // "0::/path" (v2) or "N:controllers:/path" (v1, the memory controller).
-        let mut fields = line.splitn(3, ':');
-        let (_, controllers, path) = (fields.next(), fields.next().unwrap_or(""), fields.next().unwrap_or(""));
-        let (root, file) = match controllers {
-            "" => ("/sys/fs/cgroup", "memory.max"),
-            c if c.split(',').any(|c| c == "memory") => ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
-            _ => continue,
-        };
-        let mut dir = std::path::PathBuf::from(root).join(path.trim_start_matches('/'));
-        loop {
-            candidates.push(dir.join(file));
-            if !dir.pop() || !dir.starts_with(root) {
-                break;
-            }
-        }
-    }
-    candidates
-        .iter()
+    use crate::sys::cgroup::{Hierarchy, group_and_ancestors};
+    let v2 = group_and_ancestors(Hierarchy::V2).into_iter().map(|dir| dir.join("memory.max"));
+    let v1 = group_and_ancestors(Hierarchy::V1("memory")).into_iter().map(|dir| dir.join("memory.limit_in_bytes"));
+    v2.chain(v1)
         .filter_map(|path| std::fs::read_to_string(path).ok())
         .filter_map(|text| text.trim().parse::<u64>().ok())
         .min()

@@ -17,16 +17,16 @@ pub(crate) fn allowed() -> std::io::Result<libc::cpu_set_t> {
     Ok(set)
 }
 
-/// How many CPUs `set` holds.
-fn count(set: &libc::cpu_set_t) -> usize {
+/// The CPUs of `set`, in order.
+fn cpus_in(set: &libc::cpu_set_t) -> impl Iterator<Item = usize> + '_ {
     // SAFETY: CPU_ISSET reads the set in range (below CPU_SETSIZE).
-    (0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| unsafe { libc::CPU_ISSET(c, set) }).count()
+    (0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
 }
 
 /// How many CPUs this process may run on (its affinity mask); `None` when the mask cannot be read
 /// (more CPUs than a `cpu_set_t` holds, say).
 pub(crate) fn allowed_count() -> Option<usize> {
-    allowed().ok().map(|set| count(&set)).filter(|&n| n > 0)
+    allowed().ok().map(|set| cpus_in(&set).count()).filter(|&n| n > 0)
 }
 
 /// How many CPUs are online (`sysconf(_SC_NPROCESSORS_ONLN)`), whatever this process's mask.
@@ -41,37 +41,11 @@ pub(crate) fn online_count() -> Option<usize> {
 /// (`cpuset.cpus.effective` of the process's group, or of the nearest parent that has one) or v1
 /// (`cpuset.effective_cpus` of the cpuset hierarchy); `None` when neither can be read.
 pub(crate) fn cpuset_count() -> Option<usize> {
-    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let (v2, v1) = cgroup_paths(&groups);
+    use super::cgroup::{Hierarchy, group_and_ancestors};
     let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok().and_then(|text| list_count(&text));
-    let from_v2 = v2.and_then(|path| {
-        let mut dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
-        loop {
-            if let Some(n) = read(dir.join("cpuset.cpus.effective")) {
-                return Some(n);
-            }
-            if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
-                return None;
-            }
-        }
-    });
-    from_v2.or_else(|| v1.and_then(|path| read(std::path::Path::new("/sys/fs/cgroup/cpuset").join(path.trim_start_matches('/')).join("cpuset.effective_cpus"))))
-}
-
-/// The process's cgroup v2 path (the `0::` line) and cpuset v1 path (the line whose controllers
-/// include `cpuset`) from the text of `/proc/self/cgroup`.
-fn cgroup_paths(text: &str) -> (Option<&str>, Option<&str>) {
-    let (mut v2, mut v1) = (None, None);
-    for line in text.lines() {
-        let mut fields = line.splitn(3, ':');
-        let (Some(id), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next()) else { continue };
-        if id == "0" && controllers.is_empty() {
-            v2 = Some(path);
-        } else if controllers.split(',').any(|c| c == "cpuset") {
-            v1 = Some(path);
-        }
-    }
-    (v2, v1)
+    let v2 = || group_and_ancestors(Hierarchy::V2).into_iter().find_map(|dir| read(dir.join("cpuset.cpus.effective")));
+    let v1 = || group_and_ancestors(Hierarchy::V1("cpuset")).into_iter().next().and_then(|dir| read(dir.join("cpuset.effective_cpus")));
+    v2().or_else(v1)
 }
 
 /// How many CPUs a kernel CPU list ("0-3,8,10-11\n") names; `None` for an empty or malformed one.
@@ -88,8 +62,7 @@ fn list_count(text: &str) -> Option<usize> {
 /// The CPUs of `set`, in order (the tests' view of a placement).
 #[cfg(test)]
 pub(crate) fn members(set: &libc::cpu_set_t) -> Vec<usize> {
-    // SAFETY: CPU_ISSET reads the set in range (below CPU_SETSIZE).
-    (0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| unsafe { libc::CPU_ISSET(c, set) }).collect()
+    cpus_in(set).collect()
 }
 
 /// Checks that `cpus` is a non-empty list of CPUs this process may run on.
@@ -138,15 +111,6 @@ mod tests {
         for bad in ["", "\n", "a-b", "3-1", "0-", ",", "0,,1"] {
             assert_eq!(list_count(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn cgroup_paths_of_v1_v2_and_hybrid() {
-        assert_eq!(cgroup_paths("0::/user.slice/job_7/step_0\n"), (Some("/user.slice/job_7/step_0"), None));
-        let hybrid = "9:name=systemd:/\n3:cpuset:/docker/abc\n2:cpu,cpuacct:/\n0::/\n";
-        assert_eq!(cgroup_paths(hybrid), (Some("/"), Some("/docker/abc")));
-        assert_eq!(cgroup_paths("4:cpuacct,cpuset:/slurm/uid_1/job_2\n"), (None, Some("/slurm/uid_1/job_2")));
-        assert_eq!(cgroup_paths("garbage\n"), (None, None));
     }
 
     #[test]
