@@ -266,8 +266,9 @@ impl OpenFile {
     /// the process, are dropped before and after: a window pinned before a shrink keeps the old
     /// pages, detached from the file (`sys::cuda::registered`); dropped, no later device read
     /// copies them whatever the change time's tick (the identity check of `page_cache::plan` is
-    /// the second line), and the pinned memory is given back at once (reads in flight finish on the windows they
-    /// hold, as a read racing a write sees either bytes). Calls in flight are not waited for.
+    /// the second line), and the pinned memory is given back at once (reads in flight finish on
+    /// the windows they hold, as a read racing a write sees either bytes). Calls in flight are
+    /// not waited for.
     ///
     /// Errors: `Io` (`EBADF` at once for a read-only handle; `EFBIG`, `EPERM`, `EIO`, ...).
     pub(crate) fn set_len(&self, size: u64) -> Result<()> {

@@ -54,8 +54,8 @@ fn release(mapping: Arc<Mapping>) {
 #[test]
 fn a_truncation_drops_the_registered_windows_of_every_handle_of_the_file() {
     // The danger: a window pinned before a shrink keeps the old pages, detached from the file, so
-    // a device read copying from it would see bytes the file no longer has (or, after the file
-    // grew back to its size within one tick of the change time, bytes it never had again).
+    // a device read copying from it would see bytes the file no longer has; dropped at the call,
+    // the windows no longer depend on the identity check seeing the change.
     let len = 3 * (1 << 20);
     let tmp = temp_file_in(None, &random_bytes(len, 7));
     let open = |flags| OpenFile::new(OwnedFd::from(tmp.reopen().unwrap()), "truncated".into(), Opened::Path(flags)).unwrap();
