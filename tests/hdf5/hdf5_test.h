@@ -8,7 +8,6 @@
 #ifndef GDSROUTE_HDF5_TEST_H
 #define GDSROUTE_HDF5_TEST_H
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -204,7 +203,6 @@ static struct {
     uint64_t arena;
     size_t arena_size;
     size_t used;
-    int (*htod)(uint64_t, const void *, size_t);
 } h5t_mem;
 
 /* Chooses the memory; returns 0 when the choice cannot be honoured (device asked, no GPU). */
@@ -213,9 +211,7 @@ static inline int h5t_memory_setup(size_t arena_size) {
     if (want == NULL || *want == '\0') want = "auto";
     int try_device = strcmp(want, "host") != 0;
     if (try_device && cuda_setup(arena_size, 0xA5, &h5t_mem.arena)) {
-        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-        h5t_mem.htod = lib ? (int (*)(uint64_t, const void *, size_t))dlsym(lib, "cuMemcpyHtoD_v2") : NULL;
-        h5t_mem.device = h5t_mem.htod != NULL;
+        h5t_mem.device = 1;
         h5t_mem.arena_size = arena_size;
     }
     if (strcmp(want, "device") == 0 && !h5t_mem.device) {
@@ -250,7 +246,7 @@ static inline void h5t_mem_reset(void) { h5t_mem.used = 0; }
 static inline void h5t_to_buffer(int device, void *dst, const void *src, size_t size) {
     if (!device) {
         memcpy(dst, src, size);
-    } else if (h5t_mem.htod((uint64_t)(uintptr_t)dst, src, size) != 0) {
+    } else if (cu_memcpy_htod((uint64_t)(uintptr_t)dst, src, size) != 0) {
         fprintf(stderr, "cuMemcpyHtoD failed\n");
         exit(2);
     }

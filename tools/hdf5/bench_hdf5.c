@@ -38,7 +38,6 @@
  * --memory device finds no usable GPU.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -158,10 +157,6 @@ static size_t first_not(const unsigned char *buf, size_t len, unsigned char byte
  * buffer (staging). Host buffers are plain anonymous mappings, what malloc gives a program for
  * these sizes (not advised MADV_HUGEPAGE, unlike gdsroute-bench's).
  * ------------------------------------------------------------------------------------------- */
-/* cuMemcpyHtoD: the one call these modes need that cuda_setup.h does not look up; taken from
- * the libcuda it loaded. */
-static int (*cu_memcpy_htod)(uint64_t, const void *, size_t);
-
 struct memory {
     int device;
     uint64_t dev;           /* device: the span */
@@ -185,11 +180,7 @@ static int memory_setup(struct memory *m, const char *want, size_t size, int sta
     m->size = size;
     m->span = size + 2 * (size_t)GUARD;
     if (strcmp(want, "host") != 0) {
-        if (cuda_setup(m->span, POISON, &m->dev)) {
-            void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-            cu_memcpy_htod = lib ? (int (*)(uint64_t, const void *, size_t))dlsym(lib, "cuMemcpyHtoD_v2") : NULL;
-            m->device = cu_memcpy_htod != NULL;
-        }
+        m->device = cuda_setup(m->span, POISON, &m->dev);
         if (!m->device && strcmp(want, "device") == 0) {
             fail("--memory device: no usable GPU (libcuda.so.1, cuInit, device 0's context or a %zu-byte cuMemAlloc failed)",
                  m->span);
