@@ -39,6 +39,7 @@ impl File {
     /// this handle; `None` takes the setting's value now (later changes of the setting do not
     /// affect this handle, as in KvikIO).
     pub fn open(path: &[u8], flags: &str, mode: u32, compat_mode: Option<CompatMode>) -> Result<File> {
+        crate::trace::event("open.start", 0);
         crate::api::report::arm();
         let settings = settings::global()?;
         let flags = OpenFlags::parse(flags)?;
@@ -57,8 +58,12 @@ impl File {
         }
         // SAFETY: fd was just returned by open and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        crate::trace::event("open.descriptor", 0);
         let open = OpenFile::new(fd, display, Opened::Path(flags))?;
-        Ok(File::of(open, compat_mode.unwrap_or_else(|| settings.compat_mode())))
+        crate::trace::event("open.handle", 0);
+        let file = File::of(open, compat_mode.unwrap_or_else(|| settings.compat_mode()));
+        crate::trace::event("open.end", 0);
+        Ok(file)
     }
 
     /// Opens a handle on the file open as the caller's descriptor `fd`, for code that opened the

@@ -177,8 +177,10 @@ impl OpenFile {
     ///
     /// Errors: the drive's pool (settings, threads).
     pub(crate) fn new(fd: OwnedFd, path: String, opened: Opened) -> Result<OpenFile> {
+        crate::sys::fd_table::opened(fd.as_raw_fd());
         let fd = Arc::new(fd);
         let page_cache = PageCache::for_descriptor(fd.as_raw_fd());
+        crate::trace::event("open.page_cache", 0);
         let pool = Assigned::at_open(|| crate::sys::drive::drive_of(fd.as_raw_fd()))?;
         Ok(OpenFile {
             fd,
