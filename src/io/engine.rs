@@ -183,12 +183,17 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     // an error shows again, and counts, when the stream reaches the call.
     let probe_size = if let Params::Given = call.params { request.size } else { usize::MAX };
     if let Ok(target) = target_of(request.buf) {
-        let _ = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
-        // Likewise the CUDA objects its tasks need: made once the stream waits, they could wait
-        // for it (`warm_up::prepare_for_stream_ordered`). With the setting off the stream never
-        // waits for the call (`mark` synchronises it), so nothing is made ahead.
+        let planned = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
+        // Likewise the CUDA objects its tasks need, and on cuFile's route each worker's first
+        // cuFile call: made once the stream waits, they could wait for it
+        // (`warm_up::prepare_for_stream_ordered`, `set_up_cufile_for_stream_ordered`). With the
+        // setting off the stream never waits for the call (`mark` synchronises it), so nothing
+        // is made ahead.
         if ordered_setting {
             warm_up::prepare_for_stream_ordered(&target);
+            if planned.is_ok_and(|p| p.route == Route::Cufile) {
+                warm_up::set_up_cufile_for_stream_ordered(&file, &target, compat_mode);
+            }
         }
     }
     let (marked, params) = call.mark(stats, ordered_setting)?;

@@ -43,9 +43,11 @@ pub(crate) fn prepare_in_background(compat_mode: CompatMode) {
         return;
     }
     gds::begin_in_background(compat_mode, gds::Preload::Cufile);
+    crate::trace::event("open.cufile_start_asked", 0);
     let Ok(Some(ctx)) = cuda::current_context() else { return };
     let Ok(Some(ordinal)) = cuda::current_device() else { return };
     let Ok(pool) = crate::io::thread_pool::global() else { return };
+    crate::trace::event("open.context_found", 0);
     if prepare_on(pool, ctx, ordinal) {
         // The opening thread usually waits for its reads, and a waiter runs tasks too.
         let _ = cuda::thread_stream();
@@ -116,6 +118,57 @@ pub(crate) fn prepare_for_stream_ordered(target: &Target) {
     let Ok(buffer_bytes) = crate::backend::device::current_bounce_buffer_bytes() else { return };
     let Ok(pool) = crate::backend::device::bounce_pool_for(kind, buffer_bytes) else { return };
     while let Ok(true) = pool.fill_to(workers) {}
+}
+
+/// Pools (by the address of their state) and how many of their workers have made their first
+/// cuFile call ahead of a stream-ordered call (`set_up_cufile_for_stream_ordered`).
+static CUFILE_SET_UP: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
+/// How long a stream-ordered call waits for the workers' first cuFile calls: they take 9 ms for
+/// 16 workers on the H200 (docs/performance.md, "The first read of a fresh process"); past this,
+/// the call goes on, and a worker still without its set-up makes it in its first task, as before.
+const CUFILE_SET_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Before a stream-ordered call whose route is cuFile makes its stream wait (`engine::on_stream`),
+/// on the calling thread: every worker of the file's pool makes its first cuFile call now
+/// (`cufile::synchronous::set_up_thread`, a small read into device memory of the library's own),
+/// and the call waits for them. That first call creates a CUDA stream inside cuFile, and made by a
+/// task once the stream waits it could wait for the transfer itself, as the objects of
+/// `prepare_for_stream_ordered` could: it stalled the cuFile route's stream-ordered tests and
+/// exits on the H200 (docs/routing.md, "Stream-ordered calls"). Done once per pool and size: later
+/// calls cost one look-up. Never fails: a worker left without its set-up makes it in its first
+/// task, as before.
+pub(crate) fn set_up_cufile_for_stream_ordered(file: &std::sync::Arc<crate::io::open_file::OpenFile>, target: &Target, compat_mode: CompatMode) {
+    let Target::Device { kind, .. } = *target else { return };
+    if ThreadPool::on_pool_thread() {
+        return; // a worker waiting for its own pool's broadcast would wait out the limit
+    }
+    let Ok(pool) = file.pool() else { return };
+    let workers = pool.num_threads();
+    let key = pool.identity();
+    {
+        let set_up = CUFILE_SET_UP.lock().unwrap_or_else(|p| p.into_inner());
+        if set_up.as_ref().and_then(|m| m.get(&key)).is_some_and(|&done| done >= workers) {
+            return;
+        }
+    }
+    let done = std::sync::Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+    let (job_file, job_done) = (std::sync::Arc::clone(file), std::sync::Arc::clone(&done));
+    let reached = pool.broadcast(move || {
+        if let Ok(registered) = job_file.cufile(compat_mode) {
+            crate::backend::cufile::synchronous::set_up_thread(registered.library(), registered.handle(), &job_file.path, &kind);
+        }
+        let (count, ready) = &*job_done;
+        *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        ready.notify_all();
+    });
+    let (count, ready) = &*done;
+    let count = count.lock().unwrap_or_else(|p| p.into_inner());
+    let (count, waited) = ready.wait_timeout_while(count, CUFILE_SET_UP_WAIT, |n| *n < reached).unwrap_or_else(|p| p.into_inner());
+    if !waited.timed_out() {
+        drop(count);
+        CUFILE_SET_UP.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, workers);
+    }
 }
 
 #[cfg(test)]

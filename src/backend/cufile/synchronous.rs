@@ -6,7 +6,7 @@
 use super::gds::CufileCall;
 use crate::direction::Direction;
 use crate::error::{Error, Result};
-use crate::sys::cuda::{MemoryKind, ScopedContext};
+use crate::sys::cuda::{self, MemoryKind, ScopedContext};
 use crate::sys::cufile::{CufileHandle, CufileLibrary, IoFailure, code_message};
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -59,6 +59,23 @@ pub(crate) unsafe fn task(
     THREAD_SET_UP.set(true);
     crate::trace::event("cufile_task.end", *done.as_ref().unwrap_or(&0) as u64);
     done
+}
+
+/// Makes the calling thread's first cuFile call now, unless it has made one: a read of the
+/// file's first [`cuda::SCRATCH_BYTES`] into the scratch device memory of `kind`'s context, its
+/// result ignored (a file shorter than that reads what it has). cuFile sets up a thread's state
+/// at its first call, creating a CUDA stream, and that waits while another thread sits in a
+/// synchronous CUDA call behind a stream held by a stream-ordered call; so a pool's workers make
+/// that call before such a call makes its stream wait (`io::warm_up`).
+pub(crate) fn set_up_thread(library: &CufileLibrary, handle: &CufileHandle<'_>, path: &str, kind: &MemoryKind) {
+    if THREAD_SET_UP.get() {
+        return;
+    }
+    let Ok(_context) = ScopedContext::for_kind(kind) else { return };
+    let Ok(scratch) = cuda::scratch_of_current_context() else { return };
+    // SAFETY: the scratch piece is device memory of this context, SCRATCH_BYTES long, and no one
+    // else's bytes.
+    let _ = unsafe { task(Direction::Read, library, handle, path, kind, scratch, 0, cuda::SCRATCH_BYTES, 0) };
 }
 
 /// The loop of [`task`] over cuFile's short counts, inside the caller's call gate and context

@@ -45,7 +45,8 @@ impl ThreadPool {
     /// in its own loop (a busy worker runs it when its job ends; a worker waiting inside a job for
     /// a nested read runs queued jobs first, through `run_one_queued`). Workers started later do
     /// not run it.
-    pub(crate) fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) {
+    /// Returns the number of workers it was given to.
+    pub(crate) fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) -> usize {
         let mut state = lock(&self.shared);
         let generation = state.next_generation;
         state.next_generation += 1;
@@ -56,6 +57,7 @@ impl ThreadPool {
         }
         drop(state);
         self.shared.work_ready.notify_all();
+        pending
     }
 
     /// Runs the broadcasts the calling thread owes, if it is a worker of this pool: for a job that

@@ -107,6 +107,11 @@ impl ThreadPool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
+    /// A number that names this pool while it lives (the address of its shared state).
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
     /// Number of worker threads the pool is converging to.
     pub(crate) fn num_threads(&self) -> usize {
         lock(&self.shared).target_threads

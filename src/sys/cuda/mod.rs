@@ -3,7 +3,7 @@
 //! UUID, PCI bus id, NUMA node), one pinned host buffer (`pinned`; the pool that reuses them is
 //! `backend::device::pinned_pool`), file ranges the copy engine reads straight from the page
 //! cache (`registered`), host-to-device copies on per-thread streams (`copy`; `stock` holds those made ahead for stream-ordered tasks) and what a stream-ordered
-//! call needs of a caller's stream (`stream`: its context, graph capture, events, flag words). Nothing here calls cudarc before `driver::cuda()` has confirmed
+//! call needs of a caller's stream (`stream`: its context, graph capture, events, flag words) and device memory of the library's own (`scratch`). Nothing here calls cudarc before `driver::cuda()` has confirmed
 //! that libcuda and every symbol used are present.
 
 mod context;
@@ -15,6 +15,7 @@ mod event;
 mod pinned;
 mod pointer;
 mod registered;
+mod scratch;
 mod stock;
 mod stream;
 
@@ -37,6 +38,7 @@ pub(crate) use pinned::PinnedAllocation;
 pub use pointer::{MemoryKind, classify};
 pub(crate) use pointer::{allocation_range, enter_context_for};
 pub(crate) use registered::{FileMapping, RegisteredMapping};
+pub(crate) use scratch::{SCRATCH_BYTES, scratch_of_current_context};
 pub(crate) use stream::{CallerStream, FlagWord, StreamEvent, describe_stream_wait, enter_context_of, stream_wait_available};
 
 #[cfg(test)]
