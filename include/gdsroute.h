@@ -256,6 +256,41 @@ typedef uint32_t gdsroute_compat_mode;
 #endif // __cplusplus
 
 /**
+ * Whether stream-ordered calls (`gdsroute_file_read_async` and the rest) queue on their stream
+ * without blocking the caller (`GDSROUTE_STREAM_ORDERED`).
+ */
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+enum gdsroute_stream_ordered : uint32_t
+#else
+enum /* no tag before C23: gdsroute_stream_ordered is the uint32_t typedef below */
+#endif
+ {
+  /**
+   * Never: the stream is synchronised and the bytes moved before the call returns (KvikIO's
+   * fallback).
+   */
+  GDSROUTE_STREAM_ORDERED_OFF = 0,
+  /**
+   * On every stream, the legacy and per-thread default streams and blocking streams included
+   * (a synchronous legacy-stream call of the program behind such a call deadlocks:
+   * docs/routing.md, "Stream-ordered calls").
+   */
+  GDSROUTE_STREAM_ORDERED_ON = 1,
+  /**
+   * On streams the legacy default stream does not wait for, those created with
+   * `CU_STREAM_NON_BLOCKING`, and the blocking fallback on the others. The default.
+   */
+  GDSROUTE_STREAM_ORDERED_AUTO = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum gdsroute_stream_ordered gdsroute_stream_ordered;
+#else
+typedef uint32_t gdsroute_stream_ordered;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * The descriptor handed to `cuFileHandleRegister`.
  */
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -992,6 +1027,12 @@ typedef struct {
    * deregistered, and a reset leaves it).
    */
   uint64_t buffer_registered_bytes;
+  /**
+   * Stream-ordered calls that blocked the same way because `GDSROUTE_STREAM_ORDERED` is `auto`
+   * (the default) and their stream is one the legacy default stream waits for: the legacy or
+   * per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`.
+   */
+  uint64_t stream_calls_blocking_legacy_waits;
 } gdsroute_stats;
 
 /**
@@ -2377,18 +2418,22 @@ gdsroute_status gdsroute_settings_get_auto_direct_io_write(bool *enabled);
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_auto_direct_io_write(bool enabled);
 
 /**
- * Reads whether stream-ordered calls (`gdsroute_file_read_async`, ...) queue on their stream
- * without blocking the caller (`GDSROUTE_STREAM_ORDERED`, default on) into `*enabled`.
+ * Reads when stream-ordered calls (`gdsroute_file_read_async`, ...) queue on their stream
+ * without blocking the caller (`GDSROUTE_STREAM_ORDERED`; a `gdsroute_stream_ordered` value,
+ * default `GDSROUTE_STREAM_ORDERED_AUTO`) into `*mode`.
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(bool *enabled);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(uint32_t *mode);
 
 /**
- * Chooses, for stream-ordered calls from now on, between queueing them on their stream without
- * blocking the caller (on, the default) and KvikIO's fallback (off): synchronise the stream,
- * then move the bytes on the calling thread before the call returns (counted in
- * `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
+ * Chooses, for stream-ordered calls from now on (a `gdsroute_stream_ordered` value): queue them
+ * on their stream without blocking the caller, on every stream (`ON`) or on streams the legacy
+ * default stream does not wait for (`AUTO`, the default: streams created
+ * `CU_STREAM_NON_BLOCKING`); or KvikIO's fallback (`OFF`, and `AUTO` on the other streams):
+ * synchronise the stream, then move the bytes on the calling thread before the call returns
+ * (counted in `stream_calls_blocking_setting` and `stream_calls_blocking_legacy_waits`). Works
+ * whatever the environment held, as the other setters. `INVALID_ARGUMENT` for another value.
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(bool enabled);
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(uint32_t mode);
 
 /**
  * Reads whether stream-ordered calls that cuFile serves, on streams registered with

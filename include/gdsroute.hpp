@@ -64,6 +64,14 @@ enum class CompatMode : std::uint32_t {
     AUTO = GDSROUTE_COMPAT_MODE_AUTO,
 };
 
+/** When stream-ordered calls queue on their stream without blocking the caller (the
+ *  stream_ordered setting, GDSROUTE_STREAM_ORDERED; AUTO: on non-blocking streams). */
+enum class StreamOrderedMode : std::uint32_t {
+    OFF = GDSROUTE_STREAM_ORDERED_OFF,
+    ON = GDSROUTE_STREAM_ORDERED_ON,
+    AUTO = GDSROUTE_STREAM_ORDERED_AUTO,
+};
+
 /** Which descriptor is registered with cuFile (the cufile_fd setting). */
 enum class CufileFd : std::uint32_t {
     AUTO = GDSROUTE_CUFILE_FD_AUTO,
@@ -1161,8 +1169,8 @@ GDSROUTE_HPP_SETTING(CufileFdSetting, cufile_fd, cufile_fd, CufileFd, std::uint3
 GDSROUTE_HPP_SETTING(AutoDirectIoRead, auto_direct_io_read, auto_direct_io_read, bool, bool)
 /** Direct I/O for POSIX writes (KVIKIO_AUTO_DIRECT_IO_WRITE; default off, unlike KvikIO). */
 GDSROUTE_HPP_SETTING(AutoDirectIoWrite, auto_direct_io_write, auto_direct_io_write, bool, bool)
-/** Stream-ordered calls queue on their stream (GDSROUTE_STREAM_ORDERED). */
-GDSROUTE_HPP_SETTING(StreamOrdered, stream_ordered, stream_ordered, bool, bool)
+/** When stream-ordered calls queue on their stream (GDSROUTE_STREAM_ORDERED; default AUTO). */
+GDSROUTE_HPP_SETTING(StreamOrdered, stream_ordered, stream_ordered, StreamOrderedMode, std::uint32_t)
 /** cuFileReadAsync/WriteAsync on registered streams (GDSROUTE_CUFILE_ASYNC=native). */
 GDSROUTE_HPP_SETTING(CufileAsyncNative, cufile_async_native, cufile_async_native, bool, bool)
 /** Prepare the device route at open (GDSROUTE_PREPARE_AT_OPEN). */

@@ -223,6 +223,32 @@ impl CompatMode {
     }
 }
 
+/// Whether stream-ordered calls (`gdsroute_file_read_async` and the rest) queue on their stream
+/// without blocking the caller (`GDSROUTE_STREAM_ORDERED`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StreamOrdered {
+    /// Never: the stream is synchronised and the bytes moved before the call returns (KvikIO's
+    /// fallback).
+    Off = 0,
+    /// On every stream, the legacy and per-thread default streams and blocking streams included
+    /// (a synchronous legacy-stream call of the program behind such a call deadlocks:
+    /// docs/routing.md, "Stream-ordered calls").
+    On = 1,
+    /// On streams the legacy default stream does not wait for, those created with
+    /// `CU_STREAM_NON_BLOCKING`, and the blocking fallback on the others. The default.
+    #[default]
+    Auto = 2,
+}
+
+impl StreamOrdered {
+    /// Converts a raw value received from C.
+    pub fn from_raw(value: u32) -> Result<StreamOrdered> {
+        let modes = [StreamOrdered::Off, StreamOrdered::On, StreamOrdered::Auto];
+        modes.into_iter().find(|m| *m as u32 == value).ok_or(Error::InvalidEnum { what: "stream-ordered mode", value })
+    }
+}
+
 /// The descriptor handed to `cuFileHandleRegister`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -415,6 +441,10 @@ pub struct Counters {
     /// Bytes registered with cuFile through gdsroute now (not a count: it falls as buffers are
     /// deregistered, and a reset leaves it).
     pub buffer_registered_bytes: u64,
+    /// Stream-ordered calls that blocked the same way because `GDSROUTE_STREAM_ORDERED` is `auto`
+    /// (the default) and their stream is one the legacy default stream waits for: the legacy or
+    /// per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`.
+    pub stream_calls_blocking_legacy_waits: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

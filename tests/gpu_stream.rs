@@ -14,12 +14,14 @@
 //!   the range may change.
 //! - Many calls in flight: 48 reads on one stream (more than pool threads) with a kernel between
 //!   each two, and 4 streams x 12 reads, every byte checked; streams of two contexts.
-//! - Synchronous CUDA calls of the host while calls are queued on a blocking stream (a legacy
-//!   `cuMemsetD8` waits for every blocking stream: the transfer must not wait for it in turn).
+//! - Synchronous legacy-stream calls of the host while calls are queued, under the default `auto`
+//!   (a legacy `cuMemcpyDtoH` waits for every blocking stream; the driver's lock then stops the
+//!   transfer's copies): calls on blocking and default streams take the blocking fallback, counted,
+//!   and calls on a non-blocking stream queue; none deadlocks. Under `on` they would.
 //! - End of file (a short count), a write across `RLIMIT_FSIZE` (an error through the operation,
 //!   after the stream passed the call), the pointer form, a graph-capturing stream
 //!   (`STREAM_CAPTURING`), freeing the operation early, destroying the stream with calls queued,
-//!   and the blocking fallback (`set_stream_ordered(false)`).
+//!   and the blocking fallback (`set_stream_ordered(StreamOrdered::Off)`).
 //! - Figures printed, not asserted: how long the calling thread is blocked by a 1 GiB read queued
 //!   behind ~0.5 s of GPU work (stream-ordered, and with the blocking fallback), and 1 GiB read and
 //!   write rates from the call to `cuStreamSynchronize` beside the synchronous calls.
@@ -29,7 +31,7 @@ mod common;
 use common::gpu::{file_with, ok, on_device0};
 use common::random_bytes;
 use cudarc::driver::sys;
-use gdsroute::settings::{self, CompatMode};
+use gdsroute::settings::{self, CompatMode, StreamOrdered};
 use gdsroute::{Error, File};
 use std::ffi::c_void;
 use std::time::Instant;
@@ -368,7 +370,7 @@ fn ordered_read(file: &File, buf: &Buffer, stream: &Stream, data: &[u8], size: u
 #[ignore = "needs a GPU"]
 fn reads_are_ordered_on_every_stream_memory_and_route() {
     let _watchdog = Watchdog::new("reads_are_ordered_on_every_stream_memory_and_route", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(9 * MIB + 777, 240);
     let tmp = file_with(&data);
@@ -396,7 +398,7 @@ fn reads_are_ordered_on_every_stream_memory_and_route() {
 #[ignore = "needs a GPU"]
 fn reads_into_pageable_memory_are_ordered_too() {
     let _watchdog = Watchdog::new("reads_into_pageable_memory_are_ordered_too", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(3 * MIB, 241);
     let tmp = file_with(&data);
@@ -422,7 +424,7 @@ fn reads_into_pageable_memory_are_ordered_too() {
 #[ignore = "needs a GPU"]
 fn writes_are_ordered_on_every_stream_memory_and_route() {
     let _watchdog = Watchdog::new("writes_are_ordered_on_every_stream_memory_and_route", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     for mode in [CompatMode::On, CompatMode::Auto] {
         for kind in STREAMS {
@@ -461,7 +463,7 @@ fn writes_are_ordered_on_every_stream_memory_and_route() {
 #[ignore = "needs a GPU"]
 fn many_calls_in_flight_on_one_stream_and_across_streams() {
     let _watchdog = Watchdog::new("many_calls_in_flight_on_one_stream_and_across_streams", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     settings::set_num_threads(4).unwrap();
     let piece = 2 * MIB + 5;
@@ -517,13 +519,16 @@ fn many_calls_in_flight_on_one_stream_and_across_streams() {
 #[ignore = "needs a GPU"]
 fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
     let _watchdog = Watchdog::new("synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    // The default: queued only where the legacy stream does not wait (docs/routing.md,
+    // "Stream-ordered calls"); `on` deadlocks here on blocking and default streams.
+    settings::set_stream_ordered(StreamOrdered::Auto);
     let _ctx = on_device0();
     let data = random_bytes(8 * MIB, 245);
     let tmp = file_with(&data);
     for mode in [CompatMode::On, CompatMode::Auto] {
         let file = open_rw(&tmp, mode);
-        for kind in [StreamKind::Blocking, StreamKind::Legacy] {
+        for kind in [StreamKind::Blocking, StreamKind::Legacy, StreamKind::PerThread, StreamKind::NonBlocking] {
+            let before = file.stats();
             let stream = Stream::new(kind);
             let buf = Buffer::new(Memory::Device, 8 * MIB);
             let other = Buffer::new(Memory::Device, MIB);
@@ -539,6 +544,13 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
             stream.sync();
             assert_eq!(op.wait().unwrap(), 8 * MIB);
             check_read_bytes(&buf.contents(), &data, 8 * MIB, &format!("{mode:?} {kind:?} with legacy-stream calls"));
+            let after = file.stats();
+            let queued = kind == StreamKind::NonBlocking;
+            assert_eq!(
+                (after.stream_calls_ordered - before.stream_calls_ordered, after.stream_calls_blocking_legacy_waits - before.stream_calls_blocking_legacy_waits),
+                if queued { (1, 0) } else { (0, 1) },
+                "{mode:?} {kind:?}: queued only on the non-blocking stream"
+            );
         }
     }
 }
@@ -547,7 +559,7 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
 #[ignore = "needs a GPU"]
 fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
     let _watchdog = Watchdog::new("the_pointer_form_takes_size_and_offset_when_the_stream_gets_there", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 246);
     let tmp = file_with(&data);
@@ -592,7 +604,7 @@ fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
 #[ignore = "needs a GPU"]
 fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
     let _watchdog = Watchdog::new("end_of_file_and_a_file_size_limit_come_through_the_operation", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(3 * MIB + 11, 247);
     let tmp = file_with(&data);
@@ -636,7 +648,7 @@ fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
 #[ignore = "needs a GPU"]
 fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
     let _watchdog = Watchdog::new("a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 248);
     let tmp = file_with(&data);
@@ -675,18 +687,18 @@ fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
 #[ignore = "needs a GPU"]
 fn the_blocking_fallback_synchronises_and_reads_before_returning() {
     let _watchdog = Watchdog::new("the_blocking_fallback_synchronises_and_reads_before_returning", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 249);
     let tmp = file_with(&data);
     let file = open_rw(&tmp, CompatMode::Auto);
     let buf = Buffer::new(Memory::Device, 4 * MIB);
     let stream = Stream::new(StreamKind::Blocking);
-    settings::set_stream_ordered(false);
+    settings::set_stream_ordered(StreamOrdered::Off);
     ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
     spin(stream.raw, 50_000_000);
     let op = unsafe { file.read_async_raw(buf.data_ptr(), 4 * MIB, 0, stream.addr()) }.unwrap();
-    settings::set_stream_ordered(true);
+    settings::set_stream_ordered(StreamOrdered::On);
     assert!(op.is_done(), "the blocking fallback returned before the read ended");
     xor(stream.raw, buf.base, buf.total(), KEY);
     stream.sync();
@@ -700,7 +712,7 @@ fn the_blocking_fallback_synchronises_and_reads_before_returning() {
 #[ignore = "needs a GPU"]
 fn native_cufile_async_on_a_registered_stream() {
     let _watchdog = Watchdog::new("native_cufile_async_on_a_registered_stream", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(9 * MIB + 777, 251);
     let tmp = file_with(&data);
@@ -749,7 +761,7 @@ fn native_cufile_async_on_a_registered_stream() {
 #[ignore = "needs a GPU"]
 fn calls_on_streams_of_two_contexts() {
     let _watchdog = Watchdog::new("calls_on_streams_of_two_contexts", 240);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let primary = on_device0();
     let data = random_bytes(8 * MIB, 255);
     let tmp = file_with(&data);
@@ -824,7 +836,7 @@ impl Drop for Event {
 #[ignore = "needs a GPU"]
 fn figures_overlap_printed() {
     let _watchdog = Watchdog::new("figures_overlap_printed", 900);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(1 << 30, 254);
     let tmp = file_with(&data);
@@ -889,7 +901,7 @@ fn median(xs: &mut [f64]) -> f64 {
 #[ignore = "needs a GPU"]
 fn figures_blocked_time_and_rates_printed() {
     let _watchdog = Watchdog::new("figures_blocked_time_and_rates_printed", 900);
-    settings::set_stream_ordered(true); // the mode under test (off by default for now)
+    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let size = 1 << 30;
     let data = random_bytes(size, 250);
@@ -901,7 +913,7 @@ fn figures_blocked_time_and_rates_printed() {
         let buf = Buffer::new(Memory::Device, size);
         // Warm: the file in the page cache, the pool's buffers made.
         assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
-        for (ordered, native) in [(true, false), (true, true), (false, false)] {
+        for (ordered, native) in [(StreamOrdered::On, false), (StreamOrdered::On, true), (StreamOrdered::Off, false)] {
             settings::set_stream_ordered(ordered);
             settings::set_cufile_async_native(native);
             if native {
@@ -920,9 +932,9 @@ fn figures_blocked_time_and_rates_printed() {
                 gdsroute::stream::deregister_stream(stream.addr()).unwrap();
             }
             settings::set_cufile_async_native(false);
-            println!("FIGURE {mode:?} stream_ordered={ordered} cufile_async_native={native}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
+            println!("FIGURE {mode:?} stream_ordered={ordered:?} cufile_async_native={native}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
         }
-        settings::set_stream_ordered(true);
+        settings::set_stream_ordered(StreamOrdered::On);
         // Rates: from the call to cuStreamSynchronize, beside pread/pwrite waited for.
         let (mut async_read, mut sync_read, mut async_write, mut sync_write) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();

@@ -9,7 +9,7 @@
 use crate::error::Result;
 use crate::io::thread_pool;
 
-pub use crate::abi::{CompatMode, CufileFd};
+pub use crate::abi::{CompatMode, CufileFd, StreamOrdered};
 pub use crate::settings_table::{
     DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_MIN_TASK_SIZE, DEFAULT_TASK_SIZE, Descriptor, FdChoice,
     MAX_THREADS, default_num_threads,
@@ -150,15 +150,17 @@ pub fn set_prepare_at_open(enabled: bool) {
     crate::settings_table::live().set_prepare_at_open(enabled);
 }
 
-/// Whether stream-ordered calls queue on their stream without blocking the caller
-/// (`GDSROUTE_STREAM_ORDERED`; off: KvikIO's blocking fallback).
-pub fn stream_ordered() -> Result<bool> {
+/// When stream-ordered calls queue on their stream without blocking the caller
+/// (`GDSROUTE_STREAM_ORDERED`, default `Auto`: on streams the legacy default stream does not
+/// wait for; `Off`: KvikIO's blocking fallback everywhere).
+pub fn stream_ordered() -> Result<StreamOrdered> {
     Ok(crate::settings_table::global()?.stream_ordered())
 }
 
-/// Chooses between queueing stream-ordered calls (on) and blocking them (off).
-pub fn set_stream_ordered(enabled: bool) {
-    crate::settings_table::live().set_stream_ordered(enabled);
+/// Chooses when stream-ordered calls from now on queue on their stream (`On`: every stream;
+/// `Auto`; `Off`: never).
+pub fn set_stream_ordered(mode: StreamOrdered) {
+    crate::settings_table::live().set_stream_ordered(mode);
 }
 
 /// Whether stream-ordered calls that cuFile serves on streams registered with cuFile go through

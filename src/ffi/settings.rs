@@ -253,23 +253,27 @@ pub extern "C" fn gdsroute_settings_set_auto_direct_io_write(enabled: bool) -> S
     set_setting(|s| s.set_auto_direct_io_write(enabled))
 }
 
-/// Reads whether stream-ordered calls (`gdsroute_file_read_async`, ...) queue on their stream
-/// without blocking the caller (`GDSROUTE_STREAM_ORDERED`, default on) into `*enabled`.
+/// Reads when stream-ordered calls (`gdsroute_file_read_async`, ...) queue on their stream
+/// without blocking the caller (`GDSROUTE_STREAM_ORDERED`; a `gdsroute_stream_ordered` value,
+/// default `GDSROUTE_STREAM_ORDERED_AUTO`) into `*mode`.
 #[must_use]
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn gdsroute_settings_get_stream_ordered(enabled: *mut bool) -> Status {
+pub unsafe extern "C" fn gdsroute_settings_get_stream_ordered(mode: *mut u32) -> Status {
     // SAFETY: the caller passes NULL or a writable pointer.
-    unsafe { read_setting(enabled, "enabled", |s| s.stream_ordered()) }
+    unsafe { read_setting(mode, "mode", |s| s.stream_ordered() as u32) }
 }
 
-/// Chooses, for stream-ordered calls from now on, between queueing them on their stream without
-/// blocking the caller (on, the default) and KvikIO's fallback (off): synchronise the stream,
-/// then move the bytes on the calling thread before the call returns (counted in
-/// `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
+/// Chooses, for stream-ordered calls from now on (a `gdsroute_stream_ordered` value): queue them
+/// on their stream without blocking the caller, on every stream (`ON`) or on streams the legacy
+/// default stream does not wait for (`AUTO`, the default: streams created
+/// `CU_STREAM_NON_BLOCKING`); or KvikIO's fallback (`OFF`, and `AUTO` on the other streams):
+/// synchronise the stream, then move the bytes on the calling thread before the call returns
+/// (counted in `stream_calls_blocking_setting` and `stream_calls_blocking_legacy_waits`). Works
+/// whatever the environment held, as the other setters. `INVALID_ARGUMENT` for another value.
 #[must_use]
 #[unsafe(no_mangle)]
-pub extern "C" fn gdsroute_settings_set_stream_ordered(enabled: bool) -> Status {
-    set_setting(|s| s.set_stream_ordered(enabled))
+pub extern "C" fn gdsroute_settings_set_stream_ordered(mode: u32) -> Status {
+    guard(|| crate::abi::StreamOrdered::from_raw(mode).map(|v| settings::live().set_stream_ordered(v)))
 }
 
 /// Reads whether stream-ordered calls that cuFile serves, on streams registered with

@@ -21,7 +21,7 @@ use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::warm_up;
 use crate::io::task_source::Task;
 use crate::io::task_split::{self, Chunk, Split};
-use crate::settings::{self, CompatMode, CufileAsync, Snapshot};
+use crate::settings::{self, CompatMode, CufileAsync, Snapshot, StreamOrdered};
 use crate::stats::{self, Route, StatsCell, TaskOutcome};
 use crate::sys::cuda::{self, MemoryKind};
 use std::sync::Arc;
@@ -189,7 +189,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         // (`warm_up::prepare_for_stream_ordered`, `set_up_cufile_for_stream_ordered`). With the
         // setting off the stream never waits for the call (`mark` synchronises it), so nothing
         // is made ahead.
-        if ordered_setting {
+        if ordered_setting != StreamOrdered::Off {
             warm_up::prepare_for_stream_ordered(&target);
             if planned.is_ok_and(|p| p.route == Route::Cufile) {
                 warm_up::set_up_cufile_for_stream_ordered(&file, &target, compat_mode);

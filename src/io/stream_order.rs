@@ -31,6 +31,7 @@
 use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Settler};
 use crate::io::request::Request;
+use crate::settings::StreamOrdered;
 use crate::stats::{self, StatsCell, StreamMode};
 use crate::sys::cuda::{self, CallerStream, FlagWord, MemoryKind, StreamEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -216,7 +217,7 @@ impl StreamCall {
     /// (`StreamCapturing`); no context for a default stream; the driver's errors.
     // The match has one arm outside tests.
     #[allow(clippy::infallible_destructuring_match)]
-    pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: bool) -> Result<(Marked, Params)> {
+    pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: StreamOrdered) -> Result<(Marked, Params)> {
         let stream = match self.stream {
             StreamSource::Cuda(stream) => stream,
             #[cfg(test)]
@@ -229,8 +230,10 @@ impl StreamCall {
         if stream.is_capturing()? {
             return Err(capturing());
         }
-        let blocking = if !ordered_setting {
+        let blocking = if ordered_setting == StreamOrdered::Off {
             Some(StreamMode::BlockingSetting)
+        } else if !ordered_setting.queues_on(stream.legacy_stream_waits_for_it()?) {
+            Some(StreamMode::BlockingLegacyWaits)
         } else if !cuda::stream_wait_available() {
             Some(StreamMode::BlockingNoStreamWait)
         } else {

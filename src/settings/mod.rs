@@ -11,6 +11,7 @@ mod compat_mode;
 mod cufile_async;
 mod cufile_fd;
 pub(crate) mod env;
+mod stream_ordered;
 mod table;
 mod threads;
 
@@ -19,6 +20,7 @@ pub(crate) use cufile_async::CufileAsync;
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use cufile_fd::{Descriptor, FdChoice};
 pub(crate) use cufile_fd::CufileFd;
+pub(crate) use stream_ordered::StreamOrdered;
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use table::{Setting, TABLE};
 pub(crate) use table::Snapshot;

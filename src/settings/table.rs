@@ -7,7 +7,7 @@
 
 use super::env::Parse;
 use super::{
-    CompatMode, CufileAsync, CufileFd, DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_MIN_TASK_SIZE, DEFAULT_TASK_SIZE, MAX_THREADS,
+    CompatMode, CufileAsync, CufileFd, StreamOrdered, DEFAULT_AUTO_DIRECT_IO_WRITE, DEFAULT_BOUNCE_BUFFER_SIZE, DEFAULT_GDS_THRESHOLD, DEFAULT_MIN_TASK_SIZE, DEFAULT_TASK_SIZE, MAX_THREADS,
     Settings, default_num_threads, positive, thread_count,
 };
 use crate::error::Result;
@@ -55,7 +55,7 @@ macro_rules! word_value {
 }
 
 number_value!(u64, usize);
-word_value!(CompatMode or CompatMode::Auto, CufileFd or CufileFd::default(), CufileAsync or CufileAsync::Tasks);
+word_value!(CompatMode or CompatMode::Auto, CufileFd or CufileFd::default(), CufileAsync or CufileAsync::Tasks, StreamOrdered or StreamOrdered::Auto);
 
 impl Value for bool {
     fn to_raw(self) -> u64 {
@@ -239,12 +239,13 @@ settings_table! {
              program already uses CUDA; off leaves all of it to the first device read.",
     }
     StreamOrdered {
-        name: "GDSROUTE_STREAM_ORDERED", aliases: [], doc: "stream-ordered calls queue on their stream without blocking the caller (off, the default for now: KvikIO's blocking fallback)",
-        // Off by default until the two hangs the H200 showed on 2026-12-02 are fixed (docs/routing.md,
-        // "Stream-ordered calls"): the blocking fallback cannot hang.
-        parse: Parse::Bool, default: false, get: stream_ordered -> bool,
+        name: "GDSROUTE_STREAM_ORDERED", aliases: [],
+        doc: "stream-ordered calls queue on their stream without blocking the caller: auto (on streams the legacy default stream does not wait for), on (every stream) or off (KvikIO's blocking fallback)",
+        parse: Parse::Word { parse: |text| StreamOrdered::parse(text).map(StreamOrdered::to_raw), expected: "auto, or 1/true/on/yes or 0/false/off/no" },
+        default: StreamOrdered::Auto, get: stream_ordered -> StreamOrdered,
         set: set_stream_ordered,
-            "Chooses, for stream-ordered calls from now on, between queueing them on their stream (on) and \
+            "Chooses, for stream-ordered calls from now on, between queueing them on their stream (on), \
+             queueing them only on streams the legacy default stream does not wait for (auto), and \
              synchronising the stream and moving the bytes on the calling thread, as KvikIO's fallback does (off).",
     }
     ThreadPoolPerBlockDevice {

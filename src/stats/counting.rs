@@ -210,6 +210,8 @@ pub(crate) enum StreamMode {
     BlockingNoStreamWait,
     /// The same because the `stream_ordered` setting is off.
     BlockingSetting,
+    /// The same because the setting is `auto` and the legacy default stream waits for the stream.
+    BlockingLegacyWaits,
     /// Queued on its stream by cuFile itself (`cuFileReadAsync` / `cuFileWriteAsync`).
     CufileAsync,
 }
@@ -223,6 +225,7 @@ pub(crate) fn record_stream_call(handle: &StatsCell, how: StreamMode) {
             StreamMode::Ordered => totals.stream_calls_ordered += 1,
             StreamMode::BlockingNoStreamWait => totals.stream_calls_blocking_no_stream_wait += 1,
             StreamMode::BlockingSetting => totals.stream_calls_blocking_setting += 1,
+            StreamMode::BlockingLegacyWaits => totals.stream_calls_blocking_legacy_waits += 1,
             StreamMode::CufileAsync => totals.stream_calls_cufile_async += 1,
         }
     }
@@ -318,20 +321,25 @@ mod tests {
         record_stream_call(&handle, StreamMode::Ordered);
         record_stream_call(&handle, StreamMode::BlockingNoStreamWait);
         record_stream_call(&handle, StreamMode::BlockingSetting);
+        record_stream_call(&handle, StreamMode::BlockingLegacyWaits);
         let c = handle.snapshot();
-        assert_eq!((c.stream_calls_ordered, c.stream_calls_blocking_no_stream_wait, c.stream_calls_blocking_setting), (2, 1, 1));
+        assert_eq!((c.stream_calls_ordered, c.stream_calls_blocking_no_stream_wait, c.stream_calls_blocking_setting, c.stream_calls_blocking_legacy_waits), (2, 1, 1, 1));
         assert_eq!((c.calls, c.write_calls), (0, 0), "the calls themselves are counted by the transfer");
         let after = global().snapshot();
         assert!(after.stream_calls_ordered >= before.stream_calls_ordered + 2);
         let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
         assert_eq!(
-            &names[names.len() - 9..names.len() - 3],
+            &names[names.len() - 10..names.len() - 4],
             ["stream_calls_ordered", "stream_calls_blocking_no_stream_wait", "stream_calls_blocking_setting", "stream_registrations_skipped", "stream_calls_cufile_async", "stream_registrations_cufile"]
         );
         record_stream_call(&handle, StreamMode::CufileAsync);
         assert_eq!(handle.snapshot().stream_calls_cufile_async, 1);
-        assert_eq!(&names[names.len() - 3..], ["buffer_registrations_cufile", "buffer_registrations_skipped", "buffer_registered_bytes"]);
-        assert!(c.summary().ends_with("; 4 stream-ordered calls: 2 queued on their streams, 2 blocking (1 no stream wait, 1 setting off)"), "{}", c.summary());
+        assert_eq!(&names[names.len() - 4..], ["buffer_registrations_cufile", "buffer_registrations_skipped", "buffer_registered_bytes", "stream_calls_blocking_legacy_waits"]);
+        assert!(
+            c.summary().ends_with("; 5 stream-ordered calls: 2 queued on their streams, 3 blocking (1 no stream wait, 1 setting off, 1 a stream the legacy stream waits for)"),
+            "{}",
+            c.summary()
+        );
         let c = Counters { stream_calls_cufile_async: 3, stream_calls_ordered: 1, ..Counters::default() };
         assert!(c.summary().ends_with("; 4 stream-ordered calls: 1 queued on their streams, 3 through cuFileReadAsync/WriteAsync"), "{}", c.summary());
     }

@@ -147,7 +147,7 @@ impl Counters {
 
     /// How the stream-ordered calls ran, as "; N stream-ordered calls: ..." (empty without any).
     fn stream_summary(&self) -> String {
-        let blocking = self.stream_calls_blocking_no_stream_wait + self.stream_calls_blocking_setting;
+        let blocking = self.stream_calls_blocking_no_stream_wait + self.stream_calls_blocking_setting + self.stream_calls_blocking_legacy_waits;
         let total = self.stream_calls_ordered + self.stream_calls_cufile_async + blocking;
         if total == 0 {
             return String::new();
@@ -157,7 +157,11 @@ impl Counters {
             out.push_str(&format!(", {} through cuFileReadAsync/WriteAsync", self.stream_calls_cufile_async));
         }
         if blocking > 0 {
-            let why: Vec<String> = [(self.stream_calls_blocking_no_stream_wait, "no stream wait"), (self.stream_calls_blocking_setting, "setting off")]
+            let why: Vec<String> = [
+                (self.stream_calls_blocking_no_stream_wait, "no stream wait"),
+                (self.stream_calls_blocking_setting, "setting off"),
+                (self.stream_calls_blocking_legacy_waits, "a stream the legacy stream waits for"),
+            ]
                 .into_iter()
                 .filter(|(n, _)| *n > 0)
                 .map(|(n, what)| format!("{n} {what}"))

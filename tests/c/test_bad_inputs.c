@@ -467,6 +467,14 @@ static void test_settings(void) {
     CHECK_STATUS(gdsroute_settings_get_compat_mode(&mode_after), GDSROUTE_STATUS_OK);
     CHECK(mode == mode_after);
 
+    CHECK_STATUS(gdsroute_settings_get_stream_ordered(&mode), GDSROUTE_STATUS_OK);
+    CHECK(mode == GDSROUTE_STREAM_ORDERED_AUTO); /* the default */
+    CHECK_STATUS(gdsroute_settings_set_stream_ordered(3), GDSROUTE_STATUS_INVALID_ENUM);
+    CHECK_MESSAGE("stream-ordered mode");
+    CHECK_STATUS(gdsroute_settings_get_stream_ordered(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(gdsroute_settings_get_stream_ordered(&mode_after), GDSROUTE_STATUS_OK);
+    CHECK(mode == mode_after);
+
     CHECK_STATUS(gdsroute_settings_get_cufile_fd(&mode), GDSROUTE_STATUS_OK);
     CHECK_STATUS(gdsroute_settings_set_cufile_fd(GDSROUTE_CUFILE_FD_BUFFERED + 1), GDSROUTE_STATUS_INVALID_ENUM);
     CHECK_MESSAGE("3");

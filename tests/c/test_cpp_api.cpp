@@ -410,7 +410,7 @@ void test_settings() {
     check_guard<s::CufileFdSetting>(gdsroute::CufileFd::BUFFERED);
     check_guard<s::AutoDirectIoRead>(true);
     check_guard<s::AutoDirectIoWrite>(true);
-    check_guard<s::StreamOrdered>(true);
+    check_guard<s::StreamOrdered>(gdsroute::StreamOrderedMode::ON);
     check_guard<s::CufileAsyncNative>(true);
     check_guard<s::PrepareAtOpen>(false);
     check_guard<s::ThreadPoolPerBlockDevice>(true);

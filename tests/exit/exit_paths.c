@@ -247,7 +247,7 @@ int main(int argc, char **argv) {
     }
     if (strstr(mode, "stream-queued") != NULL) {
         /* Queued calls are what this mode is about (GDSROUTE_STREAM_ORDERED is off by default). */
-        if (check("stream ordered on", gdsroute_settings_set_stream_ordered(true), GDSROUTE_STATUS_OK)) return 1;
+        if (check("stream ordered on", gdsroute_settings_set_stream_ordered(GDSROUTE_STREAM_ORDERED_ON), GDSROUTE_STATUS_OK)) return 1;
         void *stream = NULL;
         if (cu_stream_create(&stream, 0) != 0) return 3;
         /* GPU work ahead of the reads (300 memsets of the whole buffer), then the reads, none

@@ -50,6 +50,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDeviceGetAttribute",
     "cuStreamGetCtx",
     "cuStreamIsCapturing",
+    "cuStreamGetFlags",
     "cuMemHostAlloc",
     "cuMemHostGetDevicePointer_v2",
 ];

@@ -79,6 +79,23 @@ impl CallerStream {
         Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
+    /// Whether a call on the legacy default stream waits for work queued on this stream: true for
+    /// the legacy and per-thread default streams (CUDA synchronises the per-thread one with the
+    /// legacy one) and for streams created without `CU_STREAM_NON_BLOCKING`. Needs the stream's
+    /// context current; not asked of a capturing stream (`is_capturing` first).
+    ///
+    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuStreamGetFlags`.
+    pub(crate) fn legacy_stream_waits_for_it(self) -> Result<bool, CudaFailure> {
+        if self.is_default() {
+            return Ok(true);
+        }
+        cuda()?;
+        let mut flags: std::ffi::c_uint = 0;
+        // SAFETY: cuda() succeeded; the caller passes a live stream; valid out-pointer.
+        check("cuStreamGetFlags", unsafe { sys::cuStreamGetFlags(self.as_raw(), &mut flags) })?;
+        Ok(flags & sys::CUstream_flags::CU_STREAM_NON_BLOCKING as std::ffi::c_uint == 0)
+    }
+
     /// Waits until all work queued on the stream has finished (KvikIO's fallback before its
     /// blocking transfer). Needs the stream's context current.
     ///
