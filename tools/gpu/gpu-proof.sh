@@ -23,10 +23,7 @@ step "6. KVIKIO_COMPAT_MODE=off, no udev record"; KVIKIO_COMPAT_MODE=off run "$D
 step "GPU tests, no udev record"; run "$D/gpu_routes" --ignored --test-threads 1
 step "GPU write tests, no udev record"; run "$D/gpu_writes" --ignored --test-threads 1
 step "GPU batch tests, no udev record"; run "$D/gpu_batch" --ignored --test-threads 1 --nocapture
-# The legacy-stream deadlock test stalls until its watchdog fires (docs/routing.md, "Stream-ordered
-# calls"): tools/gpu/stream-stacks.sh runs it, with stacks; here it would cost 240 s per pass.
-known_stall=synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock
-step "GPU stream-ordered tests, no udev record (without $known_stall)"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture --skip "$known_stall"
+step "GPU stream-ordered tests, no udev record"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture
 bash "$here/udev-entry.sh" "$F"
 step "diagnose, udev record"; run "$D/gdsroute-diagnose" "$F"
 step "2. AUTO with udev record"; run "$D/gpu_read" "$F"
@@ -45,7 +42,7 @@ for variant in "GDSROUTE_TEST_BATCH_WRITES_FROM=device" "GDSROUTE_TEST_BATCH_ZER
     step "cuFile's batch API, $variant"; run env GDSROUTE_TEST_REAL_CUFILE= $variant "$D/cufile_batch" --exact nvidia_cufile_when_asked --nocapture
 done
 [ -x "$D/many_files" ] && { step "thousands of small files through cuFile at once (the SIGFPE's check; tools/gpu/many-files-build.sh builds it)"; run bash "$here/../probes/cufile-many-handles.sh"; }
-step "GPU stream-ordered tests, udev record (without $known_stall)"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture --skip "$known_stall"
+step "GPU stream-ordered tests, udev record"; run "$D/gpu_stream" --ignored --test-threads 1 --nocapture
 step "CUDA layer GPU tests"; run "$D/gdsroute_unit" --ignored --test-threads 1 sys::cuda::gpu_tests::gpu_
 step "cuFile faults through the fake libcufile"; GDSROUTE_TEST_FAKE_CUFILE_DIR=$PWD/$D run "$D/gpu_faults" --ignored --test-threads 1
 step "registered page cache on the GPU"; run "$D/gpu_page_cache" --ignored --test-threads 1
