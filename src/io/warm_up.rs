@@ -8,6 +8,9 @@
 //! then it takes read tasks at once, while others may still be preparing. The opening thread
 //! makes its own stream and events, and the workers pin one buffer for it too (a waiting caller
 //! runs tasks: operation.rs). CUDA is never loaded here, so host-only programs pay nothing.
+//! Before a stream-ordered call makes its stream wait, the same objects are made for its context
+//! on the calling thread, and on cuFile's route each worker makes its first cuFile call
+//! (`prepare_for_stream_ordered`, `set_up_cufile_for_stream_ordered`).
 //!
 //! Several GPUs: the bounce buffers are per device (`backend::device::bounce_pool`), so the
 //! preparation is per device too: the current context's device, and every other device whose
@@ -136,8 +139,8 @@ const CUFILE_SET_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1
 /// task once the stream waits it could wait for the transfer itself, as the objects of
 /// `prepare_for_stream_ordered` could: it stalled the cuFile route's stream-ordered tests and
 /// exits on the H200 (docs/routing.md, "Stream-ordered calls"). Done once per pool and size: later
-/// calls cost one look-up. Never fails: a worker left without its set-up makes it in its first
-/// task, as before.
+/// calls cost one look-up (a caller's pool freed and another made at its address counts as set
+/// up). Never fails: a worker left without its set-up makes it in its first task, as before.
 pub(crate) fn set_up_cufile_for_stream_ordered(file: &std::sync::Arc<crate::io::open_file::OpenFile>, target: &Target, compat_mode: CompatMode) {
     let Target::Device { kind, .. } = *target else { return };
     if ThreadPool::on_pool_thread() {
