@@ -232,7 +232,7 @@ impl StreamCall {
         }
         let blocking = if ordered_setting == StreamOrdered::Off {
             Some(StreamMode::BlockingSetting)
-        } else if !ordered_setting.queues_on(stream.legacy_stream_waits_for_it()?) {
+        } else if !ordered_setting.queues_on(|| stream.legacy_stream_waits_for_it())? {
             Some(StreamMode::BlockingLegacyWaits)
         } else if !cuda::stream_wait_available() {
             Some(StreamMode::BlockingNoStreamWait)

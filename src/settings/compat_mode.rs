@@ -9,12 +9,11 @@ impl CompatMode {
     /// whitespace is ignored (the rule of every setting, `env::significant`) but "yes please" is
     /// rejected.
     pub fn parse(text: &str) -> Option<CompatMode> {
-        match super::env::significant(text).to_ascii_lowercase().as_str() {
-            "on" | "true" | "yes" | "1" => Some(CompatMode::On),
-            "off" | "false" | "no" | "0" => Some(CompatMode::Off),
-            "auto" => Some(CompatMode::Auto),
-            _ => None,
+        let text = super::env::significant(text);
+        if text.eq_ignore_ascii_case("auto") {
+            return Some(CompatMode::Auto);
         }
+        super::env::boolean(text).map(|on| if on { CompatMode::On } else { CompatMode::Off })
     }
 
     /// Lower-case name as used in messages and JSON.

@@ -43,6 +43,17 @@ pub(crate) fn significant(raw: &str) -> &str {
     raw.trim()
 }
 
+/// The project's one spelling of a boolean, any case: 1/true/on/yes or 0/false/off/no (the
+/// switches, and the booleans `KVIKIO_COMPAT_MODE` and `GDSROUTE_STREAM_ORDERED` also accept).
+/// `text` is already significant.
+pub(crate) fn boolean(text: &str) -> Option<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
 /// Why a text is not an unsigned decimal integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum NotUnsigned {
@@ -87,11 +98,7 @@ impl Parse {
                     }
                 }
             }
-            Parse::Bool => match text.to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => Ok(1),
-                "0" | "false" | "off" | "no" => Ok(0),
-                _ => Err("expected 1/true/on/yes or 0/false/off/no".to_string()),
-            },
+            Parse::Bool => boolean(text).map(u64::from).ok_or_else(|| "expected 1/true/on/yes or 0/false/off/no".to_string()),
             Parse::Word { parse, expected } => parse(text).ok_or_else(|| format!("expected {expected}")),
         }
     }

@@ -16,12 +16,11 @@ impl StreamOrdered {
     /// Parses auto, or a boolean as the other switches spell one (1/true/on/yes, 0/false/off/no),
     /// case-insensitively, surrounding whitespace ignored.
     pub fn parse(text: &str) -> Option<StreamOrdered> {
-        match super::env::significant(text).to_ascii_lowercase().as_str() {
-            "auto" => Some(StreamOrdered::Auto),
-            "1" | "true" | "on" | "yes" => Some(StreamOrdered::On),
-            "0" | "false" | "off" | "no" => Some(StreamOrdered::Off),
-            _ => None,
+        let text = super::env::significant(text);
+        if text.eq_ignore_ascii_case("auto") {
+            return Some(StreamOrdered::Auto);
         }
+        super::env::boolean(text).map(|on| if on { StreamOrdered::On } else { StreamOrdered::Off })
     }
 
     /// Lower-case name as used in messages.
@@ -33,13 +32,13 @@ impl StreamOrdered {
         }
     }
 
-    /// Whether a call on a stream queues there, given whether the legacy default stream waits
-    /// for that stream.
-    pub(crate) fn queues_on(self, waited_for_by_legacy_stream: bool) -> bool {
+    /// Whether a call on a stream queues there; `legacy_waits` tells whether the legacy default
+    /// stream waits for that stream, asked only under `Auto` (it is a driver call).
+    pub(crate) fn queues_on<E>(self, legacy_waits: impl FnOnce() -> Result<bool, E>) -> Result<bool, E> {
         match self {
-            StreamOrdered::Off => false,
-            StreamOrdered::On => true,
-            StreamOrdered::Auto => !waited_for_by_legacy_stream,
+            StreamOrdered::Off => Ok(false),
+            StreamOrdered::On => Ok(true),
+            StreamOrdered::Auto => legacy_waits().map(|waits| !waits),
         }
     }
 }
@@ -65,9 +64,13 @@ mod tests {
 
     #[test]
     fn auto_queues_only_where_the_legacy_stream_does_not_wait() {
-        assert!(StreamOrdered::Auto.queues_on(false));
-        assert!(!StreamOrdered::Auto.queues_on(true));
-        assert!(StreamOrdered::On.queues_on(true) && StreamOrdered::On.queues_on(false));
-        assert!(!StreamOrdered::Off.queues_on(true) && !StreamOrdered::Off.queues_on(false));
+        let waits = |answer: bool| move || Ok::<_, ()>(answer);
+        assert!(StreamOrdered::Auto.queues_on(waits(false)).unwrap());
+        assert!(!StreamOrdered::Auto.queues_on(waits(true)).unwrap());
+        assert!(StreamOrdered::On.queues_on(waits(true)).unwrap() && StreamOrdered::On.queues_on(waits(false)).unwrap());
+        assert!(!StreamOrdered::Off.queues_on(waits(true)).unwrap() && !StreamOrdered::Off.queues_on(waits(false)).unwrap());
+        let unasked = || -> Result<bool, ()> { panic!("asked outside auto") };
+        assert_eq!((StreamOrdered::On.queues_on(unasked), StreamOrdered::Off.queues_on(unasked)), (Ok(true), Ok(false)));
+        assert_eq!(StreamOrdered::Auto.queues_on(|| Err::<bool, _>("driver")), Err("driver"));
     }
 }
