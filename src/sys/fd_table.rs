@@ -85,20 +85,13 @@ fn soft_limit() -> usize {
 /// descriptor from `room - 1` up, closed at once. Failures change nothing (the table then grows
 /// as it would have).
 fn grow_to(room: usize) {
-    let Ok(highest) = libc::c_int::try_from(room - 1) else { return };
-    // SAFETY: a path-only descriptor of "/", closed below; no other state is touched.
-    let anchor = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if anchor < 0 {
-        return;
-    }
-    // SAFETY: F_DUPFD_CLOEXEC duplicates our own descriptor; the duplicate is closed at once.
-    let high = unsafe { libc::fcntl(anchor, libc::F_DUPFD_CLOEXEC, highest) };
-    if high >= 0 {
-        // SAFETY: `high` is ours, just made.
-        unsafe { libc::close(high) };
-    }
-    // SAFETY: `anchor` is ours.
-    unsafe { libc::close(anchor) };
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(highest) = RawFd::try_from(room - 1) else { return };
+    // A path-only descriptor of "/" to duplicate: it reads nothing and needs no permission.
+    let Ok(anchor) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open("/") else { return };
+    // Both descriptors close as they go out of scope.
+    let _high = crate::sys::fs::duplicate_at_or_above(anchor.as_raw_fd(), highest);
 }
 
 #[cfg(test)]

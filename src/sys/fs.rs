@@ -208,8 +208,14 @@ pub(crate) fn status_flags(fd: RawFd) -> io::Result<libc::c_int> {
 /// A new descriptor of the open file description of `fd` (`fcntl(F_DUPFD_CLOEXEC)`), owned by
 /// the caller: it shares the file offset, the status flags and `flock` locks with `fd`.
 pub(crate) fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    duplicate_at_or_above(fd, 0)
+}
+
+/// `duplicate` onto the lowest free descriptor number at or above `lowest` (the kernel grows the
+/// descriptor table to hold it: `sys::fd_table`).
+pub(crate) fn duplicate_at_or_above(fd: RawFd, lowest: RawFd) -> io::Result<std::os::fd::OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC takes the lowest descriptor number to use; no memory of ours.
-    let new = retrying_eintr(|| unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
+    let new = retrying_eintr(|| unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, lowest) })?;
     // SAFETY: just made by the kernel, owned by nobody else.
     Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(new) })
 }
