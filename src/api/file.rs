@@ -4,6 +4,9 @@
 //! truncate, lock, close, and the verdicts on cuFile and direct I/O. The transfers themselves are
 //! `io::engine`'s (`run`, `submit`); the open state they share with the handle is
 //! `io::open_file::OpenFile`.
+//!
+//! One job in one file, although over 450 lines: the handle's public methods, most a documented
+//! call into the engine or the open file.
 
 use crate::backend::cufile::file::CufileFile;
 use crate::backend::cufile::gds::Unusable;

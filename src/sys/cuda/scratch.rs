@@ -4,7 +4,6 @@
 //! The library never frees it: `cuMemFree` waits while a stream is held by a stream-ordered call
 //! (docs/routing.md, "Stream-ordered calls"), and a context's memory goes with the context.
 
-use super::driver::cuda;
 use super::error::{CudaFailure, check};
 use cudarc::driver::sys;
 use std::sync::Mutex;
@@ -25,9 +24,9 @@ pub(crate) fn scratch_of_current_context() -> Result<u64, CudaFailure> {
     if let Some(&(_, ptr)) = pieces.iter().find(|(c, _)| *c == key) {
         return Ok(ptr);
     }
-    cuda()?;
     let mut ptr: sys::CUdeviceptr = 0;
-    // SAFETY: cuda() succeeded; a context is current; valid out-pointer.
+    // SAFETY: cuda() succeeded (current_context asks it first); a context is current; valid
+    // out-pointer.
     check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, SCRATCH_BYTES) })?;
     pieces.push((key, ptr));
     Ok(ptr)
