@@ -1033,6 +1033,13 @@ typedef struct {
    * per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`.
    */
   uint64_t stream_calls_blocking_legacy_waits;
+  /**
+   * Stream-ordered calls queued without blocking on a stream the legacy default stream waits
+   * for, through a relay kernel on the stream (`auto`; docs/routing.md, "Relayed
+   * stream-ordered calls"). Their tasks count as POSIX tasks into host memory (the relay's
+   * slots). Not in `stream_calls_ordered`.
+   */
+  uint64_t stream_calls_relayed;
 } gdsroute_stats;
 
 /**

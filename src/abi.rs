@@ -445,6 +445,11 @@ pub struct Counters {
     /// (the default) and their stream is one the legacy default stream waits for: the legacy or
     /// per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`.
     pub stream_calls_blocking_legacy_waits: u64,
+    /// Stream-ordered calls queued without blocking on a stream the legacy default stream waits
+    /// for, through a relay kernel on the stream (`auto`; docs/routing.md, "Relayed
+    /// stream-ordered calls"). Their tasks count as POSIX tasks into host memory (the relay's
+    /// slots). Not in `stream_calls_ordered`.
+    pub stream_calls_relayed: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

@@ -16,8 +16,13 @@
 //!   each two, and 4 streams x 12 reads, every byte checked; streams of two contexts.
 //! - Synchronous legacy-stream calls of the host while calls are queued, under the default `auto`
 //!   (a legacy `cuMemcpyDtoH` waits for every blocking stream; the driver's lock then stops the
-//!   transfer's copies): calls on blocking and default streams take the blocking fallback, counted,
-//!   and calls on a non-blocking stream queue; none deadlocks. Under `on` they would.
+//!   transfer's copies): calls on blocking and default streams are relayed (a kernel on the
+//!   stream moves the bytes, the host makes no CUDA call), calls on a non-blocking stream queue
+//!   behind a flag wait; none blocks the caller, none deadlocks. Under `on` they would.
+//! - Relayed calls (`auto` on the legacy, per-thread and blocking streams): reads and writes into
+//!   and from device, managed and pinned memory ordered with the work before and after them and
+//!   with synchronous legacy-stream calls beside them, 48 calls on one legacy stream with 4 relay
+//!   threads, end of file and a write across `RLIMIT_FSIZE`, every byte checked.
 //! - End of file (a short count), a write across `RLIMIT_FSIZE` (an error through the operation,
 //!   after the stream passed the call), the pointer form, a graph-capturing stream
 //!   (`STREAM_CAPTURING`), freeing the operation early, destroying the stream with calls queued,
@@ -519,8 +524,9 @@ fn many_calls_in_flight_on_one_stream_and_across_streams() {
 #[ignore = "needs a GPU"]
 fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
     let _watchdog = Watchdog::new("synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock", 240);
-    // The default: queued only where the legacy stream does not wait (docs/routing.md,
-    // "Stream-ordered calls"); `on` deadlocks here on blocking and default streams.
+    // The default: queued behind a flag wait where the legacy stream does not wait, behind a relay
+    // kernel where it does (docs/routing.md, "Relayed stream-ordered calls"); `on` deadlocks here
+    // on blocking and default streams.
     settings::set_stream_ordered(StreamOrdered::Auto);
     let _ctx = on_device0();
     let data = random_bytes(8 * MIB, 245);
@@ -545,11 +551,15 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
             assert_eq!(op.wait().unwrap(), 8 * MIB);
             check_read_bytes(&buf.contents(), &data, 8 * MIB, &format!("{mode:?} {kind:?} with legacy-stream calls"));
             let after = file.stats();
-            let queued = kind == StreamKind::NonBlocking;
+            let ordered = kind == StreamKind::NonBlocking;
             assert_eq!(
-                (after.stream_calls_ordered - before.stream_calls_ordered, after.stream_calls_blocking_legacy_waits - before.stream_calls_blocking_legacy_waits),
-                if queued { (1, 0) } else { (0, 1) },
-                "{mode:?} {kind:?}: queued only on the non-blocking stream"
+                (
+                    after.stream_calls_ordered - before.stream_calls_ordered,
+                    after.stream_calls_relayed - before.stream_calls_relayed,
+                    after.stream_calls_blocking_legacy_waits - before.stream_calls_blocking_legacy_waits
+                ),
+                if ordered { (1, 0, 0) } else { (0, 1, 0) },
+                "{mode:?} {kind:?}: queued behind a flag wait on the non-blocking stream, behind a relay kernel on the others, never blocking"
             );
         }
     }
@@ -985,5 +995,208 @@ fn figures_blocked_time_and_rates_printed() {
         settings::set_cufile_async_native(false);
         println!("FIGURE {mode:?} 1 GiB GB/s, median of 5, cufile_async_native: read_async {:.2}; write_async {:.2}", median(&mut native_read), median(&mut native_write));
         println!("FIGURE {mode:?} counters: {}", file.stats().summary());
+    }
+}
+
+/// The streams the legacy default stream waits for: `auto` relays calls on them.
+const RELAYED_STREAMS: [StreamKind; 3] = [StreamKind::Legacy, StreamKind::PerThread, StreamKind::Blocking];
+
+/// A synchronous legacy-stream call behind the stream's queued work (it waits for every blocking
+/// stream, and so for the call): the driver's lock is held until the stream passed the call.
+fn legacy_call_behind() {
+    let mut host = [0u8; 64];
+    let other = Buffer::new(Memory::Device, 4096);
+    ok("cuMemcpyDtoH (legacy stream)", unsafe { sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), other.base, 64) });
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn relayed_reads_are_ordered_beside_synchronous_legacy_calls() {
+    let _watchdog = Watchdog::new("relayed_reads_are_ordered_beside_synchronous_legacy_calls", 240);
+    settings::set_stream_ordered(StreamOrdered::Auto);
+    let _ctx = on_device0();
+    let data = random_bytes(9 * MIB + 777, 260);
+    let tmp = file_with(&data);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        for kind in RELAYED_STREAMS {
+            let stream = Stream::new(kind);
+            for memory in MEMORIES {
+                for (size, offset) in [(5 * MIB + 3, 4097u64), (8191, 13), (4 * MIB, (7 * MIB) as u64), (3 * MIB, (9 * MIB + 777) as u64)] {
+                    let buf = Buffer::new(memory, size);
+                    let what = format!("relayed {mode:?} {kind:?} {memory:?} read {size} at {offset}");
+                    spin(stream.raw, 20_000_000);
+                    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+                    let t = Instant::now();
+                    let op = unsafe { file.read_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let blocked = t.elapsed();
+                    assert!(!op.is_done(), "{what}: settled before the stream reached it (blocked {blocked:?})");
+                    xor(stream.raw, buf.base, buf.total(), KEY);
+                    legacy_call_behind();
+                    stream.sync();
+                    let start = (offset as usize).min(data.len());
+                    let expect = &data[start..(start + size).min(data.len())];
+                    assert_eq!(op.wait().unwrap(), expect.len(), "{what}");
+                    check_read_bytes(&buf.contents(), expect, size, &what);
+                }
+            }
+        }
+        let c = file.stats();
+        eprintln!("relayed {mode:?}: {}", c.summary());
+        assert_eq!((c.stream_calls_relayed, c.stream_calls_ordered, c.stream_calls_blocking_legacy_waits), (c.calls, 0, 0), "every call relayed");
+        assert_eq!((c.calls_failed, c.calls_short), (0, 3 * 3 * 2), "the reads across and past the end of file are short");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn relayed_writes_are_ordered_beside_synchronous_legacy_calls() {
+    let _watchdog = Watchdog::new("relayed_writes_are_ordered_beside_synchronous_legacy_calls", 240);
+    settings::set_stream_ordered(StreamOrdered::Auto);
+    let _ctx = on_device0();
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        for kind in RELAYED_STREAMS {
+            let stream = Stream::new(kind);
+            for memory in MEMORIES {
+                for (size, offset) in [(5 * MIB + 3, 4097u64), (8191, 13), (9 * MIB, 0)] {
+                    let what = format!("relayed {mode:?} {kind:?} {memory:?} write {size} at {offset}");
+                    let before = random_bytes(6 * MIB, 261);
+                    let tmp = file_with(&before);
+                    let file = open_rw(&tmp, mode);
+                    let buf = Buffer::new(memory, size);
+                    let produced = random_bytes(buf.total(), size as u64 ^ 262);
+                    buf.upload(&produced.iter().map(|b| b ^ KEY).collect::<Vec<_>>());
+                    spin(stream.raw, 20_000_000);
+                    xor(stream.raw, buf.base, buf.total(), KEY);
+                    let op = unsafe { file.write_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
+                    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, 0, buf.total(), stream.raw) });
+                    legacy_call_behind();
+                    stream.sync();
+                    assert_eq!(op.wait().unwrap(), size, "{what}");
+                    let back = std::fs::read(tmp.path()).unwrap();
+                    let end = offset as usize + size;
+                    assert_eq!(back.len(), before.len().max(end), "{what}");
+                    assert!(back[offset as usize..end] == produced[GUARD..GUARD + size], "{what}: the file does not hold the bytes the kernel produced");
+                    assert!(back[..offset as usize] == before[..offset as usize], "{what}: bytes before the range changed");
+                    assert!(back[end..] == before[end.min(before.len())..], "{what}: bytes after the range changed");
+                    assert_eq!(file.stats().stream_calls_relayed, 1, "{what}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn many_relayed_calls_on_one_legacy_stream_and_a_failing_write() {
+    let _watchdog = Watchdog::new("many_relayed_calls_on_one_legacy_stream_and_a_failing_write", 240);
+    settings::set_stream_ordered(StreamOrdered::Auto);
+    let _ctx = on_device0();
+    settings::set_num_threads(4).unwrap();
+    let piece = 2 * MIB + 5;
+    let calls = 48;
+    let data = random_bytes(calls * piece, 263);
+    let tmp = file_with(&data);
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        let stream = Stream::new(StreamKind::Legacy);
+        let buf = Buffer::new(Memory::Device, calls * piece);
+        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+        spin(stream.raw, 50_000_000);
+        let ops: Vec<_> = (0..calls)
+            .map(|i| {
+                let op = unsafe { file.read_async_raw(buf.data_ptr().wrapping_add(i * piece), piece, (i * piece) as u64, stream.addr()) }.unwrap();
+                spin(stream.raw, 100_000);
+                op
+            })
+            .collect();
+        xor(stream.raw, buf.base, buf.total(), KEY);
+        legacy_call_behind();
+        stream.sync();
+        for op in &ops {
+            assert_eq!(op.wait().unwrap(), piece);
+        }
+        check_read_bytes(&buf.contents(), &data, calls * piece, &format!("relayed {mode:?} {calls} calls on the legacy stream"));
+        assert_eq!(file.stats().stream_calls_relayed, calls as u64);
+    }
+    // A 16 MiB write across RLIMIT_FSIZE = 10 MiB on a blocking stream: an error through the
+    // operation, and the stream goes on.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    let dir = tempfile::tempdir_in(common::gpu::test_dir()).unwrap();
+    let path = dir.path().join("relayed-fsize.bin");
+    let file = File::open(path.as_os_str().as_encoded_bytes(), "w+", 0o644, Some(CompatMode::Auto)).unwrap();
+    let buf = Buffer::new(Memory::Device, 16 * MIB);
+    let stream = Stream::new(StreamKind::Blocking);
+    let set_limit = |cur: libc::rlim_t| {
+        let lim = libc::rlimit { rlim_cur: cur, rlim_max: libc::RLIM_INFINITY };
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &lim) }, 0);
+    };
+    set_limit((10 * MIB) as libc::rlim_t);
+    spin(stream.raw, 20_000_000);
+    let op = unsafe { file.write_async_raw(buf.data_ptr(), 16 * MIB, 0, stream.addr()) }.unwrap();
+    ok("cuMemsetD8Async after", unsafe { sys::cuMemsetD8Async(buf.base, 9, GUARD, stream.raw) });
+    stream.sync();
+    set_limit(libc::RLIM_INFINITY);
+    let err = op.wait().unwrap_err();
+    eprintln!("relayed write across the limit: {err}");
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    let c = file.stats();
+    assert_eq!((c.write_calls, c.write_calls_failed, c.bytes_written, c.stream_calls_relayed), (1, 1, 0, 1));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn figures_relayed_printed() {
+    let _watchdog = Watchdog::new("figures_relayed_printed", 600);
+    settings::set_stream_ordered(StreamOrdered::Auto);
+    let _ctx = on_device0();
+    let size = 1 << 30;
+    let data = random_bytes(size, 264);
+    let tmp = file_with(&data);
+    drop(data);
+    for kind in [StreamKind::Blocking, StreamKind::Legacy] {
+        let stream = Stream::new(kind);
+        let file = open_rw(&tmp, CompatMode::Auto);
+        let buf = Buffer::new(Memory::Device, size);
+        assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
+        let mut blocked = Vec::new();
+        for _ in 0..10 {
+            spin(stream.raw, 500_000_000);
+            let t = Instant::now();
+            let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+            blocked.push(t.elapsed().as_secs_f64() * 1e3);
+            stream.sync();
+            assert_eq!(op.wait().unwrap(), size);
+        }
+        println!("FIGURE relayed {kind:?}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
+        let (mut async_read, mut sync_read, mut async_write, mut sync_write) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
+        let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+            stream.sync();
+            async_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            drop(op);
+            let t = Instant::now();
+            unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
+            sync_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            let t = Instant::now();
+            let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+            stream.sync();
+            async_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            drop(op);
+            let t = Instant::now();
+            unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
+            sync_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+        }
+        println!(
+            "FIGURE relayed {kind:?} 1 GiB GB/s, median of 5: read_async {:.2} vs pread {:.2}; write_async {:.2} vs pwrite {:.2}",
+            median(&mut async_read),
+            median(&mut sync_read),
+            median(&mut async_write),
+            median(&mut sync_write)
+        );
+        println!("FIGURE relayed {kind:?} counters: {}", file.stats().summary());
     }
 }

@@ -431,13 +431,17 @@ pub unsafe extern "C" fn gdsroute_file_pwrite(
 /// those of `gdsroute_file_pread` found before any I/O, `CUDA_UNAVAILABLE`, `CUDA_ERROR` (a bad
 /// stream, or no current context for a default stream), `STREAM_CAPTURING` (the stream is being
 /// captured into a CUDA graph: refused, as a host-side read cannot be captured). Where the driver
-/// cannot make a stream wait on a host flag (no `cuStreamWaitValue32_v2`), where the
-/// `GDSROUTE_STREAM_ORDERED` setting is off, and under its default `auto` on a stream the legacy
-/// default stream waits for (the legacy and per-thread default streams, a stream created without
-/// `CU_STREAM_NON_BLOCKING`), this does what KvikIO does: synchronises the stream and reads before
-/// returning (counted in `stream_calls_blocking_no_stream_wait`, `stream_calls_blocking_setting`
-/// or `stream_calls_blocking_legacy_waits`). At exit, the stream waits of calls not done are released
-/// (docs/routing.md, "Stream-ordered calls at exit").
+/// cannot make a stream wait on a host flag (no `cuStreamWaitValue32_v2`) and where the
+/// `GDSROUTE_STREAM_ORDERED` setting is off, this does what KvikIO does: synchronises the stream
+/// and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
+/// `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
+/// stream waits for (the legacy and per-thread default streams, a stream created without
+/// `CU_STREAM_NON_BLOCKING`), the call is queued behind a relay kernel launched on the stream, which
+/// moves the bytes while host threads read the file, so that a synchronous legacy-stream call of
+/// the program cannot deadlock with it (counted in `stream_calls_relayed`; its tasks through the
+/// POSIX route; under compat mode OFF where cuFile must serve, or where the kernel cannot be
+/// launched, it blocks as above, counted in `stream_calls_blocking_legacy_waits`). At exit, the
+/// stream waits of calls not done are released (docs/routing.md, "Stream-ordered calls at exit").
 /// Ownership: free the operation with `gdsroute_op_free`.
 #[must_use]
 #[unsafe(no_mangle)]

@@ -264,12 +264,13 @@ pub unsafe extern "C" fn gdsroute_settings_get_stream_ordered(mode: *mut u32) ->
 }
 
 /// Chooses, for stream-ordered calls from now on (a `gdsroute_stream_ordered` value): queue them
-/// on their stream without blocking the caller, on every stream (`ON`) or on streams the legacy
-/// default stream does not wait for (`AUTO`, the default: streams created
-/// `CU_STREAM_NON_BLOCKING`); or KvikIO's fallback (`OFF`, and `AUTO` on the other streams):
-/// synchronise the stream, then move the bytes on the calling thread before the call returns
-/// (counted in `stream_calls_blocking_setting` and `stream_calls_blocking_legacy_waits`). Works
-/// whatever the environment held, as the other setters. `INVALID_ARGUMENT` for another value.
+/// on their stream without blocking the caller, behind a flag wait on every stream (`ON`), or
+/// (`AUTO`, the default) behind a flag wait on streams the legacy default stream does not wait for
+/// (created `CU_STREAM_NON_BLOCKING`) and behind a relay kernel on the others (counted in
+/// `stream_calls_relayed`); or KvikIO's fallback (`OFF`): synchronise the stream, then move the
+/// bytes on the calling thread before the call returns (counted in
+/// `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
+/// `INVALID_ARGUMENT` for another value.
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_stream_ordered(mode: u32) -> Status {

@@ -9,7 +9,7 @@
 
 use super::dispatch::{self, Call};
 use super::open_file::OpenFile;
-use super::request::{Request, Target, check_range, target_of};
+use super::request::{Request, SendPtr, Target, check_range, target_of};
 use crate::direction::Direction;
 use crate::error::Result;
 use crate::io::observe::CallWatch;
@@ -17,12 +17,14 @@ use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
 use crate::backend::cufile;
+use crate::io::relay;
 use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::warm_up;
 use crate::io::task_source::Task;
 use crate::io::task_split::{self, Chunk, Split};
 use crate::settings::{self, CompatMode, CufileAsync, Snapshot, StreamOrdered};
 use crate::stats::{self, Route, StatsCell, TaskOutcome};
+use crate::sys::cuda::relay::RelayKernel;
 use crate::sys::cuda::{self, MemoryKind};
 use std::sync::Arc;
 
@@ -45,7 +47,7 @@ pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_f
     if let Some(w) = &mut watch {
         w.file(&file);
     }
-    let Some(planned) = plan_call(&file, request, snapshot, compat_mode, 0, false)? else {
+    let Some(planned) = plan_call(&file, request, None, snapshot, compat_mode, 0, false)? else {
         counted.finish(request.size as u64, 0, false);
         if let Some(w) = watch {
             w.end(&Ok(0));
@@ -82,9 +84,10 @@ pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_f
 /// `request.buf` must be valid for `request.size` bytes until the returned operation has
 /// finished: writable for a read; a write only reads it.
 pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start) -> Result<Operation> {
-    let stream_ordered = match start {
-        Start::Now => false,
-        Start::StreamReached => true,
+    let (stream_ordered, relay) = match start {
+        Start::Now => (false, None),
+        Start::StreamReached => (true, None),
+        Start::Relayed(relay) => (true, Some(relay)),
         // SAFETY: forwarded from the caller (valid until the stream passed the call).
         Start::OnStream(call) => return unsafe { on_stream(stats, compat_mode, open_file, request, call) },
     };
@@ -102,8 +105,15 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     if let Some(w) = &mut watch {
         w.file(&file);
     }
-    let pool = file.pool()?;
-    let Some(Planned { call, len, size_known }) = plan_call(&file, request, snapshot, compat_mode, snapshot.gds_threshold, stream_ordered)? else {
+    let pool = match &relay {
+        Some(_) => relay::pool()?.clone(),
+        None => file.pool()?,
+    };
+    // A relayed call's target is host memory, known at the call: the relay's slots (device
+    // memory's bytes pass through them) or the caller's host buffer. Not classified again: that
+    // is a CUDA call, which must not be made while the stream waits.
+    let host = relay.as_ref().map(|r| Target::Host(SendPtr::new(if r.moves_bytes() { r.slots_base() } else { request.buf })));
+    let Some(Planned { call, len, size_known }) = plan_call(&file, request, host, snapshot, compat_mode, snapshot.gds_threshold, stream_ordered)? else {
         // Nothing to move: no task, no cuFile probe, an operation that is already done.
         counted.handed_over();
         if let Some(w) = watch {
@@ -117,7 +127,10 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     let direction = call.direction;
     let (runner, direct_io) = (call.plan.runner, snapshot.direct_io(direction));
     let buffered_write = direction == Direction::Write && matches!(call.plan.route, Route::Posix(_));
-    let tasks = split_of(&call, len, request.offset, spread_over(&call, len, pool.num_threads()));
+    let tasks = match &relay {
+        Some(relay) if relay.moves_bytes() => task_split::split(len, request.offset, relay.task_size()),
+        _ => split_of(&call, len, request.offset, spread_over(&call, len, pool.num_threads())),
+    };
     // Where the size is unknown the request is not clipped: stop at the first short or failed
     // task instead of running one per task size of the request.
     let stop = if size_known { Stop::Never } else { Stop::AtFirstShortOrFailed };
@@ -125,9 +138,14 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         // The call's files, which its tasks name by index (one here).
         let files = [Arc::clone(&file)];
         let stats = Arc::clone(stats);
+        let relay = relay.clone();
         move |task: Task| {
             let _task = stream_ordered.then(cuda::StreamOrderedTask::enter);
-            dispatch::run_and_record(&call, &files[task.file], &stats, task.chunk)
+            let move_bytes = |chunk| dispatch::run_and_record(&call, &files[task.file], &stats, chunk);
+            match &relay {
+                Some(relay) => relay.run_task(task.chunk, move_bytes),
+                None => move_bytes(task.chunk),
+            }
         }
     };
     let operation = Operation::new(direction, tasks, request.size as u64, Arc::clone(stats), stop, run);
@@ -135,6 +153,9 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
         operation.observe(move |outcome| w.end(outcome));
     }
     counted.handed_over();
+    if let Some(relay) = &relay {
+        relay.go(len as u64);
+    }
     match runner {
         Runner::CallingThread => operation.run_here(),
         Runner::Pool => {
@@ -182,6 +203,18 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     // thread while it does (the pointer form's size is not known yet: prepared as a large one);
     // an error shows again, and counts, when the stream reaches the call.
     let probe_size = if let Params::Given = call.params { request.size } else { usize::MAX };
+    // The relay kernel the call takes if `mark` relays it: one that moves the bytes for device
+    // memory, a gate for host memory; none where the call must go through cuFile (compat OFF).
+    let mut relay = None;
+    if let Ok(target) = target_of(request.buf) {
+        let cufile_required = compat_mode == CompatMode::Off && plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode).is_ok_and(|p| p.route == Route::Cufile);
+        relay = match (&target, request.direction) {
+            _ if cufile_required => None,
+            (Target::Host(_), _) => Some((RelayKernel::Gate, 0)),
+            (Target::Device { address, .. }, Direction::Read) => Some((RelayKernel::In, *address)),
+            (Target::Device { address, .. }, Direction::Write) => Some((RelayKernel::Out, *address)),
+        };
+    }
     if let Ok(target) = target_of(request.buf) {
         let planned = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
         // Likewise the CUDA objects its tasks need, and on cuFile's route each worker's first
@@ -196,12 +229,13 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
             }
         }
     }
-    let (marked, params) = call.mark(stats, ordered_setting)?;
+    let (marked, params) = call.mark(stats, ordered_setting, relay)?;
     // The transfer counts the call (a failure before it starts is counted by `stream_order`).
     counted.handed_over();
-    let start = match marked {
+    let start = match &marked {
         Marked::Blocking => Start::Now,
         Marked::Ordered(..) => Start::StreamReached,
+        Marked::Relayed(relay, _) => Start::Relayed(Arc::clone(relay)),
     };
     let handle = Arc::clone(stats);
     let transfer = move |request: Request| {
@@ -224,7 +258,7 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
     if snapshot.cufile_async != CufileAsync::Native || !matches!(call.params, Params::Given) || !cufile::stream_ordered::is_registered(stream) {
         return Ok(None);
     }
-    let Some(Planned { call: planned, .. }) = plan_call(file, request, snapshot, compat_mode, snapshot.gds_threshold, true)? else { return Ok(None) };
+    let Some(Planned { call: planned, .. }) = plan_call(file, request, None, snapshot, compat_mode, snapshot.gds_threshold, true)? else { return Ok(None) };
     let (Route::Cufile, Target::Device { kind, .. }) = (planned.plan.route, planned.target) else { return Ok(None) };
     let Ok(registered) = file.cufile(compat_mode) else { return Ok(None) };
     let direction = request.direction;
@@ -305,7 +339,7 @@ pub(super) struct EntryPlan {
 /// task of its whole size, since nothing bounds it.
 pub(super) fn plan_entry(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode: CompatMode) -> Result<Option<EntryPlan>> {
     check_range(request.size, request.offset)?;
-    let Some(Planned { call, len, size_known }) = plan_call(file, request, snapshot, compat_mode, snapshot.gds_threshold, false)? else { return Ok(None) };
+    let Some(Planned { call, len, size_known }) = plan_call(file, request, None, snapshot, compat_mode, snapshot.gds_threshold, false)? else { return Ok(None) };
     // Entries already run side by side: each keeps the setting's task size.
     let split = if size_known { split_of(&call, len, request.offset, call.snapshot.task_size) } else { Split::one(len, request.offset) };
     Ok(Some(EntryPlan { call, split }))
@@ -341,7 +375,7 @@ struct Planned {
 /// or refused on an "r" handle (a write, whose page-cache windows are then dropped), the target
 /// classified, the route planned (`gds_threshold`: 0 for a synchronous call) and, for cuFile, the
 /// null stream synchronised (not for a `stream_ordered` call, which its stream orders). `None` when there is nothing to move: no task, no cuFile probe.
-fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode: CompatMode, gds_threshold: u64, stream_ordered: bool) -> Result<Option<Planned>> {
+fn plan_call(file: &OpenFile, request: Request, known_target: Option<Target>, snapshot: Snapshot, compat_mode: CompatMode, gds_threshold: u64, stream_ordered: bool) -> Result<Option<Planned>> {
     let Request { direction, buf, size, offset } = request;
     let (len, size_known) = file.extent(direction, size, offset)?;
     if direction == Direction::Write && len > 0 {
@@ -350,7 +384,10 @@ fn plan_call(file: &OpenFile, request: Request, snapshot: Snapshot, compat_mode:
     if len == 0 {
         return Ok(None);
     }
-    let target = target_of(buf)?;
+    let target = match known_target {
+        Some(target) => target,
+        None => target_of(buf)?,
+    };
     let plan = plan(file, &target, size, gds_threshold, compat_mode)?;
     if plan.route == Route::Cufile && !stream_ordered {
         sync_default_stream(&target)?;

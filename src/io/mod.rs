@@ -13,6 +13,7 @@ pub(crate) mod engine;
 pub(crate) mod observe;
 pub(crate) mod open_file;
 pub(crate) mod operation;
+pub(crate) mod relay;
 pub(crate) mod request;
 pub(crate) mod route;
 pub(crate) mod schedule;

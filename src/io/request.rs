@@ -27,6 +27,11 @@ unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
 impl SendPtr {
+    /// A pointer the caller keeps valid as above.
+    pub(crate) fn new(ptr: *mut u8) -> SendPtr {
+        SendPtr(ptr)
+    }
+
     /// The address `offset` bytes in (a method, so closures capture the whole Send wrapper).
     pub(crate) fn at(self, offset: usize) -> *mut u8 {
         self.0.wrapping_add(offset)

@@ -28,4 +28,7 @@ pub(crate) enum Start {
     /// on non-blocking streams (a blocking one would wait for the legacy stream, which may wait
     /// for this call).
     StreamReached,
+    /// At once, because the stream reached the call's relay kernel (`io::relay`): its tasks run
+    /// on the relay pool, each through a slot of the kernel's ring.
+    Relayed(std::sync::Arc<crate::io::relay::Relay>),
 }

@@ -30,9 +30,11 @@
 
 use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Settler};
+use crate::io::relay::{Relay, RelayGate};
 use crate::io::request::Request;
 use crate::settings::StreamOrdered;
 use crate::stats::{self, StatsCell, StreamMode};
+use crate::sys::cuda::relay::RelayKernel;
 use crate::sys::cuda::{self, CallerStream, FlagWord, MemoryKind, StreamEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -207,17 +209,21 @@ impl StreamSource {
 pub(crate) enum Marked {
     /// Queued behind its gate, `Mark` its place among all marks.
     Ordered(Box<dyn Gate>, Mark),
+    /// Queued behind a relay kernel (`io::relay`), which the relay waiter watches.
+    Relayed(Arc<Relay>, Mark),
     /// The stream was synchronised: move the bytes now, on the calling thread.
     Blocking,
 }
 
 impl StreamCall {
     /// Marks the call's point on its stream, or (no stream wait, or the setting off) synchronises
-    /// the stream, and counts which on `stats`. Errors: the stream is being captured
-    /// (`StreamCapturing`); no context for a default stream; the driver's errors.
+    /// the stream, and counts which on `stats`. `relay`: the relay kernel the call would take and
+    /// the caller's buffer, where it may be relayed (under `auto`, on a stream the legacy stream
+    /// waits for). Errors: the stream is being captured (`StreamCapturing`); no context for a
+    /// default stream; the driver's errors.
     // The match has one arm outside tests.
     #[allow(clippy::infallible_destructuring_match)]
-    pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: StreamOrdered) -> Result<(Marked, Params)> {
+    pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: StreamOrdered, relay: Option<(RelayKernel, u64)>) -> Result<(Marked, Params)> {
         let stream = match self.stream {
             StreamSource::Cuda(stream) => stream,
             #[cfg(test)]
@@ -233,6 +239,18 @@ impl StreamCall {
         let blocking = if ordered_setting == StreamOrdered::Off {
             Some(StreamMode::BlockingSetting)
         } else if !ordered_setting.queues_on(|| stream.legacy_stream_waits_for_it())? {
+            if let Some((kernel, buffer)) = relay {
+                let marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
+                match Relay::launch(kernel, stream, context, buffer, StreamKey::of(stream, context)) {
+                    Ok(relay) => {
+                        let mut marks = marks;
+                        let mark = Mark::next(&mut marks);
+                        stats::record_stream_call(stats, StreamMode::Relayed);
+                        return Ok((Marked::Relayed(relay, mark), self.params));
+                    }
+                    Err(e) => crate::log::log(crate::log::Level::Warn, || format!("a stream-ordered call blocks: its relay kernel could not be launched: {e}")),
+                }
+            }
             Some(StreamMode::BlockingLegacyWaits)
         } else if !cuda::stream_wait_available() {
             Some(StreamMode::BlockingNoStreamWait)
@@ -295,15 +313,16 @@ pub(crate) fn run_marked(
     stats: Arc<StatsCell>,
     start: impl FnOnce(Request) -> Result<Operation> + Send + 'static,
 ) -> Result<Operation> {
-    let (gate, mark) = match marked {
+    let (gate, mark, waiter) = match marked {
         Marked::Blocking => {
             let operation = start(params.resolve(request)).inspect_err(|e| params.report(&Err(e.clone())))?;
             params.report(&operation.wait_in(crate::io::thread_pool::global().ok()));
             return Ok(operation);
         }
-        Marked::Ordered(gate, mark) => (gate, mark),
+        Marked::Ordered(gate, mark) => (gate, mark, waiter(Watch::Events)),
+        Marked::Relayed(relay, mark) => (Box::new(RelayGate(relay)) as Box<dyn Gate>, mark, waiter(Watch::HostWords)),
     };
-    let waiter = match waiter() {
+    let waiter = match waiter {
         Ok(waiter) => waiter,
         Err(e) => {
             // The stream already waits for this call: it must not wait forever.
@@ -330,7 +349,7 @@ pub(crate) fn run_native<R: Send + 'static>(
     submit: impl FnOnce() -> Option<Result<R>>,
     finish: impl FnOnce(R) -> Result<usize> + Send + 'static,
 ) -> Result<Option<Operation>> {
-    let waiter = waiter()?;
+    let waiter = waiter(Watch::Events)?;
     let (context, _scope) = cuda::enter_context_of(stream)?;
     if stream.is_capturing()? {
         return Err(capturing());
@@ -451,19 +470,36 @@ struct WaiterState {
     exiting: bool,
 }
 
-static WAITER: once_cell::sync::OnceCell<Arc<Waiter>> = once_cell::sync::OnceCell::new();
+/// What a waiter looks at: events on the streams (CUDA calls), or words in host memory that relay
+/// kernels write (`io::relay`). Relayed calls have a waiter of their own, which makes no CUDA
+/// call: while a program's synchronous legacy-stream call waits for a relayed call, an event
+/// query can wait for the driver's lock, and the relayed call must still start.
+#[derive(Clone, Copy)]
+enum Watch {
+    Events,
+    HostWords,
+}
 
-/// The waiter, started on first use (its thread and the exit handler).
-fn waiter() -> Result<&'static Arc<Waiter>> {
-    WAITER.get_or_try_init(|| {
+static WAITERS: [once_cell::sync::OnceCell<Arc<Waiter>>; 2] = [once_cell::sync::OnceCell::new(), once_cell::sync::OnceCell::new()];
+
+/// The waiter of `watch`, started on first use (its thread; the exit handler once).
+fn waiter(watch: Watch) -> Result<&'static Arc<Waiter>> {
+    let (cell, name) = match watch {
+        Watch::Events => (&WAITERS[0], "gdsroute-stream"),
+        Watch::HostWords => (&WAITERS[1], "gdsroute-relay"),
+    };
+    cell.get_or_try_init(|| {
         let waiter = Arc::new(Waiter { state: Mutex::new(WaiterState::default()), wake: Condvar::new() });
         let running = Arc::clone(&waiter);
         std::thread::Builder::new()
-            .name("gdsroute-stream".into())
+            .name(name.into())
             .spawn(move || running.run())
-            .map_err(|e| Error::Internal(format!("cannot start the stream waiter thread: {e}")))?;
-        // SAFETY: registering a plain extern "C" function without arguments.
-        unsafe { libc::atexit(release_all_at_exit) };
+            .map_err(|e| Error::Internal(format!("cannot start the {name} waiter thread: {e}")))?;
+        static AT_EXIT: std::sync::Once = std::sync::Once::new();
+        AT_EXIT.call_once(|| {
+            // SAFETY: registering a plain extern "C" function without arguments.
+            unsafe { libc::atexit(release_all_at_exit) };
+        });
         Ok(waiter)
     })
 }
@@ -545,14 +581,15 @@ impl Waiter {
 /// At exit: stops the waiter and releases every gate still held, so that no stream is left
 /// waiting on this process (docs/routing.md, "Stream-ordered calls at exit").
 extern "C" fn release_all_at_exit() {
-    let Some(waiter) = WAITER.get() else { return };
-    let live = {
-        let mut state = waiter.lock();
-        state.exiting = true;
-        waiter.wake.notify_all();
-        std::mem::take(&mut state.live)
-    };
-    for ticket in live.iter().filter_map(std::sync::Weak::upgrade) {
-        ticket.release();
+    for waiter in WAITERS.iter().filter_map(|cell| cell.get()) {
+        let live = {
+            let mut state = waiter.lock();
+            state.exiting = true;
+            waiter.wake.notify_all();
+            std::mem::take(&mut state.live)
+        };
+        for ticket in live.iter().filter_map(std::sync::Weak::upgrade) {
+            ticket.release();
+        }
     }
 }

@@ -210,8 +210,11 @@ pub(crate) enum StreamMode {
     BlockingNoStreamWait,
     /// The same because the `stream_ordered` setting is off.
     BlockingSetting,
-    /// The same because the setting is `auto` and the legacy default stream waits for the stream.
+    /// The same because the setting is `auto` and the legacy default stream waits for the stream,
+    /// where no relay kernel could be launched.
     BlockingLegacyWaits,
+    /// Queued behind a relay kernel (`auto`, a stream the legacy default stream waits for).
+    Relayed,
     /// Queued on its stream by cuFile itself (`cuFileReadAsync` / `cuFileWriteAsync`).
     CufileAsync,
 }
@@ -226,6 +229,7 @@ pub(crate) fn record_stream_call(handle: &StatsCell, how: StreamMode) {
             StreamMode::BlockingNoStreamWait => totals.stream_calls_blocking_no_stream_wait += 1,
             StreamMode::BlockingSetting => totals.stream_calls_blocking_setting += 1,
             StreamMode::BlockingLegacyWaits => totals.stream_calls_blocking_legacy_waits += 1,
+            StreamMode::Relayed => totals.stream_calls_relayed += 1,
             StreamMode::CufileAsync => totals.stream_calls_cufile_async += 1,
         }
     }
@@ -329,12 +333,15 @@ mod tests {
         assert!(after.stream_calls_ordered >= before.stream_calls_ordered + 2);
         let names: Vec<&str> = c.entries().iter().map(|e| e.0).collect();
         assert_eq!(
-            &names[names.len() - 10..names.len() - 4],
+            &names[names.len() - 11..names.len() - 5],
             ["stream_calls_ordered", "stream_calls_blocking_no_stream_wait", "stream_calls_blocking_setting", "stream_registrations_skipped", "stream_calls_cufile_async", "stream_registrations_cufile"]
         );
         record_stream_call(&handle, StreamMode::CufileAsync);
         assert_eq!(handle.snapshot().stream_calls_cufile_async, 1);
-        assert_eq!(&names[names.len() - 4..], ["buffer_registrations_cufile", "buffer_registrations_skipped", "buffer_registered_bytes", "stream_calls_blocking_legacy_waits"]);
+        assert_eq!(
+            &names[names.len() - 5..],
+            ["buffer_registrations_cufile", "buffer_registrations_skipped", "buffer_registered_bytes", "stream_calls_blocking_legacy_waits", "stream_calls_relayed"]
+        );
         assert!(
             c.summary().ends_with("; 5 stream-ordered calls: 2 queued on their streams, 3 blocking (1 no stream wait, 1 setting off, 1 a stream the legacy stream waits for)"),
             "{}",
@@ -342,6 +349,10 @@ mod tests {
         );
         let c = Counters { stream_calls_cufile_async: 3, stream_calls_ordered: 1, ..Counters::default() };
         assert!(c.summary().ends_with("; 4 stream-ordered calls: 1 queued on their streams, 3 through cuFileReadAsync/WriteAsync"), "{}", c.summary());
+        record_stream_call(&handle, StreamMode::Relayed);
+        let c = handle.snapshot();
+        assert_eq!((c.stream_calls_relayed, c.stream_calls_ordered), (1, 2), "relayed calls have their own counter");
+        assert!(c.summary().contains("; 7 stream-ordered calls: 3 queued on their streams (1 through relay kernels), 1 through"), "{}", c.summary());
     }
 
     #[test]

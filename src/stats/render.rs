@@ -148,11 +148,14 @@ impl Counters {
     /// How the stream-ordered calls ran, as "; N stream-ordered calls: ..." (empty without any).
     fn stream_summary(&self) -> String {
         let blocking = self.stream_calls_blocking_no_stream_wait + self.stream_calls_blocking_setting + self.stream_calls_blocking_legacy_waits;
-        let total = self.stream_calls_ordered + self.stream_calls_cufile_async + blocking;
+        let total = self.stream_calls_ordered + self.stream_calls_relayed + self.stream_calls_cufile_async + blocking;
         if total == 0 {
             return String::new();
         }
-        let mut out = format!("; {}: {} queued on their streams", plural(total, "stream-ordered call"), self.stream_calls_ordered);
+        let mut out = format!("; {}: {} queued on their streams", plural(total, "stream-ordered call"), self.stream_calls_ordered + self.stream_calls_relayed);
+        if self.stream_calls_relayed > 0 {
+            out.push_str(&format!(" ({} through relay kernels)", self.stream_calls_relayed));
+        }
         if self.stream_calls_cufile_async > 0 {
             out.push_str(&format!(", {} through cuFileReadAsync/WriteAsync", self.stream_calls_cufile_async));
         }

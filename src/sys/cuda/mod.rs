@@ -15,6 +15,7 @@ mod event;
 mod pinned;
 mod pointer;
 mod registered;
+pub(crate) mod relay;
 mod scratch;
 mod stock;
 mod stream;

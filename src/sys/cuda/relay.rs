@@ -1,0 +1,298 @@
+//! The relay kernels (`relay/relay.cu`; the library loads the PTX beside it) and the pinned,
+//! mapped host memory they share with the host: a control block per call (`Control`) and slots
+//! the bytes pass through (`Slots`). Bindings only; `io::relay` runs the protocol.
+//!
+//! Why a kernel (docs/routing.md, "Relayed stream-ordered calls"): on a stream the legacy default
+//! stream waits for, a program's synchronous legacy-stream call holds a lock of the CUDA driver
+//! until the stream has passed our call, and every copy the transfer would queue needs that lock.
+//! A kernel launched on the caller's stream at the call moves the bytes between the caller's
+//! device buffer and the slots while host threads only `pread`/`pwrite` the slots and store
+//! words: once launched, the transfer needs no CUDA call.
+//!
+//! Memory the kernels may still touch is never freed: control blocks and slots go back to free
+//! lists once every block of the kernel that used them has said it left (`Control::all_left`),
+//! and are reused; the driver would make `cuMemFreeHost` wait for the device anyway.
+
+use super::context::{ContextHandle, ScopedContext, primary_context};
+use super::device::current_device;
+use super::driver::cuda;
+use super::error::{CudaFailure, check};
+use super::stream::CallerStream;
+use cudarc::driver::sys;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The kernels' PTX (`tools/gpu/relay-ptx.sh` makes it from `relay/relay.cu`).
+const PTX: &str = include_str!("relay/relay.ptx");
+
+/// Words of the control block (`relay/relay.cu` names them the same).
+const W_STARTED: usize = 0;
+const W_GO: usize = 1;
+const W_STOP: usize = 2;
+const W_SLOTS: usize = 4;
+const W_SLOT_BYTES: usize = 6;
+const W_NSLOTS: usize = 7;
+const W_TOTAL: usize = 8;
+const W_PROGRESS: usize = 16;
+const W_EXITED: usize = 96;
+const W_HEADERS: usize = 256;
+/// Bit of a slot's length word: the call's last chunk.
+const LAST_CHUNK: u32 = 0x8000_0000;
+/// The kernels' limits: blocks (progress and exit words) and slots (headers).
+const MAX_BLOCKS: u32 = 64;
+pub(crate) const MAX_SLOTS: u32 = 64;
+/// Bytes of a control block: one page.
+const CONTROL_BYTES: usize = 4096;
+/// Blocks and threads of a moving kernel: 32 x 512 threads keep about 1 MiB of 16-byte loads in
+/// flight, more than the bus needs, on 32 of the GPU's SMs at most while the call runs.
+const MOVING_BLOCKS: u32 = 32;
+const THREADS: u32 = 512;
+const _: () = assert!(MOVING_BLOCKS <= MAX_BLOCKS);
+
+/// Which kernel a call launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RelayKernel {
+    /// A read into device memory: slots to the buffer.
+    In,
+    /// A write from device memory: the buffer to slots.
+    Out,
+    /// Host memory: only the call's place on the stream.
+    Gate,
+}
+
+impl RelayKernel {
+    fn name(self) -> &'static std::ffi::CStr {
+        match self {
+            RelayKernel::In => c"gdsroute_relay_in",
+            RelayKernel::Out => c"gdsroute_relay_out",
+            RelayKernel::Gate => c"gdsroute_relay_gate",
+        }
+    }
+
+    /// The blocks it is launched with.
+    pub(crate) fn blocks(self) -> u32 {
+        match self {
+            RelayKernel::Gate => 1,
+            _ => MOVING_BLOCKS,
+        }
+    }
+}
+
+/// The kernels of each context, by context address: loaded at the context's first relayed call.
+static FUNCTIONS: Mutex<Option<HashMap<usize, [usize; 3]>>> = Mutex::new(None);
+
+/// `kernel` of `context` (current on this thread), its module loaded now if it is not yet.
+///
+/// Errors: `Unavailable`/`Forked`; the CUresult of `cuModuleLoadData` (e.g. a driver too old for
+/// the PTX: `CUDA_ERROR_UNSUPPORTED_PTX_VERSION`) or `cuModuleGetFunction`.
+fn function(context: ContextHandle, kernel: RelayKernel) -> Result<sys::CUfunction, CudaFailure> {
+    cuda()?;
+    let mut functions = FUNCTIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let functions = functions.get_or_insert_with(HashMap::new);
+    let index = kernel as usize;
+    if let Some(found) = functions.get(&(context.as_raw() as usize)) {
+        return Ok(found[index] as sys::CUfunction);
+    }
+    let text = std::ffi::CString::new(PTX).map_err(|_| CudaFailure::Unavailable("the relay kernels' PTX holds a NUL byte".into()))?;
+    let mut module: sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: cuda() succeeded; the context is current (the caller's contract); NUL-terminated PTX.
+    check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut module, text.as_ptr().cast()) })?;
+    let mut loaded = [0usize; 3];
+    for k in [RelayKernel::In, RelayKernel::Out, RelayKernel::Gate] {
+        let mut f: sys::CUfunction = std::ptr::null_mut();
+        // SAFETY: a module just loaded; a NUL-terminated name; valid out-pointer.
+        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut f, module, k.name().as_ptr()) })?;
+        loaded[k as usize] = f as usize;
+    }
+    // The module stays loaded for the context's life (a kernel of it may be queued anywhere).
+    functions.insert(context.as_raw() as usize, loaded);
+    Ok(loaded[index] as sys::CUfunction)
+}
+
+/// Pinned host memory mapped into every context (`cuMemHostAlloc(PORTABLE | DEVICEMAP)`),
+/// allocated in the primary context of the current context's device, which the library retains
+/// for the process's life.
+fn mapped_host_memory(bytes: usize) -> Result<(usize, u64), CudaFailure> {
+    let device = current_device()?.ok_or(CudaFailure::NoContext("relay memory"))?;
+    let _scope = ScopedContext::push(primary_context(device)?)?;
+    let mut host: *mut c_void = std::ptr::null_mut();
+    let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+    // SAFETY: cuda() succeeded (current_device asks it); a context is current; valid out-pointer.
+    check("cuMemHostAlloc", unsafe { sys::cuMemHostAlloc(&mut host, bytes, flags) })?;
+    let mut address: sys::CUdeviceptr = 0;
+    // SAFETY: the allocation above, mapped (DEVICEMAP); valid out-pointer.
+    check("cuMemHostGetDevicePointer", unsafe { sys::cuMemHostGetDevicePointer_v2(&mut address, host, 0) })?;
+    Ok((host as usize, address))
+}
+
+/// Free control blocks and slot rings, and those whose kernel may still run (`retired`).
+#[derive(Default)]
+struct Pools {
+    controls: Vec<(usize, u64)>,
+    rings: Vec<Slots>,
+    retired: Vec<(Control, Option<Slots>)>,
+}
+
+static POOLS: Mutex<Option<Pools>> = Mutex::new(None);
+
+fn with_pools<R>(f: impl FnOnce(&mut Pools) -> R) -> R {
+    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    let pools = pools.get_or_insert_with(Pools::default);
+    // What the kernels have left is free again.
+    let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut pools.retired).into_iter().partition(|(c, _)| c.all_left());
+    pools.retired = waiting;
+    for (control, slots) in done {
+        pools.controls.push((control.host, control.device));
+        pools.rings.extend(slots);
+    }
+    f(pools)
+}
+
+/// The control block of one relayed call: a page of pinned, mapped host memory whose words the
+/// host and the kernel each write their own of (`relay/relay.cu` lists them).
+#[derive(Clone, Debug)]
+pub(crate) struct Control {
+    host: usize,
+    device: u64,
+    blocks: u32,
+}
+
+impl Control {
+    fn word(&self, w: usize) -> &AtomicU32 {
+        // SAFETY: `host` is a page of pinned memory that is never freed; `w` < 1024; the host
+        // reaches the words only through atomics.
+        unsafe { AtomicU32::from_ptr((self.host as *mut u32).add(w)) }
+    }
+
+    /// True once the stream reached the call (the kernel started).
+    pub(crate) fn started(&self) -> bool {
+        self.word(W_STARTED).load(Ordering::Acquire) != 0
+    }
+
+    /// Lets the kernel move the bytes: through `slots`, `total` bytes (a write's; a read's
+    /// chunks say their own lengths).
+    pub(crate) fn go(&self, slots: &Slots, total: u64) {
+        self.word(W_SLOTS).store(slots.device as u32, Ordering::Relaxed);
+        self.word(W_SLOTS + 1).store((slots.device >> 32) as u32, Ordering::Relaxed);
+        self.word(W_SLOT_BYTES).store(slots.slot_bytes, Ordering::Relaxed);
+        self.word(W_NSLOTS).store(slots.nslots, Ordering::Relaxed);
+        self.word(W_TOTAL).store(total as u32, Ordering::Relaxed);
+        self.word(W_TOTAL + 1).store((total >> 32) as u32, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.word(W_GO).store(1, Ordering::SeqCst);
+    }
+
+    /// Tells the kernel to leave (after the transfer, on an error, at exit). Idempotent.
+    pub(crate) fn stop(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.word(W_STOP).store(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.word(W_STOP).load(Ordering::Acquire) != 0
+    }
+
+    /// Chunks every block has moved.
+    pub(crate) fn chunks_moved(&self) -> u32 {
+        (0..self.blocks as usize).map(|b| self.word(W_PROGRESS + b).load(Ordering::Acquire)).min().unwrap_or(0)
+    }
+
+    /// True once every block has left: it touches neither this block nor the slots any more.
+    fn all_left(&self) -> bool {
+        (0..self.blocks as usize).all(|b| self.word(W_EXITED + b).load(Ordering::Acquire) != 0)
+    }
+
+    /// Slot `slot` holds chunk `index` (a read): `len` bytes, `last` if it is the call's last.
+    /// The slot's bytes written before are visible to the kernel before the header.
+    pub(crate) fn publish_filled(&self, slot: u32, index: u64, len: u32, last: bool) {
+        self.word(W_HEADERS + 2 * slot as usize + 1).store(len | if last { LAST_CHUNK } else { 0 }, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.word(W_HEADERS + 2 * slot as usize).store(index as u32 + 1, Ordering::SeqCst);
+    }
+
+    /// Chunk `index` of slot `slot` is in the file (a write): the slot is free again.
+    pub(crate) fn publish_written(&self, slot: u32, index: u64) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.word(W_HEADERS + 2 * slot as usize).store(index as u32 + 1, Ordering::SeqCst);
+    }
+}
+
+/// Slots of pinned, mapped host memory, `nslots` of `slot_bytes` each, in one allocation.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    host: usize,
+    device: u64,
+    pub(crate) slot_bytes: u32,
+    pub(crate) nslots: u32,
+}
+
+impl Slots {
+    /// The host address of the first slot (a call's tasks name slots by offset from it).
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.host as *mut u8
+    }
+}
+
+/// Makes sure a ring of `nslots` slots of `slot_bytes` is free for a call about to be queued
+/// (allocated now, on the calling thread: once the stream waits, no CUDA call is made). Needs a
+/// current context.
+pub(crate) fn reserve_ring(slot_bytes: u32, nslots: u32) -> Result<(), CudaFailure> {
+    if with_pools(|p| p.rings.iter().any(|r| r.slot_bytes == slot_bytes && r.nslots == nslots)) {
+        return Ok(());
+    }
+    let (host, device) = mapped_host_memory(slot_bytes as usize * nslots as usize)?;
+    with_pools(|p| p.rings.push(Slots { host, device, slot_bytes, nslots }));
+    Ok(())
+}
+
+/// A free ring of that shape, if there is one now (no CUDA call).
+pub(crate) fn take_ring(slot_bytes: u32, nslots: u32) -> Option<Slots> {
+    with_pools(|p| {
+        let at = p.rings.iter().position(|r| r.slot_bytes == slot_bytes && r.nslots == nslots)?;
+        Some(p.rings.swap_remove(at))
+    })
+}
+
+/// Hands a call's control block and ring back: reused once the kernel has left.
+pub(crate) fn retire(control: Control, slots: Option<Slots>) {
+    with_pools(|p| p.retired.push((control, slots)));
+}
+
+/// Launches `kernel` on `stream` (of `context`, current on this thread) for `buffer` (the
+/// caller's device address; 0 for the gate), with a control block of its own, zeroed.
+///
+/// Errors: `Unavailable`/`Forked`; the kernels could not be loaded; the CUresult of
+/// `cuMemHostAlloc` (a new page of control blocks) or `cuLaunchKernel`.
+pub(crate) fn launch(kernel: RelayKernel, stream: CallerStream, context: ContextHandle, buffer: u64) -> Result<Control, CudaFailure> {
+    let function = function(context, kernel)?;
+    let (host, device) = match with_pools(|p| p.controls.pop()) {
+        Some(free) => free,
+        None => {
+            const PER_ALLOCATION: usize = 64;
+            let (host, device) = mapped_host_memory(CONTROL_BYTES * PER_ALLOCATION)?;
+            let more = (1..PER_ALLOCATION).map(|i| (host + i * CONTROL_BYTES, device + (i * CONTROL_BYTES) as u64));
+            with_pools(|p| p.controls.extend(more));
+            (host, device)
+        }
+    };
+    let control = Control { host, device, blocks: kernel.blocks() };
+    for w in 0..CONTROL_BYTES / 4 {
+        control.word(w).store(0, Ordering::Relaxed);
+    }
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let (mut control_arg, mut buffer_arg) = (device, buffer);
+    let mut args = [(&mut control_arg as *mut u64).cast::<c_void>(), (&mut buffer_arg as *mut u64).cast::<c_void>()];
+    let threads = if kernel == RelayKernel::Gate { 32 } else { THREADS };
+    // SAFETY: a function of the current context; two 8-byte arguments as the kernels declare;
+    // the control block lives as long as the process.
+    let launched = unsafe {
+        sys::cuLaunchKernel(function, kernel.blocks(), 1, 1, threads, 1, 1, 0, stream.as_raw(), args.as_mut_ptr(), std::ptr::null_mut())
+    };
+    if let Err(e) = check("cuLaunchKernel", launched) {
+        with_pools(|p| p.controls.push((host, device)));
+        return Err(e);
+    }
+    Ok(control)
+}

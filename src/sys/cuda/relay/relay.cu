@@ -1,0 +1,180 @@
+// The relay kernels of stream-ordered calls on streams the legacy default stream waits for
+// (src/sys/cuda/relay.rs, src/io/relay.rs, docs/routing.md "Relayed stream-ordered calls").
+// The PTX beside this file (tools/gpu/relay-ptx.sh makes it) is what the library loads
+// (cuModuleLoadData; the driver compiles it for the GPU at hand).
+//
+// A kernel launched on the caller's stream at the call is the call's place on that stream: when
+// the stream reaches it, it tells the host (`started`) and moves the bytes between the caller's
+// device buffer and slots of pinned, mapped host memory that host threads fill (`pread`) or drain
+// (`pwrite`). The host makes no CUDA call while the stream waits, so a program's synchronous call
+// on the legacy stream (which holds a lock of the driver that every copy needs) cannot wait for
+// the transfer while the transfer waits for it.
+//
+// The control block (host memory, mapped; 32-bit words; the host writes, the kernel reads, or the
+// other way round, never both):
+//   [0] started    kernel: 1 once the stream reached the call
+//   [1] go         host:   1 once slots, slot_bytes, nslots and total are written
+//   [2] stop       host:   1: leave (the transfer ended, failed, or the process exits)
+//   [4..5] slots   host:   device address of the slots
+//   [6] slot_bytes host:   bytes per slot (a multiple of 16)
+//   [7] nslots     host:   number of slots (<= MAX_SLOTS)
+//   [8..9] total   host:   bytes to write (relay_out)
+//   [16 + b] progress[b]  kernel: chunks block b has moved
+//   [96 + b] exited[b]    kernel: 1 once block b touches nothing more
+//   [256 + 2s] seq, [257 + 2s] len of slot s: host. relay_in: chunk seq-1 is in slot s with len
+//              bytes (bit 31: the last chunk); relay_out: chunk seq-1 of slot s has been written
+//              to the file (the slot is free again).
+// Compiled to PTX by clang without the CUDA toolkit (tools/gpu/relay-ptx.sh), so the
+// definitions CUDA's headers would give are spelled out here.
+#define GLOBAL extern "C" __attribute__((global))
+#define DEVICE static __attribute__((device)) __attribute__((always_inline)) inline
+#define SHARED __attribute__((shared))
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+struct __attribute__((aligned(16))) u32x4 { u32 x, y, z, w; };
+
+DEVICE u32 thread_index() { return __nvvm_read_ptx_sreg_tid_x(); }
+DEVICE u32 block_index() { return __nvvm_read_ptx_sreg_ctaid_x(); }
+DEVICE u32 block_threads() { return __nvvm_read_ptx_sreg_ntid_x(); }
+DEVICE u32 grid_blocks() { return __nvvm_read_ptx_sreg_nctaid_x(); }
+DEVICE void sync_block() { __syncthreads(); }
+DEVICE void fence_system() { __nvvm_membar_sys(); }
+DEVICE void nap(u32 ns) { asm volatile("nanosleep.u32 %0;" ::"r"(ns)); }
+
+// Loads that fetch again from memory (ld.global.cv): a slot of mapped host memory is refilled
+// by the host between chunks, so no copy of it may be kept in a cache.
+DEVICE u32x4 load_fresh16(const void *p) {
+    u32x4 v;
+    asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %4; ld.global.cv.v4.u32 {%0, %1, %2, %3}, [g]; }"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+DEVICE char load_fresh1(const void *p) {
+    u32 v;
+    asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; ld.global.cv.u8 %0, [g]; }" : "=r"(v) : "l"(p));
+    return (char)v;
+}
+
+#define MAX_BLOCKS 64
+#define MAX_SLOTS 64
+#define W_STARTED 0
+#define W_GO 1
+#define W_STOP 2
+#define W_SLOTS 4
+#define W_SLOT_BYTES 6
+#define W_NSLOTS 7
+#define W_TOTAL 8
+#define W_PROGRESS 16
+#define W_EXITED 96
+#define W_HEADERS 256
+#define LAST_CHUNK 0x80000000u
+
+DEVICE u32 load_word(volatile u32 *ctl, int w) { return ctl[w]; }
+
+DEVICE u64 load_u64(volatile u32 *ctl, int w) {
+    return (u64)ctl[w] | ((u64)ctl[w + 1] << 32);
+}
+
+DEVICE void publish(volatile u32 *ctl, int w, u32 value) {
+    fence_system();
+    ctl[w] = value;
+    fence_system();
+}
+
+// Thread 0 of the block waits until the word `w` is at least `want` (cyclic), or stop; the block
+// learns which. Returns 1 on stop.
+DEVICE int wait_for(volatile u32 *ctl, int w, u32 want) {
+    SHARED int stop;
+    if (thread_index() == 0) {
+        unsigned ns = 64;
+        for (;;) {
+            if ((int)(load_word(ctl, w) - want) >= 0) { stop = 0; break; }
+            if (load_word(ctl, W_STOP)) { stop = 1; break; }
+            nap(ns);
+            if (ns < 2048) ns *= 2;
+        }
+        fence_system();
+    }
+    sync_block();
+    return stop;
+}
+
+DEVICE void leave(volatile u32 *ctl) {
+    sync_block();
+    if (thread_index() == 0) publish(ctl, W_EXITED + block_index(), 1);
+}
+
+// This block's share of copying `len` bytes; `from_host`: src is mapped host memory, read
+// uncached (a slot is refilled between chunks).
+DEVICE void copy_share(char *dst, const char *src, u64 len, int from_host) {
+    u64 tid = (u64)block_index() * block_threads() + thread_index(), step = (u64)grid_blocks() * block_threads();
+    u64 head = 0;
+    if ((((u64)dst | (u64)src) & 15) == 0) {
+        u64 n16 = len / 16;
+        u32x4 *d = (u32x4 *)dst;
+        const u32x4 *s = (const u32x4 *)src;
+        u64 k = tid;
+        for (; k + 3 * step < n16; k += 4 * step) {
+            u32x4 a, b, c, e;
+            if (from_host) { a = load_fresh16(s + k); b = load_fresh16(s + k + step); c = load_fresh16(s + k + 2 * step); e = load_fresh16(s + k + 3 * step); }
+            else { a = s[k]; b = s[k + step]; c = s[k + 2 * step]; e = s[k + 3 * step]; }
+            d[k] = a; d[k + step] = b; d[k + 2 * step] = c; d[k + 3 * step] = e;
+        }
+        for (; k < n16; k += step) d[k] = from_host ? load_fresh16(s + k) : s[k];
+        head = n16 * 16;
+    }
+    for (u64 k = head + tid; k < len; k += step) dst[k] = from_host ? load_fresh1(src + k) : src[k];
+}
+
+// A read: host slots -> the caller's device buffer, chunk by chunk in file order.
+GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
+    volatile u32 *ctl = control;
+    if (block_index() == 0 && thread_index() == 0) publish(ctl, W_STARTED, 1);
+    if (wait_for(ctl, W_GO, 1)) return leave(ctl);
+    const char *slots = (const char *)load_u64(ctl, W_SLOTS);
+    u64 slot_bytes = load_word(ctl, W_SLOT_BYTES);
+    u32 nslots = load_word(ctl, W_NSLOTS);
+    for (u64 i = 0;; i++) {
+        u32 s = (u32)(i % nslots);
+        if (wait_for(ctl, W_HEADERS + 2 * s, (u32)(i + 1))) break;
+        u32 header = load_word(ctl, W_HEADERS + 2 * s + 1);
+        u64 len = header & ~LAST_CHUNK;
+        copy_share(buffer + i * slot_bytes, slots + s * slot_bytes, len, 1);
+        sync_block();
+        if (thread_index() == 0) publish(ctl, W_PROGRESS + block_index(), (u32)(i + 1));
+        if ((header & LAST_CHUNK) || len < slot_bytes) break;
+    }
+    leave(ctl);
+}
+
+// A write: the caller's device buffer -> host slots, which host threads write to the file; the
+// stream goes on once the host says every byte is written (stop).
+GLOBAL void gdsroute_relay_out(u32 *control, const char *buffer) {
+    volatile u32 *ctl = control;
+    if (block_index() == 0 && thread_index() == 0) publish(ctl, W_STARTED, 1);
+    if (wait_for(ctl, W_GO, 1)) return leave(ctl);
+    char *slots = (char *)load_u64(ctl, W_SLOTS);
+    u64 slot_bytes = load_word(ctl, W_SLOT_BYTES);
+    u32 nslots = load_word(ctl, W_NSLOTS);
+    u64 total = load_u64(ctl, W_TOTAL);
+    u64 chunks = (total + slot_bytes - 1) / slot_bytes;
+    for (u64 i = 0; i < chunks; i++) {
+        u32 s = (u32)(i % nslots);
+        if (i >= nslots && wait_for(ctl, W_HEADERS + 2 * s, (u32)(i - nslots + 1))) return leave(ctl);
+        u64 len = total - i * slot_bytes < slot_bytes ? total - i * slot_bytes : slot_bytes;
+        copy_share(slots + s * slot_bytes, buffer + i * slot_bytes, len, 0);
+        sync_block();
+        if (thread_index() == 0) publish(ctl, W_PROGRESS + block_index(), (u32)(i + 1));
+    }
+    if (block_index() == 0) wait_for(ctl, W_STOP, 1);
+    leave(ctl);
+}
+
+// A call into host memory: only the call's place on the stream; the host moves the bytes.
+GLOBAL void gdsroute_relay_gate(u32 *control) {
+    volatile u32 *ctl = control;
+    if (thread_index() == 0) publish(ctl, W_STARTED, 1);
+    wait_for(ctl, W_STOP, 1);
+    leave(ctl);
+}
