@@ -207,16 +207,14 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     // memory, a gate for host memory; none where the call must go through cuFile (compat OFF).
     let mut relay = None;
     if let Ok(target) = target_of(request.buf) {
-        let cufile_required = compat_mode == CompatMode::Off && plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode).is_ok_and(|p| p.route == Route::Cufile);
+        let planned = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
+        let cufile_required = compat_mode == CompatMode::Off && planned.as_ref().is_ok_and(|p| p.route == Route::Cufile);
         relay = match (&target, request.direction) {
             _ if cufile_required => None,
             (Target::Host(_), _) => Some((RelayKernel::Gate, 0)),
             (Target::Device { address, .. }, Direction::Read) => Some((RelayKernel::In, *address)),
             (Target::Device { address, .. }, Direction::Write) => Some((RelayKernel::Out, *address)),
         };
-    }
-    if let Ok(target) = target_of(request.buf) {
-        let planned = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
         // Likewise the CUDA objects its tasks need, and on cuFile's route each worker's first
         // cuFile call: made once the stream waits, they could wait for it
         // (`warm_up::prepare_for_stream_ordered`, `set_up_cufile_for_stream_ordered`). With the

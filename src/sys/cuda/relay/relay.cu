@@ -164,6 +164,7 @@ GLOBAL void gdsroute_relay_out(u32 *control, const char *buffer) {
         if (i >= nslots && wait_for(ctl, W_HEADERS + 2 * s, (u32)(i - nslots + 1))) return leave(ctl);
         u64 len = total - i * slot_bytes < slot_bytes ? total - i * slot_bytes : slot_bytes;
         copy_share(slots + s * slot_bytes, buffer + i * slot_bytes, len, 0);
+        fence_system();  // each thread's stores to the slot reach host memory before the progress word
         sync_block();
         if (thread_index() == 0) publish(ctl, W_PROGRESS + block_index(), (u32)(i + 1));
     }
