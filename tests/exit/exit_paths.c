@@ -31,6 +31,9 @@
  *                     SIZE/8 bytes behind them (gdsroute_file_read_async), and call exit(0) at
  *                     once: the library must release the streams' waits at exit (no hang)
  *   main-return-stream-queued   the same, returning from main instead
+ *   exit-relay-queued, main-return-relay-queued   the same under the default `auto` on the legacy
+ *                     stream, where the reads are relayed (a kernel on the stream moves the bytes):
+ *                     the library must tell the kernels to end at exit
  * Prints "main-return-at T" (CLOCK_MONOTONIC seconds) just before returning from main.
  * Exit status: 0, or 1 on an unexpected gdsroute result, 3 on a setup error.
  */
@@ -245,11 +248,14 @@ int main(int argc, char **argv) {
         exit_watch_phase("exit() with a read in flight");
         exit(0);
     }
-    if (strstr(mode, "stream-queued") != NULL) {
-        /* Queued calls are what this mode is about (GDSROUTE_STREAM_ORDERED is off by default). */
-        if (check("stream ordered on", gdsroute_settings_set_stream_ordered(GDSROUTE_STREAM_ORDERED_ON), GDSROUTE_STATUS_OK)) return 1;
+    if (strstr(mode, "stream-queued") != NULL || strstr(mode, "relay-queued") != NULL) {
+        /* Calls queued behind a flag wait on a blocking stream (`on`), or behind relay kernels on
+         * the legacy stream (the default `auto`). */
+        int relayed = strstr(mode, "relay-queued") != NULL;
+        gdsroute_stream_ordered ordered = relayed ? GDSROUTE_STREAM_ORDERED_AUTO : GDSROUTE_STREAM_ORDERED_ON;
+        if (check("stream ordered", gdsroute_settings_set_stream_ordered(ordered), GDSROUTE_STATUS_OK)) return 1;
         void *stream = NULL;
-        if (cu_stream_create(&stream, 0) != 0) return 3;
+        if (!relayed && cu_stream_create(&stream, 0) != 0) return 3;
         /* GPU work ahead of the reads (300 memsets of the whole buffer), then the reads, none
          * waited for: at exit they are queued or running. */
         for (int i = 0; i < 300; i++)

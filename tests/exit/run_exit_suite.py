@@ -9,7 +9,7 @@ BIN_DIR holds exit_paths, exit_dlopen and libgdsroute.so.0 (tools/gpu/gpu-build.
 shutdown-then-calls, dlopen, sigterm (killed with SIGTERM 0.5 s after it started reading),
 open-then-return, open-then-exit, begin-then-return, fork-after-open (exit while cuFile's driver
 open runs in the background, and a fork right after an open; tests/exit/exit_paths.c), host-only
-(a program without CUDA loads neither CUDA nor cuFile); exit-stream-queued and main-return-stream-queued (stream-ordered reads queued behind GPU work).
+(a program without CUDA loads neither CUDA nor cuFile); exit-stream-queued and main-return-stream-queued (stream-ordered reads queued behind GPU work), and the same relayed (exit-relay-queued, main-return-relay-queued: under `auto` on the legacy stream).
 Default counts: main-return 200, every other mode 50.
 
 A run passes when it ends with its expected status (0; -SIGTERM for sigterm), within 30 s (else it
@@ -26,7 +26,7 @@ import time
 DEFAULTS = {"main-return": 200, "exit-in-flight": 50, "exit-in-flight-bounce": 50, "exit-from-thread": 50, "leak": 50,
             "shutdown-then-calls": 50, "dlopen": 50, "sigterm": 50, "open-then-return": 50, "open-then-exit": 50,
             "begin-then-return": 50, "fork-after-open": 50, "host-only": 10, "exit-stream-queued": 50,
-            "main-return-stream-queued": 50}
+            "main-return-stream-queued": 50, "exit-relay-queued": 50, "main-return-relay-queued": 50}
 # Modes that return while cuFile's driver open may still run in the background: the exit handler
 # waits for it (0.4-0.7 s on the H200), so their exit may take longer than EXIT_LIMIT_S.
 START_EXIT_LIMIT_S = {"open-then-return": 2.5, "begin-then-return": 2.5}

@@ -23,7 +23,7 @@ main_pid=$!
 python3 "$suite" "$D" "$F" open-then-return=50 open-then-exit=50 begin-then-return=50 fork-after-open=50 \
     host-only=10 > /tmp/gdsroute-exit-start.log 2>&1 &
 start_pid=$!
-python3 "$suite" "$D" "$F" exit-stream-queued=50 main-return-stream-queued=50 > /tmp/gdsroute-exit-stream.log 2>&1 &
+python3 "$suite" "$D" "$F" exit-stream-queued=50 main-return-stream-queued=50 exit-relay-queued=50 main-return-relay-queued=50 > /tmp/gdsroute-exit-stream.log 2>&1 &
 stream_pid=$!
 python3 "$suite" "$D" "$F" exit-in-flight=50 exit-in-flight-bounce=50 exit-from-thread=50 leak=50 \
     shutdown-then-calls=50 dlopen=50 sigterm=50
