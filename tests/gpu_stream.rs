@@ -569,13 +569,18 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
 #[ignore = "needs a GPU"]
 fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
     let _watchdog = Watchdog::new("the_pointer_form_takes_size_and_offset_when_the_stream_gets_there", 240);
-    settings::set_stream_ordered(StreamOrdered::On); // every stream: the machinery under test
     let _ctx = on_device0();
     let data = random_bytes(4 * MIB, 246);
     let tmp = file_with(&data);
-    for mode in [CompatMode::On, CompatMode::Auto] {
+    // Behind a flag wait (`on`, a non-blocking stream), and relayed (`auto`, a blocking stream).
+    for (mode, ordered, kind) in [
+        (CompatMode::On, StreamOrdered::On, StreamKind::NonBlocking),
+        (CompatMode::Auto, StreamOrdered::On, StreamKind::NonBlocking),
+        (CompatMode::Auto, StreamOrdered::Auto, StreamKind::Blocking),
+    ] {
+        settings::set_stream_ordered(ordered);
         let file = open_rw(&tmp, mode);
-        let stream = Stream::new(StreamKind::NonBlocking);
+        let stream = Stream::new(kind);
         let buf = Buffer::new(Memory::Device, 2 * MIB);
         // Pinned, mapped parameters: a kernel before the call sets them (XOR of what the host wrote).
         let mut p: *mut c_void = std::ptr::null_mut();
@@ -596,8 +601,10 @@ fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
         let op = unsafe { file.read_async_ptr_raw(buf.data_ptr(), size_p, offset_p, bytes_p, stream.addr()) }.unwrap();
         xor(stream.raw, buf.base, buf.total(), KEY);
         stream.sync();
-        assert_eq!(unsafe { bytes_p.read_volatile() }, size as isize, "{mode:?}");
+        assert_eq!(unsafe { bytes_p.read_volatile() }, size as isize, "{mode:?} {kind:?}: the byte count is written before the stream goes on");
+        assert!(op.is_done(), "{mode:?} {kind:?}: the stream passed the call but the operation is not settled");
         assert_eq!(op.wait().unwrap(), size);
+        assert_eq!(file.stats().stream_calls_relayed, u64::from(ordered == StreamOrdered::Auto), "{mode:?} {kind:?}");
         let expect = &data[offset as usize..offset as usize + size];
         let back = buf.contents();
         let got = &back[GUARD..GUARD + size];
@@ -1034,6 +1041,7 @@ fn relayed_reads_are_ordered_beside_synchronous_legacy_calls() {
                     xor(stream.raw, buf.base, buf.total(), KEY);
                     legacy_call_behind();
                     stream.sync();
+                    assert!(op.is_done(), "{what}: the stream passed the call but the operation is not settled");
                     let start = (offset as usize).min(data.len());
                     let expect = &data[start..(start + size).min(data.len())];
                     assert_eq!(op.wait().unwrap(), expect.len(), "{what}");

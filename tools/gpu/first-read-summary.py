@@ -23,6 +23,7 @@ def main():
         if len(parts) > 2 and parts[1] == "FIRST":
             f = fields(line)
             who = f["impl"] + (" early" if f.get("early") == "1" else "") + (" baseline" if f.get("warm") == "1" else "")
+            who += " fresh-buffer" if f.get("fresh_buffer") == "1" else ""
             if f.get("threads", "0") != "0":  # gdsroute: set by --threads; KvikIO: its thread count
                 who += f" {f['threads']} threads"
             for knob in ("work_ms", "gap_ms"):

@@ -4,7 +4,8 @@
 #   bash tools/gpu/first-read-build.sh [BEFORE_LIB]    (puts everything in .device/)
 # then on the GPU machine, with .device and .whl carried:
 #   bash tools/gpu/first-read.sh [PROCS]               (PROCS fresh processes per configuration, default 5)
-# FIRST_READ_SECTIONS picks sections (default: probes posix cufile extra cold timelines).
+# FIRST_READ_SECTIONS picks sections (default: probes posix cufile extra cold timelines; also
+# buffers: the baseline with a fresh buffer and smaller bounce buffers).
 # Sections: cuFile's raw costs and knobs (tools/probes/driver_open_probe.c); the POSIX route (no
 # udev record) and the cuFile route (udev record written: AUTO registers the file and cuFile's
 # compatibility path serves it); cold first reads; a timeline of each route's first read (trace
@@ -88,6 +89,17 @@ echo "=== cuFile's first reads per thread (raw, after the driver open and the re
 for t in 1 4 16; do for tiny in "" tiny; do label=probe-first P first-reads "$A" $t $tiny; done; done
 fi
 
+if want buffers; then
+echo "=== POSIX route: the baseline with a fresh buffer; smaller bounce buffers (16 x 2 MiB pinned)"
+rm -rf /run/udev
+for i in $(seq "$N"); do
+    warm
+    label=posix G "$A"; label=posix G "$A" --warm-with "$B"; label=posix G "$A" --warm-with "$B" --fresh-buffer
+    label=posix-bounce-2m KVIKIO_BOUNCE_BUFFER_SIZE=2097152 G "$A"
+    label=posix-bounce-2m KVIKIO_BOUNCE_BUFFER_SIZE=2097152 G "$A" --warm-with "$B" --fresh-buffer
+    label=posix K "$A"
+done
+fi
 if want cold; then
 echo "=== cold first reads (caches dropped before each)"
 for route in posix cufile; do

@@ -11,6 +11,9 @@
  *     --warm-with   the baseline: before the timed open, read OTHER once through gdsroute (CUDA,
  *                   the library and cuFile's driver all set up); FILE is then a file this warm
  *                   process has not read
+ *     --fresh-buffer with --warm-with: the timed read goes into a buffer allocated after the warm-up
+ *                   read, as the fresh process's goes into one allocated just before its open (a
+ *                   first copy into new device memory is slower for ~50 ms: docs/routing.md)
  *     --threads N   gdsroute_settings_set_num_threads(N) before anything else
  *     --work-ms N   the program's other set-up: N ms between its CUDA set-up and the open
  *     --gap-ms N    N ms between the open and the read (the program allocating, say)
@@ -93,17 +96,18 @@ static int verify(const char *path, uint64_t device, size_t size) {
 int main(int argc, char **argv) {
     double t_main = now();
     const char *path = NULL, *warm_with = NULL;
-    int early = 0, check = 1;
+    int early = 0, check = 1, fresh_buffer = 0;
     long threads = 0, work_ms = 0, gap_ms = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--early") == 0) early = 1;
         else if (strcmp(argv[i], "--no-verify") == 0) check = 0;
+        else if (strcmp(argv[i], "--fresh-buffer") == 0) fresh_buffer = 1;
         else if (strcmp(argv[i], "--warm-with") == 0 && i + 1 < argc) warm_with = argv[++i];
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--work-ms") == 0 && i + 1 < argc) work_ms = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--gap-ms") == 0 && i + 1 < argc) gap_ms = strtol(argv[++i], NULL, 10);
         else if (!path && argv[i][0] != '-') path = argv[i];
-        else return fprintf(stderr, "usage: %s FILE [--early] [--warm-with OTHER] [--threads N] [--work-ms N] [--gap-ms N] [--no-verify]\n", argv[0]), 2;
+        else return fprintf(stderr, "usage: %s FILE [--early] [--warm-with OTHER [--fresh-buffer]] [--threads N] [--work-ms N] [--gap-ms N] [--no-verify]\n", argv[0]), 2;
     }
     if (!path) return fprintf(stderr, "first_read: no FILE\n"), 2;
     if (early) {
@@ -130,6 +134,7 @@ int main(int argc, char **argv) {
         double ignored;
         if (open_and_read(warm_with, device, n, &other, 0, &ignored) != (long long)n) return 1;
         gdsroute_file_free(other);
+        if (fresh_buffer && cu_mem_alloc(&device, size) != 0) return fprintf(stderr, "first_read: no second buffer\n"), 3;
     }
     gdsroute_stats before;
     memset(&before, 0, sizeof before);
@@ -152,9 +157,9 @@ int main(int argc, char **argv) {
     char why[256] = "";
     if (gdsroute_file_cufile_verdict(file, &reason, why, sizeof why, &reason_len) != GDSROUTE_STATUS_OK) return 1;
     int verified = check ? verify(path, device, size) : -1;
-    printf("FIRST impl=gdsroute early=%d warm=%d threads=%ld work_ms=%ld gap_ms=%ld cuda_s=%.4f open_read_s=%.4f read_s=%.4f total_s=%.4f gbps=%.2f "
+    printf("FIRST impl=gdsroute early=%d warm=%d fresh_buffer=%d threads=%ld work_ms=%ld gap_ms=%ld cuda_s=%.4f open_read_s=%.4f read_s=%.4f total_s=%.4f gbps=%.2f "
            "cufile_tasks=%" PRIu64 " posix_tasks=%" PRIu64 " n=%" PRIu64 " nvfs=%" PRIu64 " posix=%" PRIu64 " reason=%u verified=%d\n",
-           early, warm_with != NULL, threads, work_ms, gap_ms, t_cuda - t_main, t_end - t_open, t_end - t_read, t_end - t_main,
+           early, warm_with != NULL, fresh_buffer, threads, work_ms, gap_ms, t_cuda - t_main, t_end - t_open, t_end - t_read, t_end - t_main,
            (double)size / (t_end - t_read) / 1e9,
            after.cufile_tasks - before.cufile_tasks, after.posix_tasks - before.posix_tasks,
            after.cufile_n_total_reads - before.cufile_n_total_reads, after.cufile_n_nvfs_reads - before.cufile_n_nvfs_reads,

@@ -127,7 +127,8 @@ DEVICE void copy_share(char *dst, const char *src, u64 len, int from_host) {
     for (u64 k = head + tid; k < len; k += step) dst[k] = from_host ? load_fresh1(src + k) : src[k];
 }
 
-// A read: host slots -> the caller's device buffer, chunk by chunk in file order.
+// A read: host slots -> the caller's device buffer, chunk by chunk in file order; the stream goes
+// on once the host says the call is settled (stop).
 GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
     volatile u32 *ctl = control;
     if (block_index() == 0 && thread_index() == 0) publish(ctl, W_STARTED, 1);
@@ -145,6 +146,9 @@ GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
         if (thread_index() == 0) publish(ctl, W_PROGRESS + block_index(), (u32)(i + 1));
         if ((header & LAST_CHUNK) || len < slot_bytes) break;
     }
+    // The stream goes on once the host has settled the call (and written a pointer form's byte
+    // count): the host says so (stop) right after the last chunk is moved.
+    if (block_index() == 0) wait_for(ctl, W_STOP, 1);
     leave(ctl);
 }
 
