@@ -36,6 +36,7 @@ const SLOT_BYTES: u32 = 2 << 20;
 pub(crate) struct Relay {
     control: Control,
     kernel: RelayKernel,
+    slot_bytes: u32,
     nslots: u32,
     slots: OnceLock<Slots>,
     /// The first chunk shorter than a slot (the kernel stops after it); `u64::MAX`: none yet.
@@ -43,6 +44,8 @@ pub(crate) struct Relay {
     /// The bytes the call moves, as planned when the stream reached it (`go`).
     planned: AtomicU64,
     key: StreamKey,
+    /// Its control block and ring go back to the pools when dropped (not a test's).
+    pooled: bool,
 }
 
 /// The relay's pool, started at the first relayed call with as many threads as the shared pool.
@@ -74,12 +77,16 @@ impl Relay {
             relay::reserve_ring(SLOT_BYTES, nslots)?;
         }
         let control = relay::launch(kernel, stream, context, buffer)?;
-        Ok(std::sync::Arc::new(Relay { control, kernel, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key }))
+        Ok(std::sync::Arc::new(Relay::new(control, kernel, SLOT_BYTES, nslots, key, true)))
+    }
+
+    fn new(control: Control, kernel: RelayKernel, slot_bytes: u32, nslots: u32, key: StreamKey, pooled: bool) -> Relay {
+        Relay { control, kernel, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, pooled }
     }
 
     /// The bytes per task of the call: one slot.
     pub(crate) fn task_size(&self) -> u64 {
-        SLOT_BYTES as u64
+        self.slot_bytes as u64
     }
 
     /// True for a call into or from device memory (the kernel moves the bytes).
@@ -88,7 +95,7 @@ impl Relay {
     }
 
     /// The host address the tasks' chunks are placed from (slot `i % nslots` at `buf_offset`
-    /// `(i % nslots) * SLOT_BYTES`); null for the gate.
+    /// `(i % nslots) * slot_bytes`); null for the gate.
     pub(crate) fn slots_base(&self) -> *mut u8 {
         self.slots.get().map_or(std::ptr::null_mut(), Slots::base)
     }
@@ -102,15 +109,15 @@ impl Relay {
     }
 
     /// Runs the task of `chunk` (offsets as the call's split gives them: chunk `i` at
-    /// `i * SLOT_BYTES` of the buffer) through its slot; `move_bytes` is the backend's transfer of
+    /// `i * slot_bytes` of the buffer) through its slot; `move_bytes` is the backend's transfer of
     /// a chunk between the file and host memory at the slot.
     pub(crate) fn run_task(&self, chunk: Chunk, move_bytes: impl FnOnce(Chunk) -> Result<usize>) -> Result<usize> {
         if !self.moves_bytes() {
             return move_bytes(chunk);
         }
-        let index = (chunk.buf_offset / SLOT_BYTES as usize) as u64;
+        let index = (chunk.buf_offset / self.slot_bytes as usize) as u64;
         let slot = (index % self.nslots as u64) as u32;
-        let at_slot = Chunk { buf_offset: slot as usize * SLOT_BYTES as usize, ..chunk };
+        let at_slot = Chunk { buf_offset: slot as usize * self.slot_bytes as usize, ..chunk };
         match self.kernel {
             RelayKernel::In => {
                 // The slot is free once the kernel moved the chunk that used it before.
@@ -174,7 +181,9 @@ impl Relay {
 impl Drop for Relay {
     fn drop(&mut self) {
         self.control.stop();
-        relay::retire(self.control.clone(), self.slots.take());
+        if self.pooled {
+            relay::retire(self.control.clone(), self.slots.take());
+        }
     }
 }
 
@@ -190,7 +199,7 @@ impl Gate for RelayGate {
         }
         if relay.moves_bytes() && relay.slots.get().is_none() {
             // Rings are made at the calls; one that is busy frees up when its call ends.
-            let Some(ring) = relay::take_ring(SLOT_BYTES, relay.nslots) else { return Ok(false) };
+            let Some(ring) = relay::take_ring(relay.slot_bytes, relay.nslots) else { return Ok(false) };
             let _ = relay.slots.set(ring);
         }
         Ok(true)
@@ -202,5 +211,204 @@ impl Gate for RelayGate {
 
     fn stream(&self) -> Option<StreamKey> {
         Some(self.0.key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The host's part of the protocol against a kernel played by a thread (one block), over host
+    //! memory: every byte through the slots in order, the end of a file, a failing chunk, a write.
+    use super::*;
+    use crate::sys::cuda::relay::{LAST_CHUNK, W_EXITED, W_GO, W_HEADERS, W_PROGRESS, W_SLOTS, W_STARTED, W_STOP, W_TOTAL};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU32;
+
+    const SLOT: u32 = 64;
+    const NSLOTS: u32 = 4;
+
+    fn relay(kernel: RelayKernel) -> (Arc<Relay>, &'static [AtomicU32; 1024]) {
+        let page: &'static [AtomicU32; 1024] = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
+        let relay = Relay::new(Control::for_tests(page, 1), kernel, SLOT, NSLOTS, StreamKey::for_tests(7), false);
+        let memory: &'static mut [u8] = Box::leak(vec![0u8; (SLOT * NSLOTS) as usize].into_boxed_slice());
+        relay.slots.set(Slots::for_tests(memory, SLOT, NSLOTS)).unwrap();
+        (Arc::new(relay), page)
+    }
+
+    fn wait(page: &[AtomicU32; 1024], w: usize, want: u32) -> bool {
+        loop {
+            if page[w].load(Ordering::Acquire).wrapping_sub(want) as i32 >= 0 {
+                return true;
+            }
+            if page[W_STOP].load(Ordering::Acquire) != 0 {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    fn slots_of(page: &[AtomicU32; 1024]) -> *mut u8 {
+        (page[W_SLOTS].load(Ordering::Acquire) as u64 | (page[W_SLOTS + 1].load(Ordering::Acquire) as u64) << 32) as *mut u8
+    }
+
+    /// relay_in's part: chunks from the slots into `dst`, in order, until the last or a short one.
+    fn kernel_in(page: &'static [AtomicU32; 1024], dst: Arc<std::sync::Mutex<Vec<u8>>>) -> std::thread::JoinHandle<u64> {
+        std::thread::spawn(move || {
+            page[W_STARTED].store(1, Ordering::SeqCst);
+            let mut moved = 0;
+            if wait(page, W_GO, 1) {
+                let slots = slots_of(page);
+                for i in 0u64.. {
+                    let s = (i % NSLOTS as u64) as usize;
+                    if !wait(page, W_HEADERS + 2 * s, i as u32 + 1) {
+                        break;
+                    }
+                    let header = page[W_HEADERS + 2 * s + 1].load(Ordering::Acquire);
+                    let len = (header & !LAST_CHUNK) as usize;
+                    // SAFETY: the slot the host published, inside the test's ring.
+                    let bytes = unsafe { std::slice::from_raw_parts(slots.add(s * SLOT as usize), len) };
+                    let at = i as usize * SLOT as usize;
+                    dst.lock().unwrap()[at..at + len].copy_from_slice(bytes);
+                    moved += 1;
+                    page[W_PROGRESS].store(i as u32 + 1, Ordering::SeqCst);
+                    if header & LAST_CHUNK != 0 || len < SLOT as usize {
+                        break;
+                    }
+                }
+            }
+            wait(page, W_STOP, 1);
+            page[W_EXITED].store(1, Ordering::SeqCst);
+            moved
+        })
+    }
+
+    /// Runs the call's chunks on `threads` threads claiming them in order, as the pool's jobs do.
+    fn run_chunks(relay: &Arc<Relay>, len: usize, threads: usize, read: impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static) -> Vec<Result<usize>> {
+        let chunks = len.div_ceil(SLOT as usize);
+        let next = Arc::new(AtomicU64::new(0));
+        let read = Arc::new(read);
+        let results = Arc::new(std::sync::Mutex::new(vec![None; chunks]));
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (relay, next, read, results) = (Arc::clone(relay), Arc::clone(&next), Arc::clone(&read), Arc::clone(&results));
+                std::thread::spawn(move || loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                    if i >= chunks {
+                        return;
+                    }
+                    let chunk = Chunk { buf_offset: i * SLOT as usize, file_offset: (i * SLOT as usize) as u64, len: (len - i * SLOT as usize).min(SLOT as usize) };
+                    let result = relay.run_task(chunk, |c| read(c));
+                    results.lock().unwrap()[i] = Some(result);
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        Arc::try_unwrap(results).unwrap().into_inner().unwrap().into_iter().map(Option::unwrap).collect()
+    }
+
+    /// A read of `file`'s bytes into the slot at `c.buf_offset`, as the host route would.
+    fn reader(relay: &Arc<Relay>, file: Arc<Vec<u8>>) -> impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static {
+        let base = relay.slots_base() as usize;
+        move |c: Chunk| {
+            let from = (c.file_offset as usize).min(file.len());
+            let n = c.len.min(file.len() - from);
+            // SAFETY: the chunk's slot inside the test's ring.
+            unsafe { std::ptr::copy_nonoverlapping(file[from..].as_ptr(), (base + c.buf_offset) as *mut u8, n) };
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_read_passes_every_chunk_through_the_slots_in_order() {
+        for (len, threads) in [(SLOT as usize * 23 + 17, 3), (SLOT as usize * 4, 8), (5, 2), (SLOT as usize * 9, 1)] {
+            let (relay, page) = relay(RelayKernel::In);
+            let file: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i * 7 + 3) as u8).collect());
+            let dst = Arc::new(std::sync::Mutex::new(vec![0xEE; len + 100]));
+            let kernel = kernel_in(page, Arc::clone(&dst));
+            relay.go(len as u64);
+            let results = run_chunks(&relay, len, threads, reader(&relay, Arc::clone(&file)));
+            let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
+            assert_eq!(total, len);
+            assert_eq!(relay.control.chunks_moved() as usize, len.div_ceil(SLOT as usize), "the last task waited for the kernel");
+            relay.control.stop();
+            kernel.join().unwrap();
+            let dst = dst.lock().unwrap();
+            assert!(dst[..len] == file[..], "{len} bytes on {threads} threads");
+            assert!(dst[len..].iter().all(|&b| b == 0xEE), "nothing past the range");
+        }
+    }
+
+    #[test]
+    fn the_end_of_the_file_stops_the_kernel_and_no_task_waits_for_ever() {
+        // Planned for 20 chunks, but the file ends in chunk 5 (it shrank after the plan).
+        let (relay, page) = relay(RelayKernel::In);
+        let len = SLOT as usize * 20;
+        let file: Arc<Vec<u8>> = Arc::new((0..SLOT as usize * 5 + 9).map(|i| i as u8).collect());
+        let dst = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
+        let kernel = kernel_in(page, Arc::clone(&dst));
+        relay.go(len as u64);
+        let results = run_chunks(&relay, len, 3, reader(&relay, Arc::clone(&file)));
+        assert_eq!(*results[5].as_ref().unwrap(), 9);
+        assert!(results[..5].iter().all(|r| *r.as_ref().unwrap() == SLOT as usize));
+        relay.control.stop();
+        assert_eq!(kernel.join().unwrap(), 6, "the kernel stopped after the short chunk");
+        assert!(dst.lock().unwrap()[..file.len()] == file[..]);
+    }
+
+    #[test]
+    fn a_failing_chunk_stops_the_kernel_and_the_other_tasks() {
+        let (relay, page) = relay(RelayKernel::In);
+        let len = SLOT as usize * 30;
+        let dst = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
+        let kernel = kernel_in(page, Arc::clone(&dst));
+        relay.go(len as u64);
+        let good = reader(&relay, Arc::new(vec![1u8; len]));
+        let results = run_chunks(&relay, len, 4, move |c| if c.file_offset == 6 * SLOT as u64 { Err(crate::error::Error::Internal("EIO".into())) } else { good(c) });
+        assert!(results[6].is_err());
+        assert!(relay.control.stopped());
+        kernel.join().unwrap();
+    }
+
+    #[test]
+    fn a_write_takes_every_chunk_the_kernel_fills() {
+        let (relay, page) = relay(RelayKernel::Out);
+        let len = SLOT as usize * 13 + 5;
+        let src: Vec<u8> = (0..len).map(|i| (i * 11) as u8).collect();
+        // relay_out's part: fills slot i % NSLOTS once the host wrote chunk i - NSLOTS.
+        let kernel = {
+            let src = src.clone();
+            std::thread::spawn(move || {
+                page[W_STARTED].store(1, Ordering::SeqCst);
+                assert!(wait(page, W_GO, 1));
+                let total = page[W_TOTAL].load(Ordering::Acquire) as usize;
+                let slots = slots_of(page);
+                for i in 0..total.div_ceil(SLOT as usize) {
+                    let s = i % NSLOTS as usize;
+                    if i >= NSLOTS as usize && !wait(page, W_HEADERS + 2 * s, (i - NSLOTS as usize) as u32 + 1) {
+                        return;
+                    }
+                    let n = (total - i * SLOT as usize).min(SLOT as usize);
+                    // SAFETY: slot `s` of the test's ring.
+                    unsafe { std::ptr::copy_nonoverlapping(src[i * SLOT as usize..].as_ptr(), slots.add(s * SLOT as usize), n) };
+                    page[W_PROGRESS].store(i as u32 + 1, Ordering::SeqCst);
+                }
+                wait(page, W_STOP, 1);
+            })
+        };
+        relay.go(len as u64);
+        let file = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
+        let base = relay.slots_base() as usize;
+        let out = Arc::clone(&file);
+        let results = run_chunks(&relay, len, 3, move |c: Chunk| {
+            // SAFETY: the chunk's slot inside the test's ring.
+            let bytes = unsafe { std::slice::from_raw_parts((base + c.buf_offset) as *const u8, c.len) };
+            out.lock().unwrap()[c.file_offset as usize..c.file_offset as usize + c.len].copy_from_slice(bytes);
+            Ok(c.len)
+        });
+        assert!(results.iter().all(|r| r.is_ok()));
+        relay.control.stop();
+        kernel.join().unwrap();
+        assert!(file.lock().unwrap()[..] == src[..]);
     }
 }

@@ -27,19 +27,20 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// The kernels' PTX (`tools/gpu/relay-ptx.sh` makes it from `relay/relay.cu`).
 const PTX: &str = include_str!("relay/relay.ptx");
 
-/// Words of the control block (`relay/relay.cu` names them the same).
-const W_STARTED: usize = 0;
-const W_GO: usize = 1;
-const W_STOP: usize = 2;
-const W_SLOTS: usize = 4;
+/// Words of the control block (`relay/relay.cu` names them the same; the CPU tests of
+/// `io::relay` play the kernel's part with them).
+pub(crate) const W_STARTED: usize = 0;
+pub(crate) const W_GO: usize = 1;
+pub(crate) const W_STOP: usize = 2;
+pub(crate) const W_SLOTS: usize = 4;
+pub(crate) const W_TOTAL: usize = 8;
+pub(crate) const W_PROGRESS: usize = 16;
+pub(crate) const W_EXITED: usize = 96;
+pub(crate) const W_HEADERS: usize = 256;
 const W_SLOT_BYTES: usize = 6;
 const W_NSLOTS: usize = 7;
-const W_TOTAL: usize = 8;
-const W_PROGRESS: usize = 16;
-const W_EXITED: usize = 96;
-const W_HEADERS: usize = 256;
 /// Bit of a slot's length word: the call's last chunk.
-const LAST_CHUNK: u32 = 0x8000_0000;
+pub(crate) const LAST_CHUNK: u32 = 0x8000_0000;
 /// The kernels' limits: blocks (progress and exit words) and slots (headers).
 const MAX_BLOCKS: u32 = 64;
 pub(crate) const MAX_SLOTS: u32 = 64;
@@ -160,7 +161,14 @@ pub(crate) struct Control {
 }
 
 impl Control {
-    fn word(&self, w: usize) -> &AtomicU32 {
+    /// A control block over `page` (host memory the test keeps for the process's life), for the
+    /// CPU tests, which play the kernel's part.
+    #[cfg(test)]
+    pub(crate) fn for_tests(page: &'static [AtomicU32; 1024], blocks: u32) -> Control {
+        Control { host: page.as_ptr() as usize, device: page.as_ptr() as u64, blocks }
+    }
+
+    pub(crate) fn word(&self, w: usize) -> &AtomicU32 {
         // SAFETY: `host` is a page of pinned memory that is never freed; `w` < 1024; the host
         // reaches the words only through atomics.
         unsafe { AtomicU32::from_ptr((self.host as *mut u32).add(w)) }
@@ -229,6 +237,13 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
+    /// Slots over `memory` (kept for the process's life), for the CPU tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(memory: &'static mut [u8], slot_bytes: u32, nslots: u32) -> Slots {
+        assert!(memory.len() >= slot_bytes as usize * nslots as usize);
+        Slots { host: memory.as_mut_ptr() as usize, device: memory.as_mut_ptr() as u64, slot_bytes, nslots }
+    }
+
     /// The host address of the first slot (a call's tasks name slots by offset from it).
     pub(crate) fn base(&self) -> *mut u8 {
         self.host as *mut u8
