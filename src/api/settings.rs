@@ -150,6 +150,17 @@ pub fn set_prepare_at_open(enabled: bool) {
     crate::settings_table::live().set_prepare_at_open(enabled);
 }
 
+/// Whether `Auto` relays stream-ordered calls on streams the legacy default stream waits for
+/// (`GDSROUTE_STREAM_RELAY`, default on; off: they block, as KvikIO's fallback does).
+pub fn stream_relay() -> Result<bool> {
+    Ok(crate::settings_table::global()?.stream_relay())
+}
+
+/// Turns relaying on or off, for stream-ordered calls from now on.
+pub fn set_stream_relay(enabled: bool) {
+    crate::settings_table::live().set_stream_relay(enabled);
+}
+
 /// When stream-ordered calls queue on their stream without blocking the caller
 /// (`GDSROUTE_STREAM_ORDERED`, default `Auto`: on streams the legacy default stream does not
 /// wait for; `Off`: KvikIO's blocking fallback everywhere).

@@ -206,11 +206,12 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     // The relay kernel the call takes if `mark` relays it: one that moves the bytes for device
     // memory, a gate for host memory; none where the call must go through cuFile (compat OFF).
     let mut relay = None;
+    let relay_setting = settings::global()?.stream_relay();
     if let Ok(target) = target_of(request.buf) {
         let planned = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
         let cufile_required = compat_mode == CompatMode::Off && planned.as_ref().is_ok_and(|p| p.route == Route::Cufile);
         relay = match (&target, request.direction) {
-            _ if cufile_required => None,
+            _ if cufile_required || !relay_setting => None,
             (Target::Host(_), _) => Some((RelayKernel::Gate, 0)),
             (Target::Device { address, .. }, Direction::Read) => Some((RelayKernel::In, *address)),
             (Target::Device { address, .. }, Direction::Write) => Some((RelayKernel::Out, *address)),

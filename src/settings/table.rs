@@ -248,6 +248,14 @@ settings_table! {
              queueing them only on streams the legacy default stream does not wait for (auto), and \
              synchronising the stream and moving the bytes on the calling thread, as KvikIO's fallback does (off).",
     }
+    StreamRelay {
+        name: "GDSROUTE_STREAM_RELAY", aliases: [],
+        doc: "under GDSROUTE_STREAM_ORDERED=auto, calls on streams the legacy default stream waits for are relayed (a kernel on the stream moves the bytes) instead of blocking",
+        parse: Parse::Bool, default: true, get: stream_relay -> bool,
+        set: set_stream_relay,
+            "Chooses, for stream-ordered calls from now on under auto, between relaying those on the legacy and per-thread \
+             default streams and on blocking streams (on) and KvikIO's blocking fallback there (off).",
+    }
     ThreadPoolPerBlockDevice {
         name: "KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE", aliases: [],
         doc: "handles get the worker pool of the drive that holds their file (one per kind of file system without one)",
