@@ -1737,13 +1737,17 @@ gdsroute_status gdsroute_file_pwrite(const gdsroute_file *file,
  * those of `gdsroute_file_pread` found before any I/O, `CUDA_UNAVAILABLE`, `CUDA_ERROR` (a bad
  * stream, or no current context for a default stream), `STREAM_CAPTURING` (the stream is being
  * captured into a CUDA graph: refused, as a host-side read cannot be captured). Where the driver
- * cannot make a stream wait on a host flag (no `cuStreamWaitValue32_v2`), where the
- * `GDSROUTE_STREAM_ORDERED` setting is off, and under its default `auto` on a stream the legacy
- * default stream waits for (the legacy and per-thread default streams, a stream created without
- * `CU_STREAM_NON_BLOCKING`), this does what KvikIO does: synchronises the stream and reads before
- * returning (counted in `stream_calls_blocking_no_stream_wait`, `stream_calls_blocking_setting`
- * or `stream_calls_blocking_legacy_waits`). At exit, the stream waits of calls not done are released
- * (docs/routing.md, "Stream-ordered calls at exit").
+ * cannot make a stream wait on a host flag (no `cuStreamWaitValue32_v2`) and where the
+ * `GDSROUTE_STREAM_ORDERED` setting is off, this does what KvikIO does: synchronises the stream
+ * and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
+ * `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
+ * stream waits for (the legacy and per-thread default streams, a stream created without
+ * `CU_STREAM_NON_BLOCKING`), the call is queued behind a relay kernel launched on the stream, which
+ * moves the bytes while host threads read the file, so that a synchronous legacy-stream call of
+ * the program cannot deadlock with it (counted in `stream_calls_relayed`; its tasks through the
+ * POSIX route; under compat mode OFF where cuFile must serve, or where the kernel cannot be
+ * launched, it blocks as above, counted in `stream_calls_blocking_legacy_waits`). At exit, the
+ * stream waits of calls not done are released (docs/routing.md, "Stream-ordered calls at exit").
  * Ownership: free the operation with `gdsroute_op_free`.
  */
 GDSROUTE_MUST_USE
@@ -2435,12 +2439,13 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(uint32_t 
 
 /**
  * Chooses, for stream-ordered calls from now on (a `gdsroute_stream_ordered` value): queue them
- * on their stream without blocking the caller, on every stream (`ON`) or on streams the legacy
- * default stream does not wait for (`AUTO`, the default: streams created
- * `CU_STREAM_NON_BLOCKING`); or KvikIO's fallback (`OFF`, and `AUTO` on the other streams):
- * synchronise the stream, then move the bytes on the calling thread before the call returns
- * (counted in `stream_calls_blocking_setting` and `stream_calls_blocking_legacy_waits`). Works
- * whatever the environment held, as the other setters. `INVALID_ARGUMENT` for another value.
+ * on their stream without blocking the caller, behind a flag wait on every stream (`ON`), or
+ * (`AUTO`, the default) behind a flag wait on streams the legacy default stream does not wait for
+ * (created `CU_STREAM_NON_BLOCKING`) and behind a relay kernel on the others (counted in
+ * `stream_calls_relayed`); or KvikIO's fallback (`OFF`): synchronise the stream, then move the
+ * bytes on the calling thread before the call returns (counted in
+ * `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
+ * `INVALID_ARGUMENT` for another value.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(uint32_t mode);
 
