@@ -528,6 +528,7 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
     // kernel where it does (docs/routing.md, "Relayed stream-ordered calls"); `on` deadlocks here
     // on blocking and default streams.
     settings::set_stream_ordered(StreamOrdered::Auto);
+    settings::set_stream_relay(true);
     let _ctx = on_device0();
     let data = random_bytes(8 * MIB, 245);
     let tmp = file_with(&data);
@@ -579,6 +580,7 @@ fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
         (CompatMode::Auto, StreamOrdered::Auto, StreamKind::Blocking),
     ] {
         settings::set_stream_ordered(ordered);
+        settings::set_stream_relay(true);
         let file = open_rw(&tmp, mode);
         let stream = Stream::new(kind);
         let buf = Buffer::new(Memory::Device, 2 * MIB);
@@ -1021,6 +1023,7 @@ fn legacy_call_behind() {
 fn relayed_reads_are_ordered_beside_synchronous_legacy_calls() {
     let _watchdog = Watchdog::new("relayed_reads_are_ordered_beside_synchronous_legacy_calls", 240);
     settings::set_stream_ordered(StreamOrdered::Auto);
+    settings::set_stream_relay(true);
     let _ctx = on_device0();
     let data = random_bytes(9 * MIB + 777, 260);
     let tmp = file_with(&data);
@@ -1061,6 +1064,7 @@ fn relayed_reads_are_ordered_beside_synchronous_legacy_calls() {
 fn relayed_writes_are_ordered_beside_synchronous_legacy_calls() {
     let _watchdog = Watchdog::new("relayed_writes_are_ordered_beside_synchronous_legacy_calls", 240);
     settings::set_stream_ordered(StreamOrdered::Auto);
+    settings::set_stream_relay(true);
     let _ctx = on_device0();
     for mode in [CompatMode::On, CompatMode::Auto] {
         for kind in RELAYED_STREAMS {
@@ -1099,6 +1103,7 @@ fn relayed_writes_are_ordered_beside_synchronous_legacy_calls() {
 fn many_relayed_calls_on_one_legacy_stream_and_a_failing_write() {
     let _watchdog = Watchdog::new("many_relayed_calls_on_one_legacy_stream_and_a_failing_write", 240);
     settings::set_stream_ordered(StreamOrdered::Auto);
+    settings::set_stream_relay(true);
     let _ctx = on_device0();
     settings::set_num_threads(4).unwrap();
     let piece = 2 * MIB + 5;
@@ -1157,6 +1162,7 @@ fn many_relayed_calls_on_one_legacy_stream_and_a_failing_write() {
 fn figures_relayed_printed() {
     let _watchdog = Watchdog::new("figures_relayed_printed", 600);
     settings::set_stream_ordered(StreamOrdered::Auto);
+    settings::set_stream_relay(true);
     let _ctx = on_device0();
     let size = 1 << 30;
     let data = random_bytes(size, 264);

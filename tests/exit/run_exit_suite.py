@@ -44,6 +44,8 @@ def command(bin_dir, mode, path):
 def run_once(bin_dir, mode, path):
     """Returns (verdict, detail, exit_latency_s or None, output)."""
     env = dict(os.environ, LD_LIBRARY_PATH=bin_dir + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    if "relay" in mode:
+        env["GDSROUTE_STREAM_RELAY"] = "1"  # the relayed modes, whatever the default
     p = subprocess.Popen(command(bin_dir, mode, path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     if mode == "sigterm":
         time.sleep(0.5)
