@@ -219,9 +219,9 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         // Likewise the CUDA objects its tasks need, and on cuFile's route each worker's first
         // cuFile call: made once the stream waits, they could wait for it
         // (`warm_up::prepare_for_stream_ordered`, `set_up_cufile_for_stream_ordered`). With the
-        // setting off the stream never waits for the call (`mark` synchronises it), so nothing
-        // is made ahead.
-        if ordered_setting != StreamOrdered::Off {
+        // setting off the stream never waits for the call (`mark` synchronises it), and a relayed
+        // call's tasks make no CUDA call (`io::relay`), so nothing is made ahead for those.
+        if ordered_setting != StreamOrdered::Off && !(relay.is_some() && call.will_relay(ordered_setting)) {
             warm_up::prepare_for_stream_ordered(&target);
             if planned.is_ok_and(|p| p.route == Route::Cufile) {
                 warm_up::set_up_cufile_for_stream_ordered(&file, &target, compat_mode);

@@ -46,6 +46,8 @@ pub(crate) struct Relay {
     key: StreamKey,
     /// Its control block and ring go back to the pools when dropped (not a test's).
     pooled: bool,
+    /// Its stream's count in `IN_FLIGHT` (not a test's).
+    _in_flight: Option<StreamInFlight>,
 }
 
 /// The relay's pool, started at the first relayed call with as many threads as the shared pool.
@@ -76,12 +78,15 @@ impl Relay {
         if kernel != RelayKernel::Gate {
             relay::reserve_ring(SLOT_BYTES, nslots)?;
         }
+        let in_flight = StreamInFlight::take(key)?;
         let control = relay::launch(kernel, stream, context, buffer)?;
-        Ok(std::sync::Arc::new(Relay::new(control, kernel, SLOT_BYTES, nslots, key, true)))
+        let mut relay = Relay::new(control, kernel, SLOT_BYTES, nslots, key, true);
+        relay._in_flight = Some(in_flight);
+        Ok(std::sync::Arc::new(relay))
     }
 
     fn new(control: Control, kernel: RelayKernel, slot_bytes: u32, nslots: u32, key: StreamKey, pooled: bool) -> Relay {
-        Relay { control, kernel, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, pooled }
+        Relay { control, kernel, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, pooled, _in_flight: None }
     }
 
     /// The bytes per task of the call: one slot.
@@ -124,7 +129,7 @@ impl Relay {
                 if index >= self.nslots as u64 && !self.wait_for_kernel(index - self.nslots as u64 + 1) {
                     return Ok(0);
                 }
-                let moved = move_bytes(at_slot).inspect_err(|_| self.control.stop())?;
+                let moved = move_bytes(at_slot).inspect_err(|_| self.control.abort())?;
                 let short = moved < chunk.len;
                 if short {
                     self.short_chunk.fetch_min(index, Ordering::SeqCst);
@@ -141,7 +146,7 @@ impl Relay {
                 if !self.wait_for_kernel(index + 1) {
                     return Ok(0);
                 }
-                let written = move_bytes(at_slot).inspect_err(|_| self.control.stop())?;
+                let written = move_bytes(at_slot).inspect_err(|_| self.control.abort())?;
                 self.control.publish_written(slot, index);
                 Ok(written)
             }
@@ -187,6 +192,43 @@ impl Drop for Relay {
     }
 }
 
+/// Relayed calls in flight (launched, not yet dropped), by stream. Only the first of a stream's
+/// calls runs; the others wait behind it on the stream and hold no SM. A call on a stream that
+/// has none is relayed only while fewer streams than `relay::streams_at_once` have some, so that
+/// the kernels at the streams' heads always fit on the GPU together.
+static IN_FLIGHT: std::sync::Mutex<Option<std::collections::HashMap<StreamKey, usize>>> = std::sync::Mutex::new(None);
+
+/// A stream's share of `IN_FLIGHT`, given back when dropped.
+struct StreamInFlight(StreamKey);
+
+impl StreamInFlight {
+    /// Counts a relayed call on `key`'s stream, or refuses it: too many streams have relayed calls
+    /// (the call then blocks, as where no kernel can be launched).
+    fn take(key: StreamKey) -> Result<StreamInFlight> {
+        let mut streams = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        let streams = streams.get_or_insert_with(std::collections::HashMap::new);
+        if !streams.contains_key(&key) && streams.len() >= relay::streams_at_once() {
+            return Err(crate::error::Error::Internal(format!("relayed calls are in flight on {} streams, as many as the GPU holds relay kernels for", streams.len())));
+        }
+        *streams.entry(key).or_default() += 1;
+        Ok(StreamInFlight(key))
+    }
+}
+
+impl Drop for StreamInFlight {
+    fn drop(&mut self) {
+        let mut streams = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(streams) = streams.as_mut()
+            && let Some(count) = streams.get_mut(&self.0)
+        {
+            *count -= 1;
+            if *count == 0 {
+                streams.remove(&self.0);
+            }
+        }
+    }
+}
+
 /// The gate of a relayed call: reached when the kernel has started and, for a call that moves
 /// bytes, a ring was free for it.
 pub(crate) struct RelayGate(pub(crate) std::sync::Arc<Relay>);
@@ -219,7 +261,7 @@ mod tests {
     //! The host's part of the protocol against a kernel played by a thread (one block), over host
     //! memory: every byte through the slots in order, the end of a file, a failing chunk, a write.
     use super::*;
-    use crate::sys::cuda::relay::{LAST_CHUNK, W_EXITED, W_GO, W_HEADERS, W_PROGRESS, W_SLOTS, W_STARTED, W_STOP, W_TOTAL};
+    use crate::sys::cuda::relay::{LAST_CHUNK, W_ABORT, W_EXITED, W_GO, W_HEADERS, W_PROGRESS, W_SLOTS, W_STARTED, W_STOP, W_TOTAL};
     use std::sync::Arc;
     use std::sync::atomic::AtomicU32;
 
@@ -234,14 +276,22 @@ mod tests {
         (Arc::new(relay), page)
     }
 
+    /// The kernel's `wait_for`: true once `w` reaches `want`, false on abort or stop.
     fn wait(page: &[AtomicU32; 1024], w: usize, want: u32) -> bool {
         loop {
             if page[w].load(Ordering::Acquire).wrapping_sub(want) as i32 >= 0 {
                 return true;
             }
-            if page[W_STOP].load(Ordering::Acquire) != 0 {
+            if page[W_STOP].load(Ordering::Acquire) != 0 || page[W_ABORT].load(Ordering::Acquire) != 0 {
                 return false;
             }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The kernel's `hold_until_settled`: the stream goes on only once the host says so.
+    fn hold(page: &[AtomicU32; 1024]) {
+        while page[W_STOP].load(Ordering::Acquire) == 0 {
             std::thread::yield_now();
         }
     }
@@ -275,7 +325,7 @@ mod tests {
                     }
                 }
             }
-            wait(page, W_STOP, 1);
+            hold(page);
             page[W_EXITED].store(1, Ordering::SeqCst);
             moved
         })
@@ -366,7 +416,10 @@ mod tests {
         let good = reader(&relay, Arc::new(vec![1u8; len]));
         let results = run_chunks(&relay, len, 4, move |c| if c.file_offset == 6 * SLOT as u64 { Err(crate::error::Error::Internal("EIO".into())) } else { good(c) });
         assert!(results[6].is_err());
-        assert!(relay.control.stopped());
+        assert!(relay.control.stopped(), "the kernel is told to move no more");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!kernel.is_finished(), "the stream is held until the call is settled");
+        relay.control.stop();
         kernel.join().unwrap();
     }
 
@@ -393,7 +446,7 @@ mod tests {
                     unsafe { std::ptr::copy_nonoverlapping(src[i * SLOT as usize..].as_ptr(), slots.add(s * SLOT as usize), n) };
                     page[W_PROGRESS].store(i as u32 + 1, Ordering::SeqCst);
                 }
-                wait(page, W_STOP, 1);
+                hold(page);
             })
         };
         relay.go(len as u64);

@@ -216,6 +216,18 @@ pub(crate) enum Marked {
 }
 
 impl StreamCall {
+    /// True when `mark` will relay the call, given a relay kernel for it: under `auto`, on a stream
+    /// the legacy default stream waits for (not one being captured, which `mark` refuses).
+    /// Asked before the preparation that relayed calls do not need; false where it cannot tell.
+    pub(crate) fn will_relay(&self, ordered_setting: StreamOrdered) -> bool {
+        let Some(stream) = self.stream.cuda() else { return false };
+        if ordered_setting != StreamOrdered::Auto {
+            return false;
+        }
+        let Ok((_, _scope)) = cuda::enter_context_of(stream) else { return false };
+        matches!(stream.is_capturing(), Ok(false)) && stream.legacy_stream_waits_for_it().unwrap_or(false)
+    }
+
     /// Marks the call's point on its stream, or (no stream wait, or the setting off) synchronises
     /// the stream, and counts which on `stats`. `relay`: the relay kernel the call would take and
     /// the caller's buffer, where it may be relayed (under `auto`, on a stream the legacy stream

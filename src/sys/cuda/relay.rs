@@ -21,6 +21,7 @@ use super::stream::CallerStream;
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::c_void;
+use once_cell::sync::OnceCell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -32,6 +33,7 @@ const PTX: &str = include_str!("relay/relay.ptx");
 pub(crate) const W_STARTED: usize = 0;
 pub(crate) const W_GO: usize = 1;
 pub(crate) const W_STOP: usize = 2;
+pub(crate) const W_ABORT: usize = 3;
 pub(crate) const W_SLOTS: usize = 4;
 pub(crate) const W_TOTAL: usize = 8;
 pub(crate) const W_PROGRESS: usize = 16;
@@ -46,11 +48,30 @@ const MAX_BLOCKS: u32 = 64;
 pub(crate) const MAX_SLOTS: u32 = 64;
 /// Bytes of a control block: one page.
 const CONTROL_BYTES: usize = 4096;
-/// Blocks and threads of a moving kernel: 32 x 512 threads keep about 1 MiB of 16-byte loads in
-/// flight, more than the bus needs, on 32 of the GPU's SMs at most while the call runs.
-const MOVING_BLOCKS: u32 = 32;
+/// Blocks and threads of a moving kernel: 8 x 512 threads keep 256 KiB of 16-byte loads in
+/// flight (4 per thread), more than the bus needs, on 8 of the GPU's SMs at most while the call
+/// runs.
+const MOVING_BLOCKS: u32 = 8;
 const THREADS: u32 = 512;
 const _: () = assert!(MOVING_BLOCKS <= MAX_BLOCKS);
+
+/// How many streams may have relay kernels at their head at once: a started kernel's blocks must
+/// all find room on the GPU beside those of the kernels waiting for a ring, so at most a quarter
+/// of the room (512-thread blocks, four to an SM) goes to relay kernels. Asked of the current
+/// context's device once.
+pub(crate) fn streams_at_once() -> usize {
+    static STREAMS: OnceCell<usize> = OnceCell::new();
+    *STREAMS.get_or_init(|| {
+        let mut sms = 0;
+        let mut device: sys::CUdevice = 0;
+        // SAFETY: called with a context current (a relayed call's); valid out-pointers.
+        let asked = unsafe { sys::cuCtxGetDevice(&mut device) } == sys::CUresult::CUDA_SUCCESS
+            && unsafe { sys::cuDeviceGetAttribute(&mut sms, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device) }
+                == sys::CUresult::CUDA_SUCCESS;
+        let sms = if asked { sms.max(0) as usize } else { 0 };
+        (sms * 4 / MOVING_BLOCKS as usize / 4).max(2)
+    })
+}
 
 /// Which kernel a call launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,14 +213,23 @@ impl Control {
         self.word(W_GO).store(1, Ordering::SeqCst);
     }
 
-    /// Tells the kernel to leave (after the transfer, on an error, at exit). Idempotent.
+    /// Tells the kernel to leave and let the stream go on: the call is settled (or the process
+    /// exits). Idempotent.
     pub(crate) fn stop(&self) {
         std::sync::atomic::fence(Ordering::SeqCst);
         self.word(W_STOP).store(1, Ordering::SeqCst);
     }
 
+    /// Tells the kernel to move no more (a task failed); it still holds the stream until `stop`,
+    /// so that the stream goes on only once the call is settled. Idempotent.
+    pub(crate) fn abort(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.word(W_ABORT).store(1, Ordering::SeqCst);
+    }
+
+    /// True once the kernel is to move no more (`abort` or `stop`).
     pub(crate) fn stopped(&self) -> bool {
-        self.word(W_STOP).load(Ordering::Acquire) != 0
+        self.word(W_STOP).load(Ordering::Acquire) != 0 || self.word(W_ABORT).load(Ordering::Acquire) != 0
     }
 
     /// Chunks every block has moved.

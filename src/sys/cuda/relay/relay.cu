@@ -14,7 +14,9 @@
 // other way round, never both):
 //   [0] started    kernel: 1 once the stream reached the call
 //   [1] go         host:   1 once slots, slot_bytes, nslots and total are written
-//   [2] stop       host:   1: leave (the transfer ended, failed, or the process exits)
+//   [2] stop       host:   1: leave, and let the stream go on (the call is settled, or the
+//                          process exits)
+//   [3] abort      host:   1: move no more (a task failed); the stream still waits for stop
 //   [4..5] slots   host:   device address of the slots
 //   [6] slot_bytes host:   bytes per slot (a multiple of 16)
 //   [7] nslots     host:   number of slots (<= MAX_SLOTS)
@@ -28,7 +30,6 @@
 // definitions CUDA's headers would give are spelled out here.
 #define GLOBAL extern "C" __attribute__((global))
 #define DEVICE static __attribute__((device)) __attribute__((always_inline)) inline
-#define SHARED __attribute__((shared))
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -61,6 +62,7 @@ DEVICE char load_fresh1(const void *p) {
 #define W_STARTED 0
 #define W_GO 1
 #define W_STOP 2
+#define W_ABORT 3
 #define W_SLOTS 4
 #define W_SLOT_BYTES 6
 #define W_NSLOTS 7
@@ -82,22 +84,36 @@ DEVICE void publish(volatile u32 *ctl, int w, u32 value) {
     fence_system();
 }
 
-// Thread 0 of the block waits until the word `w` is at least `want` (cyclic), or stop; the block
-// learns which. Returns 1 on stop.
+// Thread 0 of the block waits until the word `w` is at least `want` (cyclic), or until the host
+// says to move no more (abort or stop); every thread of the block learns which through the
+// barrier's reduction (not through shared memory, whose load the compiler may hoist above the
+// barrier). Returns 1 when the block is to move no more.
 DEVICE int wait_for(volatile u32 *ctl, int w, u32 want) {
-    SHARED int stop;
+    int leaving = 0;
     if (thread_index() == 0) {
         unsigned ns = 64;
         for (;;) {
-            if ((int)(load_word(ctl, w) - want) >= 0) { stop = 0; break; }
-            if (load_word(ctl, W_STOP)) { stop = 1; break; }
+            if ((int)(load_word(ctl, w) - want) >= 0) break;
+            if (load_word(ctl, W_STOP) || load_word(ctl, W_ABORT)) { leaving = 1; break; }
             nap(ns);
             if (ns < 2048) ns *= 2;
         }
         fence_system();
     }
+    return __nvvm_bar0_or(leaving);
+}
+
+// Block 0 holds the stream until the host has settled the call (stop), whatever happened.
+DEVICE void hold_until_settled(volatile u32 *ctl) {
+    if (block_index() != 0) return;
+    if (thread_index() == 0) {
+        unsigned ns = 64;
+        while (!load_word(ctl, W_STOP)) {
+            nap(ns);
+            if (ns < 2048) ns *= 2;
+        }
+    }
     sync_block();
-    return stop;
 }
 
 DEVICE void leave(volatile u32 *ctl) {
@@ -132,7 +148,10 @@ DEVICE void copy_share(char *dst, const char *src, u64 len, int from_host) {
 GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
     volatile u32 *ctl = control;
     if (block_index() == 0 && thread_index() == 0) publish(ctl, W_STARTED, 1);
-    if (wait_for(ctl, W_GO, 1)) return leave(ctl);
+    if (wait_for(ctl, W_GO, 1)) {
+        hold_until_settled(ctl);
+        return leave(ctl);
+    }
     const char *slots = (const char *)load_u64(ctl, W_SLOTS);
     u64 slot_bytes = load_word(ctl, W_SLOT_BYTES);
     u32 nslots = load_word(ctl, W_NSLOTS);
@@ -148,7 +167,7 @@ GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
     }
     // The stream goes on once the host has settled the call (and written a pointer form's byte
     // count): the host says so (stop) right after the last chunk is moved.
-    if (block_index() == 0) wait_for(ctl, W_STOP, 1);
+    hold_until_settled(ctl);
     leave(ctl);
 }
 
@@ -157,7 +176,10 @@ GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
 GLOBAL void gdsroute_relay_out(u32 *control, const char *buffer) {
     volatile u32 *ctl = control;
     if (block_index() == 0 && thread_index() == 0) publish(ctl, W_STARTED, 1);
-    if (wait_for(ctl, W_GO, 1)) return leave(ctl);
+    if (wait_for(ctl, W_GO, 1)) {
+        hold_until_settled(ctl);
+        return leave(ctl);
+    }
     char *slots = (char *)load_u64(ctl, W_SLOTS);
     u64 slot_bytes = load_word(ctl, W_SLOT_BYTES);
     u32 nslots = load_word(ctl, W_NSLOTS);
@@ -165,14 +187,14 @@ GLOBAL void gdsroute_relay_out(u32 *control, const char *buffer) {
     u64 chunks = (total + slot_bytes - 1) / slot_bytes;
     for (u64 i = 0; i < chunks; i++) {
         u32 s = (u32)(i % nslots);
-        if (i >= nslots && wait_for(ctl, W_HEADERS + 2 * s, (u32)(i - nslots + 1))) return leave(ctl);
+        if (i >= nslots && wait_for(ctl, W_HEADERS + 2 * s, (u32)(i - nslots + 1))) break;
         u64 len = total - i * slot_bytes < slot_bytes ? total - i * slot_bytes : slot_bytes;
         copy_share(slots + s * slot_bytes, buffer + i * slot_bytes, len, 0);
         fence_system();  // each thread's stores to the slot reach host memory before the progress word
         sync_block();
         if (thread_index() == 0) publish(ctl, W_PROGRESS + block_index(), (u32)(i + 1));
     }
-    if (block_index() == 0) wait_for(ctl, W_STOP, 1);
+    hold_until_settled(ctl);
     leave(ctl);
 }
 
@@ -180,6 +202,6 @@ GLOBAL void gdsroute_relay_out(u32 *control, const char *buffer) {
 GLOBAL void gdsroute_relay_gate(u32 *control) {
     volatile u32 *ctl = control;
     if (thread_index() == 0) publish(ctl, W_STARTED, 1);
-    wait_for(ctl, W_STOP, 1);
+    hold_until_settled(ctl);
     leave(ctl);
 }
