@@ -33,12 +33,12 @@ if want "$*" kvikio && [ -d .whl ]; then
     echo "=== KvikIO 26.10 stream-ordered read, no udev record, 16 threads"
     PYTHONPATH=/tmp/site KVIKIO_NTHREADS=16 timeout 200 python3 tools/gpu/stream_kvikio.py $f 2>&1 | grep -E 'FIGURE|Error|error' | head
 fi
-if want "$*" tests; then
-    bash tools/gpu/udev-entry.sh /var/tmp > /dev/null
-    for n in $RELAYED; do label=udev t "$n"; done
-fi
 if want "$*" exit; then
     echo "=== exit suite, relayed modes (udev record written by gpu-exit.sh)"
     bash tools/gpu/gpu-exit.sh "$D" exit-relay-queued=${EXIT_RUNS:-25} main-return-relay-queued=${EXIT_RUNS:-25} 2>&1 | tail -6
+fi
+if want "$*" tests; then
+    bash tools/gpu/udev-entry.sh /var/tmp > /dev/null
+    for n in $RELAYED; do label=udev t "$n"; done
 fi
 rm -rf /run/udev
