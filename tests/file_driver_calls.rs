@@ -91,6 +91,15 @@ fn umask() -> u32 {
 }
 
 /// A raw descriptor of `path` opened with `flags` (no `O_CLOEXEC` games), owned.
+/// Held by the tests that start child processes and by those that need a lock to go when their
+/// descriptors close: a child holds every descriptor of this process from its fork to its exec
+/// (`O_CLOEXEC` acts only at the exec), and with them the locks of their open files.
+static CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn no_child_starts() -> std::sync::MutexGuard<'static, ()> {
+    CHILDREN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn raw_open(path: &Path, flags: libc::c_int) -> OwnedFd {
     let c = std::ffi::CString::new(bytes_of(path)).unwrap();
     // SAFETY: a NUL-terminated path; no mode without O_CREAT.
@@ -292,6 +301,7 @@ fn descriptors_a_handle_cannot_use_are_refused() {
 /// with direct I/O on in its environment, so that no other test here reads with it.
 #[test]
 fn a_handle_from_a_descriptor_takes_direct_io() {
+    let _children = no_child_starts();
     let tmp = tempfile::NamedTempFile::new().unwrap();
     if !has_direct_io(tmp.as_file()) {
         eprintln!("skipped: no O_DIRECT on the temporary directory's file system");
@@ -490,6 +500,7 @@ fn a_waiting_lock_waits_for_the_holder_and_through_signals() {
 
 #[test]
 fn a_handle_from_a_descriptor_locks_with_the_callers_descriptor() {
+    let _children = no_child_starts();
     let tmp = common::temp_file_in(None, b"locked");
     let caller = raw_open(tmp.path(), libc::O_RDWR);
     let file = File::open_fd(caller.as_fd(), None).unwrap();
@@ -512,6 +523,7 @@ fn a_handle_from_a_descriptor_locks_with_the_callers_descriptor() {
 
 #[test]
 fn a_lock_held_here_is_seen_by_another_process() {
+    let _children = no_child_starts();
     let tmp = common::temp_file_in(None, b"locked");
     let file = open(tmp.path(), "r+");
     let path = tmp.path().as_os_str().to_owned();
