@@ -44,6 +44,8 @@ pub(crate) struct Relay {
     /// The bytes the call moves, as planned when the stream reached it (`go`).
     planned: AtomicU64,
     key: StreamKey,
+    /// The caller's buffer (device memory), whose alignment its chunks keep in the slots.
+    buffer: u64,
     /// Its control block and ring go back to the pools when dropped (not a test's).
     pooled: bool,
     /// Its stream's count in `IN_FLIGHT` (not a test's).
@@ -80,13 +82,13 @@ impl Relay {
         }
         let in_flight = StreamInFlight::take(key)?;
         let control = relay::launch(kernel, stream, context, buffer)?;
-        let mut relay = Relay::new(control, kernel, SLOT_BYTES, nslots, key, true);
+        let mut relay = Relay::new(control, kernel, SLOT_BYTES, nslots, key, buffer, true);
         relay._in_flight = Some(in_flight);
         Ok(std::sync::Arc::new(relay))
     }
 
-    fn new(control: Control, kernel: RelayKernel, slot_bytes: u32, nslots: u32, key: StreamKey, pooled: bool) -> Relay {
-        Relay { control, kernel, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, pooled, _in_flight: None }
+    fn new(control: Control, kernel: RelayKernel, slot_bytes: u32, nslots: u32, key: StreamKey, buffer: u64, pooled: bool) -> Relay {
+        Relay { control, kernel, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, buffer, pooled, _in_flight: None }
     }
 
     /// The bytes per task of the call: one slot.
@@ -99,8 +101,8 @@ impl Relay {
         self.kernel != RelayKernel::Gate
     }
 
-    /// The host address the tasks' chunks are placed from (slot `i % nslots` at `buf_offset`
-    /// `(i % nslots) * slot_bytes`); null for the gate.
+    /// The host address the tasks' chunks are placed from (chunk `i` in slot `i % nslots`, at
+    /// `Slots::chunk_offset`); null for the gate.
     pub(crate) fn slots_base(&self) -> *mut u8 {
         self.slots.get().map_or(std::ptr::null_mut(), Slots::base)
     }
@@ -122,7 +124,8 @@ impl Relay {
         }
         let index = (chunk.buf_offset / self.slot_bytes as usize) as u64;
         let slot = (index % self.nslots as u64) as u32;
-        let at_slot = Chunk { buf_offset: slot as usize * self.slot_bytes as usize, ..chunk };
+        let Some(slots) = self.slots.get() else { return Err(crate::error::Error::Internal("a relayed task ran before its ring".into())) };
+        let at_slot = Chunk { buf_offset: slots.chunk_offset(slot, self.buffer), ..chunk };
         match self.kernel {
             RelayKernel::In => {
                 // The slot is free once the kernel moved the chunk that used it before.
@@ -268,10 +271,16 @@ mod tests {
     const SLOT: u32 = 64;
     const NSLOTS: u32 = 4;
 
+    /// A caller's buffer 5 bytes past a 16-byte boundary: chunks lie 5 bytes into their slots.
+    const BUFFER: u64 = 0x7000_0005;
+    /// Bytes from one slot to the next (`SLOT_PAD` past a chunk).
+    const STRIDE: usize = SLOT as usize + 4096;
+    const LEAD: usize = (BUFFER & 15) as usize;
+
     fn relay(kernel: RelayKernel) -> (Arc<Relay>, &'static [AtomicU32; 1024]) {
         let page: &'static [AtomicU32; 1024] = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
-        let relay = Relay::new(Control::for_tests(page, 1), kernel, SLOT, NSLOTS, StreamKey::for_tests(7), false);
-        let memory: &'static mut [u8] = Box::leak(vec![0u8; (SLOT * NSLOTS) as usize].into_boxed_slice());
+        let relay = Relay::new(Control::for_tests(page, 1), kernel, SLOT, NSLOTS, StreamKey::for_tests(7), BUFFER, false);
+        let memory: &'static mut [u8] = Box::leak(vec![0u8; STRIDE * NSLOTS as usize].into_boxed_slice());
         relay.slots.set(Slots::for_tests(memory, SLOT, NSLOTS)).unwrap();
         (Arc::new(relay), page)
     }
@@ -315,7 +324,7 @@ mod tests {
                     let header = page[W_HEADERS + 2 * s + 1].load(Ordering::Acquire);
                     let len = (header & !LAST_CHUNK) as usize;
                     // SAFETY: the slot the host published, inside the test's ring.
-                    let bytes = unsafe { std::slice::from_raw_parts(slots.add(s * SLOT as usize), len) };
+                    let bytes = unsafe { std::slice::from_raw_parts(slots.add(s * STRIDE + LEAD), len) };
                     let at = i as usize * SLOT as usize;
                     dst.lock().unwrap()[at..at + len].copy_from_slice(bytes);
                     moved += 1;
@@ -443,7 +452,7 @@ mod tests {
                     }
                     let n = (total - i * SLOT as usize).min(SLOT as usize);
                     // SAFETY: slot `s` of the test's ring.
-                    unsafe { std::ptr::copy_nonoverlapping(src[i * SLOT as usize..].as_ptr(), slots.add(s * SLOT as usize), n) };
+                    unsafe { std::ptr::copy_nonoverlapping(src[i * SLOT as usize..].as_ptr(), slots.add(s * STRIDE + LEAD), n) };
                     page[W_PROGRESS].store(i as u32 + 1, Ordering::SeqCst);
                 }
                 hold(page);

@@ -43,6 +43,10 @@ const W_SLOT_BYTES: usize = 6;
 const W_NSLOTS: usize = 7;
 /// Bit of a slot's length word: the call's last chunk.
 pub(crate) const LAST_CHUNK: u32 = 0x8000_0000;
+/// Bytes between two slots beyond a chunk: slots stay page-aligned, and a chunk lies in its slot
+/// at the caller's buffer's distance past a 16-byte boundary (`Slots::chunk_offset`), so that the
+/// kernels copy 16 bytes at a time whatever the buffer's alignment.
+const SLOT_PAD: usize = 4096;
 /// The kernels' limits: blocks (progress and exit words) and slots (headers).
 const MAX_BLOCKS: u32 = 64;
 pub(crate) const MAX_SLOTS: u32 = 64;
@@ -270,13 +274,22 @@ impl Slots {
     /// Slots over `memory` (kept for the process's life), for the CPU tests.
     #[cfg(test)]
     pub(crate) fn for_tests(memory: &'static mut [u8], slot_bytes: u32, nslots: u32) -> Slots {
-        assert!(memory.len() >= slot_bytes as usize * nslots as usize);
+        assert!(memory.len() >= Slots::bytes(slot_bytes, nslots));
         Slots { host: memory.as_mut_ptr() as usize, device: memory.as_mut_ptr() as u64, slot_bytes, nslots }
     }
 
     /// The host address of the first slot (a call's tasks name slots by offset from it).
     pub(crate) fn base(&self) -> *mut u8 {
         self.host as *mut u8
+    }
+
+    /// Where slot `slot`'s chunk lies, from `base`, for a caller's buffer at `buffer`.
+    pub(crate) fn chunk_offset(&self, slot: u32, buffer: u64) -> usize {
+        slot as usize * (self.slot_bytes as usize + SLOT_PAD) + (buffer & 15) as usize
+    }
+
+    fn bytes(slot_bytes: u32, nslots: u32) -> usize {
+        nslots as usize * (slot_bytes as usize + SLOT_PAD)
     }
 }
 
@@ -287,7 +300,7 @@ pub(crate) fn reserve_ring(slot_bytes: u32, nslots: u32) -> Result<(), CudaFailu
     if with_pools(|p| p.rings.iter().any(|r| r.slot_bytes == slot_bytes && r.nslots == nslots)) {
         return Ok(());
     }
-    let (host, device) = mapped_host_memory(slot_bytes as usize * nslots as usize)?;
+    let (host, device) = mapped_host_memory(Slots::bytes(slot_bytes, nslots))?;
     with_pools(|p| p.rings.push(Slots { host, device, slot_bytes, nslots }));
     Ok(())
 }

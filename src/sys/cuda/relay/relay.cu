@@ -23,7 +23,7 @@
 //   [8..9] total   host:   bytes to write (relay_out)
 //   [16 + b] progress[b]  kernel: chunks block b has moved
 //   [96 + b] exited[b]    kernel: 1 once block b touches nothing more
-//   [256 + 2s] seq, [257 + 2s] len of slot s: host. relay_in: chunk seq-1 is in slot s with len
+//   [256 + 2s] seq, [257 + 2s] len of slot s (its chunk at lead bytes into it): host. relay_in: chunk seq-1 is in slot s with len
 //              bytes (bit 31: the last chunk); relay_out: chunk seq-1 of slot s has been written
 //              to the file (the slot is free again).
 // Compiled to PTX by clang without the CUDA toolkit (tools/gpu/relay-ptx.sh), so the
@@ -71,6 +71,9 @@ DEVICE char load_fresh1(const void *p) {
 #define W_EXITED 96
 #define W_HEADERS 256
 #define LAST_CHUNK 0x80000000u
+// Slot s starts at slots + s * (slot_bytes + SLOT_PAD), page-aligned; a chunk lies in it at the
+// caller's buffer's distance past a 16-byte boundary (`lead`, < 16).
+#define SLOT_PAD 4096
 
 DEVICE u32 load_word(volatile u32 *ctl, int w) { return ctl[w]; }
 
@@ -122,11 +125,19 @@ DEVICE void leave(volatile u32 *ctl) {
 }
 
 // This block's share of copying `len` bytes; `from_host`: src is mapped host memory, read
-// uncached (a slot is refilled between chunks).
+// uncached (a slot is refilled between chunks). 16 bytes at a time where src and dst lie alike
+// against 16-byte boundaries (the host places a chunk in its slot at the buffer's distance past
+// one, `lead`), after the bytes before dst's first boundary.
 DEVICE void copy_share(char *dst, const char *src, u64 len, int from_host) {
     u64 tid = (u64)block_index() * block_threads() + thread_index(), step = (u64)grid_blocks() * block_threads();
     u64 head = 0;
-    if ((((u64)dst | (u64)src) & 15) == 0) {
+    if ((((u64)dst ^ (u64)src) & 15) == 0) {
+        u64 first = (16 - ((u64)dst & 15)) & 15;
+        if (first > len) first = len;
+        if (tid < first) dst[tid] = from_host ? load_fresh1(src + tid) : src[tid];
+        dst += first;
+        src += first;
+        len -= first;
         u64 n16 = len / 16;
         u32x4 *d = (u32x4 *)dst;
         const u32x4 *s = (const u32x4 *)src;
@@ -153,14 +164,14 @@ GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
         return leave(ctl);
     }
     const char *slots = (const char *)load_u64(ctl, W_SLOTS);
-    u64 slot_bytes = load_word(ctl, W_SLOT_BYTES);
+    u64 slot_bytes = load_word(ctl, W_SLOT_BYTES), stride = slot_bytes + SLOT_PAD, lead = (u64)buffer & 15;
     u32 nslots = load_word(ctl, W_NSLOTS);
     for (u64 i = 0;; i++) {
         u32 s = (u32)(i % nslots);
         if (wait_for(ctl, W_HEADERS + 2 * s, (u32)(i + 1))) break;
         u32 header = load_word(ctl, W_HEADERS + 2 * s + 1);
         u64 len = header & ~LAST_CHUNK;
-        copy_share(buffer + i * slot_bytes, slots + s * slot_bytes, len, 1);
+        copy_share(buffer + i * slot_bytes, slots + s * stride + lead, len, 1);
         sync_block();
         if (thread_index() == 0) publish(ctl, W_PROGRESS + block_index(), (u32)(i + 1));
         if ((header & LAST_CHUNK) || len < slot_bytes) break;
@@ -181,7 +192,7 @@ GLOBAL void gdsroute_relay_out(u32 *control, const char *buffer) {
         return leave(ctl);
     }
     char *slots = (char *)load_u64(ctl, W_SLOTS);
-    u64 slot_bytes = load_word(ctl, W_SLOT_BYTES);
+    u64 slot_bytes = load_word(ctl, W_SLOT_BYTES), stride = slot_bytes + SLOT_PAD, lead = (u64)buffer & 15;
     u32 nslots = load_word(ctl, W_NSLOTS);
     u64 total = load_u64(ctl, W_TOTAL);
     u64 chunks = (total + slot_bytes - 1) / slot_bytes;
@@ -189,7 +200,7 @@ GLOBAL void gdsroute_relay_out(u32 *control, const char *buffer) {
         u32 s = (u32)(i % nslots);
         if (i >= nslots && wait_for(ctl, W_HEADERS + 2 * s, (u32)(i - nslots + 1))) break;
         u64 len = total - i * slot_bytes < slot_bytes ? total - i * slot_bytes : slot_bytes;
-        copy_share(slots + s * slot_bytes, buffer + i * slot_bytes, len, 0);
+        copy_share(slots + s * stride + lead, buffer + i * slot_bytes, len, 0);
         fence_system();  // each thread's stores to the slot reach host memory before the progress word
         sync_block();
         if (thread_index() == 0) publish(ctl, W_PROGRESS + block_index(), (u32)(i + 1));
