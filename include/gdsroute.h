@@ -1742,12 +1742,13 @@ gdsroute_status gdsroute_file_pwrite(const gdsroute_file *file,
  * and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
  * `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
  * stream waits for (the legacy and per-thread default streams, a stream created without
- * `CU_STREAM_NON_BLOCKING`), the call is queued behind a relay kernel launched on the stream, which
- * moves the bytes while host threads read the file, so that a synchronous legacy-stream call of
- * the program cannot deadlock with it (counted in `stream_calls_relayed`; its tasks through the
- * POSIX route; under compat mode OFF where cuFile must serve, or where the kernel cannot be
- * launched, it blocks as above, counted in `stream_calls_blocking_legacy_waits`). At exit, the
- * stream waits of calls not done are released (docs/routing.md, "Stream-ordered calls at exit").
+ * `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (off by default for now), the call
+ * is queued behind a relay kernel launched on the stream, which moves the bytes while host
+ * threads read the file, so that a synchronous legacy-stream call of the program cannot deadlock
+ * with it (counted in `stream_calls_relayed`; its tasks through the POSIX route); otherwise
+ * (the setting off, compat mode OFF where cuFile must serve, no kernel launch) it blocks as
+ * above, counted in `stream_calls_blocking_legacy_waits`. At exit, the stream waits of calls not
+ * done are released (docs/routing.md, "Stream-ordered calls at exit").
  * Ownership: free the operation with `gdsroute_op_free`.
  */
 GDSROUTE_MUST_USE
@@ -2441,10 +2442,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(uint32_t 
  * Chooses, for stream-ordered calls from now on (a `gdsroute_stream_ordered` value): queue them
  * on their stream without blocking the caller, behind a flag wait on every stream (`ON`), or
  * (`AUTO`, the default) behind a flag wait on streams the legacy default stream does not wait for
- * (created `CU_STREAM_NON_BLOCKING`) and behind a relay kernel on the others (counted in
- * `stream_calls_relayed`); or KvikIO's fallback (`OFF`): synchronise the stream, then move the
- * bytes on the calling thread before the call returns (counted in
- * `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
+ * (created `CU_STREAM_NON_BLOCKING`) and, on the others, behind a relay kernel where
+ * `GDSROUTE_STREAM_RELAY` is on (counted in `stream_calls_relayed`) or else KvikIO's fallback;
+ * or KvikIO's fallback everywhere (`OFF`): synchronise the stream, then move the bytes on the
+ * calling thread before the call returns (counted in `stream_calls_blocking_setting` and
+ * `stream_calls_blocking_legacy_waits`). Works whatever the environment held, as the other setters.
  * `INVALID_ARGUMENT` for another value.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(uint32_t mode);

@@ -436,12 +436,13 @@ pub unsafe extern "C" fn gdsroute_file_pwrite(
 /// and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
 /// `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
 /// stream waits for (the legacy and per-thread default streams, a stream created without
-/// `CU_STREAM_NON_BLOCKING`), the call is queued behind a relay kernel launched on the stream, which
-/// moves the bytes while host threads read the file, so that a synchronous legacy-stream call of
-/// the program cannot deadlock with it (counted in `stream_calls_relayed`; its tasks through the
-/// POSIX route; under compat mode OFF where cuFile must serve, or where the kernel cannot be
-/// launched, it blocks as above, counted in `stream_calls_blocking_legacy_waits`). At exit, the
-/// stream waits of calls not done are released (docs/routing.md, "Stream-ordered calls at exit").
+/// `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (off by default for now), the call
+/// is queued behind a relay kernel launched on the stream, which moves the bytes while host
+/// threads read the file, so that a synchronous legacy-stream call of the program cannot deadlock
+/// with it (counted in `stream_calls_relayed`; its tasks through the POSIX route); otherwise
+/// (the setting off, compat mode OFF where cuFile must serve, no kernel launch) it blocks as
+/// above, counted in `stream_calls_blocking_legacy_waits`. At exit, the stream waits of calls not
+/// done are released (docs/routing.md, "Stream-ordered calls at exit").
 /// Ownership: free the operation with `gdsroute_op_free`.
 #[must_use]
 #[unsafe(no_mangle)]

@@ -26,14 +26,27 @@
 //   [256 + 2s] seq, [257 + 2s] len of slot s (its chunk at lead bytes into it): host. relay_in: chunk seq-1 is in slot s with len
 //              bytes (bit 31: the last chunk); relay_out: chunk seq-1 of slot s has been written
 //              to the file (the slot is free again).
+//
 // Compiled to PTX by clang without the CUDA toolkit (tools/gpu/relay-ptx.sh), so the
-// definitions CUDA's headers would give are spelled out here.
-#define GLOBAL extern "C" __attribute__((global))
-#define DEVICE static __attribute__((device)) __attribute__((always_inline)) inline
-
+// definitions CUDA's headers would give are spelled out here. With RELAY_ON_HOST defined, the
+// copy alone compiles for the host, where tests/relay_copy.rs runs each thread of a grid in turn.
 typedef unsigned int u32;
 typedef unsigned long long u64;
 struct __attribute__((aligned(16))) u32x4 { u32 x, y, z, w; };
+
+#ifdef RELAY_ON_HOST
+#define DEVICE static inline
+// The thread the host plays, set by the test before each call.
+static u32 host_thread, host_block, host_block_threads, host_grid_blocks;
+DEVICE u32 thread_index() { return host_thread; }
+DEVICE u32 block_index() { return host_block; }
+DEVICE u32 block_threads() { return host_block_threads; }
+DEVICE u32 grid_blocks() { return host_grid_blocks; }
+DEVICE u32x4 load_fresh16(const void *p) { return *(const u32x4 *)p; }
+DEVICE char load_fresh1(const void *p) { return *(const char *)p; }
+#else
+#define GLOBAL extern "C" __attribute__((global))
+#define DEVICE static __attribute__((device)) __attribute__((always_inline)) inline
 
 DEVICE u32 thread_index() { return __nvvm_read_ptx_sreg_tid_x(); }
 DEVICE u32 block_index() { return __nvvm_read_ptx_sreg_ctaid_x(); }
@@ -56,6 +69,7 @@ DEVICE char load_fresh1(const void *p) {
     asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %1; ld.global.cv.u8 %0, [g]; }" : "=r"(v) : "l"(p));
     return (char)v;
 }
+#endif
 
 #define MAX_BLOCKS 64
 #define MAX_SLOTS 64
@@ -75,6 +89,7 @@ DEVICE char load_fresh1(const void *p) {
 // caller's buffer's distance past a 16-byte boundary (`lead`, < 16).
 #define SLOT_PAD 4096
 
+#ifndef RELAY_ON_HOST
 DEVICE u32 load_word(volatile u32 *ctl, int w) { return ctl[w]; }
 
 DEVICE u64 load_u64(volatile u32 *ctl, int w) {
@@ -124,6 +139,8 @@ DEVICE void leave(volatile u32 *ctl) {
     if (thread_index() == 0) publish(ctl, W_EXITED + block_index(), 1);
 }
 
+#endif
+
 // This block's share of copying `len` bytes; `from_host`: src is mapped host memory, read
 // uncached (a slot is refilled between chunks). 16 bytes at a time where src and dst lie alike
 // against 16-byte boundaries (the host places a chunk in its slot at the buffer's distance past
@@ -134,7 +151,7 @@ DEVICE void copy_share(char *dst, const char *src, u64 len, int from_host) {
     if ((((u64)dst ^ (u64)src) & 15) == 0) {
         u64 first = (16 - ((u64)dst & 15)) & 15;
         if (first > len) first = len;
-        if (tid < first) dst[tid] = from_host ? load_fresh1(src + tid) : src[tid];
+        for (u64 k = tid; k < first; k += step) dst[k] = from_host ? load_fresh1(src + k) : src[k];
         dst += first;
         src += first;
         len -= first;
@@ -154,6 +171,7 @@ DEVICE void copy_share(char *dst, const char *src, u64 len, int from_host) {
     for (u64 k = head + tid; k < len; k += step) dst[k] = from_host ? load_fresh1(src + k) : src[k];
 }
 
+#ifndef RELAY_ON_HOST
 // A read: host slots -> the caller's device buffer, chunk by chunk in file order; the stream goes
 // on once the host says the call is settled (stop).
 GLOBAL void gdsroute_relay_in(u32 *control, char *buffer) {
@@ -216,3 +234,4 @@ GLOBAL void gdsroute_relay_gate(u32 *control) {
     hold_until_settled(ctl);
     leave(ctl);
 }
+#endif
