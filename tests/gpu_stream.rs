@@ -464,6 +464,31 @@ fn writes_are_ordered_on_every_stream_memory_and_route() {
     }
 }
 
+/// `calls` reads of `piece` bytes each queued on `stream` behind a memset and a spin, a short spin
+/// between each two, an XOR kernel after them (and, `legacy_behind`, a synchronous legacy-stream
+/// call); every byte checked.
+fn reads_on_one_stream(file: &File, stream: &Stream, data: &[u8], calls: usize, piece: usize, legacy_behind: bool, what: &str) {
+    let buf = Buffer::new(Memory::Device, calls * piece);
+    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+    spin(stream.raw, 50_000_000);
+    let ops: Vec<_> = (0..calls)
+        .map(|i| {
+            let op = unsafe { file.read_async_raw(buf.data_ptr().wrapping_add(i * piece), piece, (i * piece) as u64, stream.addr()) }.unwrap();
+            spin(stream.raw, 100_000);
+            op
+        })
+        .collect();
+    xor(stream.raw, buf.base, buf.total(), KEY);
+    if legacy_behind {
+        legacy_call_behind();
+    }
+    stream.sync();
+    for op in &ops {
+        assert_eq!(op.wait().unwrap(), piece, "{what}");
+    }
+    check_read_bytes(&buf.contents(), data, calls * piece, what);
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn many_calls_in_flight_on_one_stream_and_across_streams() {
@@ -478,23 +503,7 @@ fn many_calls_in_flight_on_one_stream_and_across_streams() {
     for mode in [CompatMode::On, CompatMode::Auto] {
         let file = open_rw(&tmp, mode);
         // One stream: a kernel between each two calls, more calls than pool threads.
-        let stream = Stream::new(StreamKind::Blocking);
-        let buf = Buffer::new(Memory::Device, calls * piece);
-        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
-        spin(stream.raw, 50_000_000);
-        let ops: Vec<_> = (0..calls)
-            .map(|i| {
-                let op = unsafe { file.read_async_raw(buf.data_ptr().wrapping_add(i * piece), piece, (i * piece) as u64, stream.addr()) }.unwrap();
-                spin(stream.raw, 100_000);
-                op
-            })
-            .collect();
-        xor(stream.raw, buf.base, buf.total(), KEY);
-        stream.sync();
-        for op in &ops {
-            assert_eq!(op.wait().unwrap(), piece);
-        }
-        check_read_bytes(&buf.contents(), &data, calls * piece, &format!("{mode:?} {calls} calls on one stream"));
+        reads_on_one_stream(&file, &Stream::new(StreamKind::Blocking), &data, calls, piece, false, &format!("{mode:?} {calls} calls on one stream"));
         // Four streams, twelve calls each, interleaved.
         let streams: Vec<Stream> = (0..4).map(|i| Stream::new(if i % 2 == 0 { StreamKind::Blocking } else { StreamKind::NonBlocking })).collect();
         let buf = Buffer::new(Memory::Device, calls * piece);
@@ -1112,24 +1121,7 @@ fn many_relayed_calls_on_one_legacy_stream_and_a_failing_write() {
     let tmp = file_with(&data);
     for mode in [CompatMode::On, CompatMode::Auto] {
         let file = open_rw(&tmp, mode);
-        let stream = Stream::new(StreamKind::Legacy);
-        let buf = Buffer::new(Memory::Device, calls * piece);
-        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
-        spin(stream.raw, 50_000_000);
-        let ops: Vec<_> = (0..calls)
-            .map(|i| {
-                let op = unsafe { file.read_async_raw(buf.data_ptr().wrapping_add(i * piece), piece, (i * piece) as u64, stream.addr()) }.unwrap();
-                spin(stream.raw, 100_000);
-                op
-            })
-            .collect();
-        xor(stream.raw, buf.base, buf.total(), KEY);
-        legacy_call_behind();
-        stream.sync();
-        for op in &ops {
-            assert_eq!(op.wait().unwrap(), piece);
-        }
-        check_read_bytes(&buf.contents(), &data, calls * piece, &format!("relayed {mode:?} {calls} calls on the legacy stream"));
+        reads_on_one_stream(&file, &Stream::new(StreamKind::Legacy), &data, calls, piece, true, &format!("relayed {mode:?} {calls} calls on the legacy stream"));
         assert_eq!(file.stats().stream_calls_relayed, calls as u64);
     }
     // A 16 MiB write across RLIMIT_FSIZE = 10 MiB on a blocking stream: an error through the

@@ -16,6 +16,9 @@
 //! chunks in that order, so the earliest unfinished chunk never waits for a later one. The tasks
 //! run on a pool of their own (`pool`): a shared worker could sit in a copy of another call that
 //! waits for the driver's lock.
+//!
+//! One job in one file, although over 450 lines: the host's part of the relay protocol; half of
+//! the length is its CPU tests, which play the kernel's part.
 
 use crate::error::Result;
 use crate::io::stream_order::{Gate, StreamKey};

@@ -25,8 +25,11 @@
 //! released, so that no stream waits forever on a process that is going away: the transfers not
 //! done by then are not done, and the bytes of their buffers are undefined.
 //!
-//! One job: the stream mode's queue, its one waiter thread and the release of every
-//! flag at exit, which share the queue's state.
+//! Relayed calls (`io::relay`) are queued the same way on a waiter of their own, which makes no
+//! CUDA call (`Watch`).
+//!
+//! One job: the stream mode's queues, their waiter threads and the release of every
+//! flag at exit, which share the queues' state.
 
 use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Settler};
