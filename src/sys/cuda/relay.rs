@@ -66,6 +66,9 @@ const _: () = assert!(MOVING_BLOCKS <= MAX_BLOCKS);
 pub(crate) fn streams_at_once() -> usize {
     static STREAMS: OnceCell<usize> = OnceCell::new();
     *STREAMS.get_or_init(|| {
+        if cuda().is_err() {
+            return 2;
+        }
         let mut sms = 0;
         let mut device: sys::CUdevice = 0;
         // SAFETY: called with a context current (a relayed call's); valid out-pointers.
