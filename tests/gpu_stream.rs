@@ -425,6 +425,37 @@ fn reads_into_pageable_memory_are_ordered_too() {
     assert!(host[..GUARD].iter().chain(&host[GUARD + 3 * MIB..]).all(|&b| b == POISON));
 }
 
+/// One ordered write of `size` bytes at `offset` into a new 6 MiB file: a kernel produces the
+/// source before the call, a memset clears it after (and, `legacy_behind`, a synchronous
+/// legacy-stream call follows); the file must hold the produced bytes and nothing around the range
+/// may change. Returns the handle's counters.
+fn ordered_write(mode: CompatMode, stream: &Stream, memory: Memory, size: usize, offset: u64, legacy_behind: bool, what: &str) -> gdsroute::Counters {
+    let before = random_bytes(6 * MIB, 242);
+    let tmp = file_with(&before);
+    let file = open_rw(&tmp, mode);
+    let buf = Buffer::new(memory, size);
+    let produced = random_bytes(buf.total(), size as u64 ^ 243);
+    // Uploaded XORed; the kernel before the call produces `produced`.
+    buf.upload(&produced.iter().map(|b| b ^ KEY).collect::<Vec<_>>());
+    spin(stream.raw, 20_000_000);
+    xor(stream.raw, buf.base, buf.total(), KEY);
+    let op = unsafe { file.write_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
+    // Work after: clears the source; the write must have read it already.
+    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, 0, buf.total(), stream.raw) });
+    if legacy_behind {
+        legacy_call_behind();
+    }
+    stream.sync();
+    assert_eq!(op.wait().unwrap(), size, "{what}");
+    let back = std::fs::read(tmp.path()).unwrap();
+    let end = offset as usize + size;
+    assert_eq!(back.len(), before.len().max(end), "{what}");
+    assert!(back[offset as usize..end] == produced[GUARD..GUARD + size], "{what}: the file does not hold the bytes the kernel produced");
+    assert!(back[..offset as usize] == before[..offset as usize], "{what}: bytes before the range changed");
+    assert!(back[end..] == before[end.min(before.len())..], "{what}: bytes after the range changed");
+    file.stats()
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn writes_are_ordered_on_every_stream_memory_and_route() {
@@ -437,27 +468,8 @@ fn writes_are_ordered_on_every_stream_memory_and_route() {
             for memory in MEMORIES {
                 for (size, offset) in [(5 * MIB + 3, 4097u64), (8191, 13)] {
                     let what = format!("{mode:?} {kind:?} {memory:?} write {size} at {offset}");
-                    let before = random_bytes(6 * MIB, 242);
-                    let tmp = file_with(&before);
-                    let file = open_rw(&tmp, mode);
-                    let buf = Buffer::new(memory, size);
-                    let produced = random_bytes(buf.total(), size as u64 ^ 243);
-                    // Uploaded XORed; the kernel before the call produces `produced`.
-                    buf.upload(&produced.iter().map(|b| b ^ KEY).collect::<Vec<_>>());
-                    spin(stream.raw, 20_000_000);
-                    xor(stream.raw, buf.base, buf.total(), KEY);
-                    let op = unsafe { file.write_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    // Work after: clears the source; the write must have read it already.
-                    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, 0, buf.total(), stream.raw) });
-                    stream.sync();
-                    assert_eq!(op.wait().unwrap(), size, "{what}");
-                    let back = std::fs::read(tmp.path()).unwrap();
-                    let end = offset as usize + size;
-                    assert_eq!(back.len(), before.len().max(end), "{what}");
-                    assert!(back[offset as usize..end] == produced[GUARD..GUARD + size], "{what}: the file does not hold the bytes the kernel produced");
-                    assert!(back[..offset as usize] == before[..offset as usize], "{what}: bytes before the range changed");
-                    assert!(back[end..] == before[end.min(before.len())..], "{what}: bytes after the range changed");
-                    assert_eq!(file.stats().stream_calls_ordered, 1, "{what}");
+                    let counters = ordered_write(mode, &stream, memory, size, offset, false, &what);
+                    assert_eq!(counters.stream_calls_ordered, 1, "{what}");
                 }
             }
         }
@@ -628,6 +640,24 @@ fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
     }
 }
 
+/// A 16 MiB `write_async` on `stream` across `RLIMIT_FSIZE` = 10 MiB, a spin before it and a
+/// memset after it: the stream goes on (its later work runs); the operation's error.
+fn write_across_the_file_size_limit(file: &File, stream: &Stream) -> Error {
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    let buf = Buffer::new(Memory::Device, 16 * MIB);
+    let set_limit = |cur: libc::rlim_t| {
+        let lim = libc::rlimit { rlim_cur: cur, rlim_max: libc::RLIM_INFINITY };
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &lim) }, 0);
+    };
+    set_limit((10 * MIB) as libc::rlim_t);
+    spin(stream.raw, 20_000_000);
+    let op = unsafe { file.write_async_raw(buf.data_ptr(), 16 * MIB, 0, stream.addr()) }.unwrap();
+    ok("cuMemsetD8Async after", unsafe { sys::cuMemsetD8Async(buf.base, 9, GUARD, stream.raw) });
+    stream.sync();
+    set_limit(libc::RLIM_INFINITY);
+    op.wait().unwrap_err()
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
@@ -646,25 +676,12 @@ fn end_of_file_and_a_file_size_limit_come_through_the_operation() {
     }
     // A 16 MiB write across RLIMIT_FSIZE = 10 MiB: an error through the operation, and the stream
     // goes on (its later work runs).
-    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let dir = tempfile::tempdir_in(common::gpu::test_dir()).unwrap();
     for mode in [CompatMode::On, CompatMode::Auto] {
         let path = dir.path().join(format!("fsize-{mode:?}.bin"));
         let file = File::open(path.as_os_str().as_encoded_bytes(), "w+", 0o644, Some(mode)).unwrap();
         let _ = file.cufile_verdict();
-        let buf = Buffer::new(Memory::Device, 16 * MIB);
-        let stream = Stream::new(StreamKind::NonBlocking);
-        let set_limit = |cur: libc::rlim_t| {
-            let lim = libc::rlimit { rlim_cur: cur, rlim_max: libc::RLIM_INFINITY };
-            assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &lim) }, 0);
-        };
-        set_limit((10 * MIB) as libc::rlim_t);
-        spin(stream.raw, 20_000_000);
-        let op = unsafe { file.write_async_raw(buf.data_ptr(), 16 * MIB, 0, stream.addr()) }.unwrap();
-        ok("cuMemsetD8Async after", unsafe { sys::cuMemsetD8Async(buf.base, 9, GUARD, stream.raw) });
-        stream.sync();
-        set_limit(libc::RLIM_INFINITY);
-        let err = op.wait().unwrap_err();
+        let err = write_across_the_file_size_limit(&file, &Stream::new(StreamKind::NonBlocking));
         eprintln!("{mode:?}: write across the limit: {err}");
         assert!(matches!(err, Error::Io { .. } | Error::Cufile(_)), "{mode:?}: {err}");
         let c = file.stats();
@@ -925,6 +942,48 @@ fn median(xs: &mut [f64]) -> f64 {
     xs[xs.len() / 2]
 }
 
+/// How long the calling thread is blocked by a `size`-byte `read_async` queued behind 0.5 s of GPU
+/// work, ten times: (median, max) in ms.
+fn blocked_by_read_async(file: &File, buf: &Buffer, stream: &Stream, size: usize) -> (f64, f64) {
+    let mut blocked = Vec::new();
+    for _ in 0..10 {
+        spin(stream.raw, 500_000_000);
+        let t = Instant::now();
+        let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+        blocked.push(t.elapsed().as_secs_f64() * 1e3);
+        stream.sync();
+        assert_eq!(op.wait().unwrap(), size);
+    }
+    let max = blocked.iter().cloned().fold(0.0, f64::max);
+    (median(&mut blocked), max)
+}
+
+/// GB/s of `size`-byte `read_async` and `write_async` from the call to `cuStreamSynchronize`,
+/// beside `pread` and `pwrite` waited for, median of 5: [read_async, pread, write_async, pwrite].
+fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize) -> [f64; 4] {
+    let mut rates: [Vec<f64>; 4] = Default::default();
+    let rate = |t: Instant| size as f64 / t.elapsed().as_secs_f64() / 1e9;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+        stream.sync();
+        rates[0].push(rate(t));
+        drop(op);
+        let t = Instant::now();
+        unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
+        rates[1].push(rate(t));
+        let t = Instant::now();
+        let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+        stream.sync();
+        rates[2].push(rate(t));
+        drop(op);
+        let t = Instant::now();
+        unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
+        rates[3].push(rate(t));
+    }
+    rates.map(|mut r| median(&mut r))
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn figures_blocked_time_and_rates_printed() {
@@ -947,51 +1006,19 @@ fn figures_blocked_time_and_rates_printed() {
             if native {
                 gdsroute::stream::register_stream(stream.addr(), 0).unwrap();
             }
-            let mut blocked = Vec::new();
-            for _ in 0..10 {
-                spin(stream.raw, 500_000_000);
-                let t = Instant::now();
-                let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-                blocked.push(t.elapsed().as_secs_f64() * 1e3);
-                stream.sync();
-                assert_eq!(op.wait().unwrap(), size);
-            }
+            let (blocked_median, blocked_max) = blocked_by_read_async(&file, &buf, &stream, size);
             if native {
                 gdsroute::stream::deregister_stream(stream.addr()).unwrap();
             }
             settings::set_cufile_async_native(false);
-            println!("FIGURE {mode:?} stream_ordered={ordered:?} cufile_async_native={native}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
+            println!("FIGURE {mode:?} stream_ordered={ordered:?} cufile_async_native={native}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {blocked_median:.3} ms, max {blocked_max:.3} ms");
         }
         settings::set_stream_ordered(StreamOrdered::On);
         // Rates: from the call to cuStreamSynchronize, beside pread/pwrite waited for.
-        let (mut async_read, mut sync_read, mut async_write, mut sync_write) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap();
-        for _ in 0..5 {
-            let t = Instant::now();
-            let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-            stream.sync();
-            async_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-            drop(op);
-            let t = Instant::now();
-            unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
-            sync_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-            let t = Instant::now();
-            let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-            stream.sync();
-            async_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-            drop(op);
-            let t = Instant::now();
-            unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
-            sync_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-        }
-        println!(
-            "FIGURE {mode:?} 1 GiB GB/s, median of 5: read_async {:.2} vs pread {:.2}; write_async {:.2} vs pwrite {:.2}",
-            median(&mut async_read),
-            median(&mut sync_read),
-            median(&mut async_write),
-            median(&mut sync_write)
-        );
+        let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size);
+        println!("FIGURE {mode:?} 1 GiB GB/s, median of 5: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
         // The same rates through cuFileReadAsync/WriteAsync on a registered stream (the cuFile
         // route only: with the udev record).
         settings::set_cufile_async_native(true);
@@ -1081,26 +1108,8 @@ fn relayed_writes_are_ordered_beside_synchronous_legacy_calls() {
             for memory in MEMORIES {
                 for (size, offset) in [(5 * MIB + 3, 4097u64), (8191, 13), (9 * MIB, 0)] {
                     let what = format!("relayed {mode:?} {kind:?} {memory:?} write {size} at {offset}");
-                    let before = random_bytes(6 * MIB, 261);
-                    let tmp = file_with(&before);
-                    let file = open_rw(&tmp, mode);
-                    let buf = Buffer::new(memory, size);
-                    let produced = random_bytes(buf.total(), size as u64 ^ 262);
-                    buf.upload(&produced.iter().map(|b| b ^ KEY).collect::<Vec<_>>());
-                    spin(stream.raw, 20_000_000);
-                    xor(stream.raw, buf.base, buf.total(), KEY);
-                    let op = unsafe { file.write_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, 0, buf.total(), stream.raw) });
-                    legacy_call_behind();
-                    stream.sync();
-                    assert_eq!(op.wait().unwrap(), size, "{what}");
-                    let back = std::fs::read(tmp.path()).unwrap();
-                    let end = offset as usize + size;
-                    assert_eq!(back.len(), before.len().max(end), "{what}");
-                    assert!(back[offset as usize..end] == produced[GUARD..GUARD + size], "{what}: the file does not hold the bytes the kernel produced");
-                    assert!(back[..offset as usize] == before[..offset as usize], "{what}: bytes before the range changed");
-                    assert!(back[end..] == before[end.min(before.len())..], "{what}: bytes after the range changed");
-                    assert_eq!(file.stats().stream_calls_relayed, 1, "{what}");
+                    let counters = ordered_write(mode, &stream, memory, size, offset, true, &what);
+                    assert_eq!(counters.stream_calls_relayed, 1, "{what}");
                 }
             }
         }
@@ -1126,23 +1135,10 @@ fn many_relayed_calls_on_one_legacy_stream_and_a_failing_write() {
     }
     // A 16 MiB write across RLIMIT_FSIZE = 10 MiB on a blocking stream: an error through the
     // operation, and the stream goes on.
-    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let dir = tempfile::tempdir_in(common::gpu::test_dir()).unwrap();
     let path = dir.path().join("relayed-fsize.bin");
     let file = File::open(path.as_os_str().as_encoded_bytes(), "w+", 0o644, Some(CompatMode::Auto)).unwrap();
-    let buf = Buffer::new(Memory::Device, 16 * MIB);
-    let stream = Stream::new(StreamKind::Blocking);
-    let set_limit = |cur: libc::rlim_t| {
-        let lim = libc::rlimit { rlim_cur: cur, rlim_max: libc::RLIM_INFINITY };
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &lim) }, 0);
-    };
-    set_limit((10 * MIB) as libc::rlim_t);
-    spin(stream.raw, 20_000_000);
-    let op = unsafe { file.write_async_raw(buf.data_ptr(), 16 * MIB, 0, stream.addr()) }.unwrap();
-    ok("cuMemsetD8Async after", unsafe { sys::cuMemsetD8Async(buf.base, 9, GUARD, stream.raw) });
-    stream.sync();
-    set_limit(libc::RLIM_INFINITY);
-    let err = op.wait().unwrap_err();
+    let err = write_across_the_file_size_limit(&file, &Stream::new(StreamKind::Blocking));
     eprintln!("relayed write across the limit: {err}");
     assert!(matches!(err, Error::Io { .. }), "{err}");
     let c = file.stats();
@@ -1165,44 +1161,12 @@ fn figures_relayed_printed() {
         let file = open_rw(&tmp, CompatMode::Auto);
         let buf = Buffer::new(Memory::Device, size);
         assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
-        let mut blocked = Vec::new();
-        for _ in 0..10 {
-            spin(stream.raw, 500_000_000);
-            let t = Instant::now();
-            let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-            blocked.push(t.elapsed().as_secs_f64() * 1e3);
-            stream.sync();
-            assert_eq!(op.wait().unwrap(), size);
-        }
-        println!("FIGURE relayed {kind:?}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {:.3} ms, max {:.3} ms", median(&mut blocked), blocked.iter().cloned().fold(0.0, f64::max));
-        let (mut async_read, mut sync_read, mut async_write, mut sync_write) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (blocked_median, blocked_max) = blocked_by_read_async(&file, &buf, &stream, size);
+        println!("FIGURE relayed {kind:?}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {blocked_median:.3} ms, max {blocked_max:.3} ms");
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
-        for _ in 0..5 {
-            let t = Instant::now();
-            let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-            stream.sync();
-            async_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-            drop(op);
-            let t = Instant::now();
-            unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
-            sync_read.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-            let t = Instant::now();
-            let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-            stream.sync();
-            async_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-            drop(op);
-            let t = Instant::now();
-            unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
-            sync_write.push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
-        }
-        println!(
-            "FIGURE relayed {kind:?} 1 GiB GB/s, median of 5: read_async {:.2} vs pread {:.2}; write_async {:.2} vs pwrite {:.2}",
-            median(&mut async_read),
-            median(&mut sync_read),
-            median(&mut async_write),
-            median(&mut sync_write)
-        );
+        let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size);
+        println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of 5: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
         println!("FIGURE relayed {kind:?} counters: {}", file.stats().summary());
     }
 }
