@@ -1,7 +1,8 @@
 //! The engine's stream mode without CUDA: calls queued behind fake gates that behave as one CUDA
 //! stream does (a call's point is reached once the stream's earlier work is done, i.e. the work
 //! before the first call and every earlier call's release), through the real engine, pool,
-//! waiter and operations, into host memory.
+//! waiter and operations, into host memory; and relayed calls whose kernel a thread plays
+//! (`io::relay::played`), through the real engine, relay waiter and relay pool.
 
 use super::file::File;
 use crate::direction::Direction;
@@ -310,4 +311,58 @@ fn exit_child_with_calls_queued() {
     eprintln!("calls queued, exiting");
     std::mem::forget(ops);
     std::process::exit(0);
+}
+
+/// Host memory standing for a device buffer the played relay kernel reaches: `len` bytes 5 past a
+/// 16-byte boundary with `GUARD_BYTES` of poison on each side, kept for the process's life (the
+/// kernel's thread may still hold it when a failing test unwinds).
+fn relay_buffer(len: usize) -> &'static mut [u8] {
+    let memory: &'static mut [u8] = Box::leak(vec![POISON; len + 2 * GUARD_BYTES + 21].into_boxed_slice());
+    let lead = (16 - memory.as_ptr() as usize % 16) % 16 + 5;
+    &mut memory[lead..lead + len + 2 * GUARD_BYTES]
+}
+
+const GUARD_BYTES: usize = 64;
+
+#[test]
+fn relayed_calls_move_every_byte_through_the_engine() {
+    use crate::io::relay::played;
+    use crate::sys::cuda::relay::RelayKernel;
+    let slot = played::SLOT as usize;
+    let data = random_bytes(slot * 23 + 17, 31);
+    let tmp = temp_file_in(None, &data);
+    let file = open(&tmp, "r+");
+    // Reads: many chunks (more than the ring's slots), one across the end of the file, one past it.
+    for (size, offset) in [(slot * 21 + 5, 7u64), (slot * 4, (slot * 21) as u64), (slot, (data.len() + 3) as u64)] {
+        let buf = relay_buffer(size);
+        let dst = buf[GUARD_BYTES..].as_mut_ptr();
+        let (relay, page) = played::relay(RelayKernel::In, dst as u64);
+        let kernel = played::play_in(page, dst as u64);
+        let op = queue(&file, Direction::Read, dst, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
+        let start = (offset as usize).min(data.len());
+        let expect = &data[start..(start + size).min(data.len())];
+        assert_eq!(op.wait().unwrap(), expect.len(), "read of {size} at {offset}");
+        kernel.join().unwrap();
+        assert!(buf[GUARD_BYTES..GUARD_BYTES + expect.len()] == *expect, "read of {size} at {offset}: bytes");
+        assert!(buf[..GUARD_BYTES].iter().chain(&buf[GUARD_BYTES + expect.len()..]).all(|&b| b == POISON), "read of {size} at {offset}: nothing else written");
+    }
+    // A write of many chunks past the end of the file.
+    let size = slot * 9 + 3;
+    let buf = relay_buffer(size);
+    let produced = random_bytes(size, 32);
+    buf[GUARD_BYTES..GUARD_BYTES + size].copy_from_slice(&produced);
+    let src = buf[GUARD_BYTES..].as_mut_ptr();
+    let (relay, page) = played::relay(RelayKernel::Out, src as u64);
+    let kernel = played::play_out(page, src as u64);
+    let offset = data.len() as u64 - 10;
+    let op = queue(&file, Direction::Write, src, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
+    assert_eq!(op.wait().unwrap(), size);
+    kernel.join().unwrap();
+    let back = std::fs::read(tmp.path()).unwrap();
+    assert!(back[..offset as usize] == data[..offset as usize], "the bytes before the write stay");
+    assert_eq!(back.len(), offset as usize + size);
+    let wrong = back[offset as usize..].iter().zip(&produced).position(|(b, p)| b != p);
+    assert_eq!(wrong, None, "the file holds the written bytes (first wrong byte of the write)");
+    let c = file.stats();
+    assert_eq!((c.stream_calls_relayed, c.calls, c.write_calls, c.calls_failed, c.write_calls_failed), (4, 3, 1, 0, 0));
 }

@@ -31,8 +31,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Bytes a slot holds: a chunk of a call. 2 MiB keeps 98 % of the bounce route's rate there
-/// (`backend::device::bounce`'s piece).
+/// (`backend::device::bounce`'s piece). At least a page: the engine's split makes a request of at
+/// most a page one task whatever the task size.
 const SLOT_BYTES: u32 = 2 << 20;
+const _: () = assert!(SLOT_BYTES as usize >= crate::io::task_split::PAGE_SIZE);
 
 /// A relayed call: its kernel's control block, the ring it was given once started, and where the
 /// kernel stops early (a short chunk: end of file).
@@ -124,6 +126,9 @@ impl Relay {
     pub(crate) fn run_task(&self, chunk: Chunk, move_bytes: impl FnOnce(Chunk) -> Result<usize>) -> Result<usize> {
         if !self.moves_bytes() {
             return move_bytes(chunk);
+        }
+        if chunk.len > self.slot_bytes as usize {
+            return Err(crate::error::Error::Internal(format!("a relayed task of {} bytes is larger than its slot", chunk.len)));
         }
         let index = (chunk.buf_offset / self.slot_bytes as usize) as u64;
         let slot = (index % self.nslots as u64) as u32;
@@ -262,34 +267,36 @@ impl Gate for RelayGate {
     }
 }
 
+/// A relay whose kernel a thread plays (one block), over host memory: for the CPU tests of the
+/// host's part of the protocol (below) and of relayed calls through the engine
+/// (`api::stream_order_tests`).
 #[cfg(test)]
-mod tests {
-    //! The host's part of the protocol against a kernel played by a thread (one block), over host
-    //! memory: every byte through the slots in order, the end of a file, a failing chunk, a write.
+pub(crate) mod played {
     use super::*;
     use crate::sys::cuda::relay::{LAST_CHUNK, W_ABORT, W_EXITED, W_GO, W_HEADERS, W_PROGRESS, W_SLOTS, W_STARTED, W_STOP, W_TOTAL};
     use std::sync::Arc;
     use std::sync::atomic::AtomicU32;
 
-    const SLOT: u32 = 64;
-    const NSLOTS: u32 = 4;
-
-    /// A caller's buffer 5 bytes past a 16-byte boundary: chunks lie 5 bytes into their slots.
-    const BUFFER: u64 = 0x7000_0005;
+    pub(crate) type Page = [AtomicU32; 1024];
+    /// A page: the engine's split makes a request of at most a page one task, so a slot holds at
+    /// least that.
+    pub(crate) const SLOT: u32 = 4096;
+    pub(crate) const NSLOTS: u32 = 4;
     /// Bytes from one slot to the next (`SLOT_PAD` past a chunk).
     const STRIDE: usize = SLOT as usize + 4096;
-    const LEAD: usize = (BUFFER & 15) as usize;
 
-    fn relay(kernel: RelayKernel) -> (Arc<Relay>, &'static [AtomicU32; 1024]) {
-        let page: &'static [AtomicU32; 1024] = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
-        let relay = Relay::new(Control::for_tests(page, 1), kernel, SLOT, NSLOTS, StreamKey::for_tests(7), BUFFER, false);
+    /// A relay of `kernel` for the caller's buffer at `buffer` (host memory standing for the
+    /// device's), with a ring, not pooled.
+    pub(crate) fn relay(kernel: RelayKernel, buffer: u64) -> (Arc<Relay>, &'static Page) {
+        let page: &'static Page = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
+        let relay = Relay::new(Control::for_tests(page, 1), kernel, SLOT, NSLOTS, StreamKey::for_tests(page.as_ptr() as usize), buffer, false);
         let memory: &'static mut [u8] = Box::leak(vec![0u8; STRIDE * NSLOTS as usize].into_boxed_slice());
         relay.slots.set(Slots::for_tests(memory, SLOT, NSLOTS)).unwrap();
         (Arc::new(relay), page)
     }
 
     /// The kernel's `wait_for`: true once `w` reaches `want`, false on abort or stop.
-    fn wait(page: &[AtomicU32; 1024], w: usize, want: u32) -> bool {
+    fn wait(page: &Page, w: usize, want: u32) -> bool {
         loop {
             if page[w].load(Ordering::Acquire).wrapping_sub(want) as i32 >= 0 {
                 return true;
@@ -301,35 +308,37 @@ mod tests {
         }
     }
 
-    /// The kernel's `hold_until_settled`: the stream goes on only once the host says so.
-    fn hold(page: &[AtomicU32; 1024]) {
+    /// The kernel's `hold_until_settled`, then its leaving.
+    fn hold_and_leave(page: &Page) {
         while page[W_STOP].load(Ordering::Acquire) == 0 {
             std::thread::yield_now();
         }
+        page[W_EXITED].store(1, Ordering::SeqCst);
     }
 
-    fn slots_of(page: &[AtomicU32; 1024]) -> *mut u8 {
-        (page[W_SLOTS].load(Ordering::Acquire) as u64 | (page[W_SLOTS + 1].load(Ordering::Acquire) as u64) << 32) as *mut u8
+    /// Where chunk `i` lies: its slot, at the buffer's distance past a 16-byte boundary.
+    fn chunk_in_slot(page: &Page, i: usize, buffer: u64) -> *mut u8 {
+        let slots = (page[W_SLOTS].load(Ordering::Acquire) as u64 | (page[W_SLOTS + 1].load(Ordering::Acquire) as u64) << 32) as *mut u8;
+        slots.wrapping_add(i % NSLOTS as usize * STRIDE + (buffer & 15) as usize)
     }
 
-    /// relay_in's part: chunks from the slots into `dst`, in order, until the last or a short one.
-    fn kernel_in(page: &'static [AtomicU32; 1024], dst: Arc<std::sync::Mutex<Vec<u8>>>) -> std::thread::JoinHandle<u64> {
+    /// relay_in's part: chunks from the slots to `buffer + i * SLOT`, in order, until the last or
+    /// a short one. Returns the chunks moved.
+    pub(crate) fn play_in(page: &'static Page, buffer: u64) -> std::thread::JoinHandle<u64> {
         std::thread::spawn(move || {
             page[W_STARTED].store(1, Ordering::SeqCst);
             let mut moved = 0;
             if wait(page, W_GO, 1) {
-                let slots = slots_of(page);
-                for i in 0u64.. {
-                    let s = (i % NSLOTS as u64) as usize;
+                for i in 0usize.. {
+                    let s = i % NSLOTS as usize;
                     if !wait(page, W_HEADERS + 2 * s, i as u32 + 1) {
                         break;
                     }
                     let header = page[W_HEADERS + 2 * s + 1].load(Ordering::Acquire);
                     let len = (header & !LAST_CHUNK) as usize;
-                    // SAFETY: the slot the host published, inside the test's ring.
-                    let bytes = unsafe { std::slice::from_raw_parts(slots.add(s * STRIDE + LEAD), len) };
-                    let at = i as usize * SLOT as usize;
-                    dst.lock().unwrap()[at..at + len].copy_from_slice(bytes);
+                    // SAFETY: the slot the host published, and the test's buffer, which it keeps
+                    // alive until this thread is joined.
+                    unsafe { std::ptr::copy_nonoverlapping(chunk_in_slot(page, i, buffer), (buffer as usize + i * SLOT as usize) as *mut u8, len) };
                     moved += 1;
                     page[W_PROGRESS].store(i as u32 + 1, Ordering::SeqCst);
                     if header & LAST_CHUNK != 0 || len < SLOT as usize {
@@ -337,10 +346,48 @@ mod tests {
                     }
                 }
             }
-            hold(page);
-            page[W_EXITED].store(1, Ordering::SeqCst);
+            hold_and_leave(page);
             moved
         })
+    }
+
+    /// relay_out's part: fills slot `i % NSLOTS` from `buffer + i * SLOT` once the host wrote
+    /// chunk `i - NSLOTS`.
+    pub(crate) fn play_out(page: &'static Page, buffer: u64) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            page[W_STARTED].store(1, Ordering::SeqCst);
+            if wait(page, W_GO, 1) {
+                let total = page[W_TOTAL].load(Ordering::Acquire) as usize;
+                for i in 0..total.div_ceil(SLOT as usize) {
+                    let s = i % NSLOTS as usize;
+                    if i >= NSLOTS as usize && !wait(page, W_HEADERS + 2 * s, (i - NSLOTS as usize) as u32 + 1) {
+                        break;
+                    }
+                    let n = (total - i * SLOT as usize).min(SLOT as usize);
+                    // SAFETY: as in `play_in`.
+                    unsafe { std::ptr::copy_nonoverlapping((buffer as usize + i * SLOT as usize) as *const u8, chunk_in_slot(page, i, buffer), n) };
+                    page[W_PROGRESS].store(i as u32 + 1, Ordering::SeqCst);
+                }
+            }
+            hold_and_leave(page);
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The host's part of the protocol against the played kernel: every byte through the slots in
+    //! order, the end of a file, a failing chunk, a write.
+    use super::played::{SLOT, play_in, play_out, relay};
+    use super::*;
+    use std::sync::Arc;
+
+    /// A buffer that outlives the played kernel, 5 bytes past a 16-byte boundary: chunks lie 5
+    /// bytes into their slots.
+    fn buffer(len: usize, fill: u8) -> &'static mut [u8] {
+        let memory: &'static mut [u8] = Box::leak(vec![fill; len + 100 + 21].into_boxed_slice());
+        let lead = (16 - memory.as_ptr() as usize % 16) % 16 + 5;
+        &mut memory[lead..lead + len + 100]
     }
 
     /// Runs the call's chunks on `threads` threads claiming them in order, as the pool's jobs do.
@@ -384,10 +431,10 @@ mod tests {
     #[test]
     fn a_read_passes_every_chunk_through_the_slots_in_order() {
         for (len, threads) in [(SLOT as usize * 23 + 17, 3), (SLOT as usize * 4, 8), (5, 2), (SLOT as usize * 9, 1)] {
-            let (relay, page) = relay(RelayKernel::In);
+            let dst = buffer(len, 0xEE);
+            let (relay, page) = relay(RelayKernel::In, dst.as_ptr() as u64);
             let file: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i * 7 + 3) as u8).collect());
-            let dst = Arc::new(std::sync::Mutex::new(vec![0xEE; len + 100]));
-            let kernel = kernel_in(page, Arc::clone(&dst));
+            let kernel = play_in(page, dst.as_ptr() as u64);
             relay.go(len as u64);
             let results = run_chunks(&relay, len, threads, reader(&relay, Arc::clone(&file)));
             let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
@@ -395,7 +442,6 @@ mod tests {
             assert_eq!(relay.control.chunks_moved() as usize, len.div_ceil(SLOT as usize), "the last task waited for the kernel");
             relay.control.stop();
             kernel.join().unwrap();
-            let dst = dst.lock().unwrap();
             assert!(dst[..len] == file[..], "{len} bytes on {threads} threads");
             assert!(dst[len..].iter().all(|&b| b == 0xEE), "nothing past the range");
         }
@@ -404,26 +450,26 @@ mod tests {
     #[test]
     fn the_end_of_the_file_stops_the_kernel_and_no_task_waits_for_ever() {
         // Planned for 20 chunks, but the file ends in chunk 5 (it shrank after the plan).
-        let (relay, page) = relay(RelayKernel::In);
         let len = SLOT as usize * 20;
+        let dst = buffer(len, 0);
+        let (relay, page) = relay(RelayKernel::In, dst.as_ptr() as u64);
         let file: Arc<Vec<u8>> = Arc::new((0..SLOT as usize * 5 + 9).map(|i| i as u8).collect());
-        let dst = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
-        let kernel = kernel_in(page, Arc::clone(&dst));
+        let kernel = play_in(page, dst.as_ptr() as u64);
         relay.go(len as u64);
         let results = run_chunks(&relay, len, 3, reader(&relay, Arc::clone(&file)));
         assert_eq!(*results[5].as_ref().unwrap(), 9);
         assert!(results[..5].iter().all(|r| *r.as_ref().unwrap() == SLOT as usize));
         relay.control.stop();
         assert_eq!(kernel.join().unwrap(), 6, "the kernel stopped after the short chunk");
-        assert!(dst.lock().unwrap()[..file.len()] == file[..]);
+        assert!(dst[..file.len()] == file[..]);
     }
 
     #[test]
     fn a_failing_chunk_stops_the_kernel_and_the_other_tasks() {
-        let (relay, page) = relay(RelayKernel::In);
         let len = SLOT as usize * 30;
-        let dst = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
-        let kernel = kernel_in(page, Arc::clone(&dst));
+        let dst = buffer(len, 0);
+        let (relay, page) = relay(RelayKernel::In, dst.as_ptr() as u64);
+        let kernel = play_in(page, dst.as_ptr() as u64);
         relay.go(len as u64);
         let good = reader(&relay, Arc::new(vec![1u8; len]));
         let results = run_chunks(&relay, len, 4, move |c| if c.file_offset == 6 * SLOT as u64 { Err(crate::error::Error::Internal("EIO".into())) } else { good(c) });
@@ -437,30 +483,13 @@ mod tests {
 
     #[test]
     fn a_write_takes_every_chunk_the_kernel_fills() {
-        let (relay, page) = relay(RelayKernel::Out);
         let len = SLOT as usize * 13 + 5;
-        let src: Vec<u8> = (0..len).map(|i| (i * 11) as u8).collect();
-        // relay_out's part: fills slot i % NSLOTS once the host wrote chunk i - NSLOTS.
-        let kernel = {
-            let src = src.clone();
-            std::thread::spawn(move || {
-                page[W_STARTED].store(1, Ordering::SeqCst);
-                assert!(wait(page, W_GO, 1));
-                let total = page[W_TOTAL].load(Ordering::Acquire) as usize;
-                let slots = slots_of(page);
-                for i in 0..total.div_ceil(SLOT as usize) {
-                    let s = i % NSLOTS as usize;
-                    if i >= NSLOTS as usize && !wait(page, W_HEADERS + 2 * s, (i - NSLOTS as usize) as u32 + 1) {
-                        return;
-                    }
-                    let n = (total - i * SLOT as usize).min(SLOT as usize);
-                    // SAFETY: slot `s` of the test's ring.
-                    unsafe { std::ptr::copy_nonoverlapping(src[i * SLOT as usize..].as_ptr(), slots.add(s * STRIDE + LEAD), n) };
-                    page[W_PROGRESS].store(i as u32 + 1, Ordering::SeqCst);
-                }
-                hold(page);
-            })
-        };
+        let src = buffer(len, 0);
+        for (i, b) in src.iter_mut().enumerate() {
+            *b = (i * 11) as u8;
+        }
+        let (relay, page) = relay(RelayKernel::Out, src.as_ptr() as u64);
+        let kernel = play_out(page, src.as_ptr() as u64);
         relay.go(len as u64);
         let file = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
         let base = relay.slots_base() as usize;
@@ -474,6 +503,6 @@ mod tests {
         assert!(results.iter().all(|r| r.is_ok()));
         relay.control.stop();
         kernel.join().unwrap();
-        assert!(file.lock().unwrap()[..] == src[..]);
+        assert!(file.lock().unwrap()[..] == src[..len]);
     }
 }

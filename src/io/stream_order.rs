@@ -195,6 +195,9 @@ pub(crate) enum StreamSource {
     /// A gate made by a test (the CPU tests of the ordering, without CUDA).
     #[cfg(test)]
     Fake(Box<dyn Gate>),
+    /// A relay whose kernel a test's thread plays (`io::relay::played`).
+    #[cfg(test)]
+    FakeRelay(Arc<Relay>),
 }
 
 impl StreamSource {
@@ -203,7 +206,7 @@ impl StreamSource {
         match self {
             StreamSource::Cuda(stream) => Some(*stream),
             #[cfg(test)]
-            StreamSource::Fake(_) => None,
+            StreamSource::Fake(_) | StreamSource::FakeRelay(_) => None,
         }
     }
 }
@@ -245,6 +248,11 @@ impl StreamCall {
             StreamSource::Fake(gate) => {
                 stats::record_stream_call(stats, StreamMode::Ordered);
                 return Ok((Marked::Ordered(gate, Mark::next(&mut MARKS.lock().unwrap_or_else(|p| p.into_inner()))), self.params));
+            }
+            #[cfg(test)]
+            StreamSource::FakeRelay(relay) => {
+                stats::record_stream_call(stats, StreamMode::Relayed);
+                return Ok((Marked::Relayed(relay, Mark::next(&mut MARKS.lock().unwrap_or_else(|p| p.into_inner()))), self.params));
             }
         };
         let (context, _scope) = cuda::enter_context_of(stream)?;

@@ -19,7 +19,7 @@ pub(crate) struct Chunk {
     pub len: usize,
 }
 
-const PAGE_SIZE: usize = 4096;
+pub(crate) const PAGE_SIZE: usize = 4096;
 
 /// The tasks of one request: `count()` tasks that tile `size` bytes at `file_offset`, in file
 /// order; task 0 has `first` bytes (the whole request when it is one task), the others `task`
