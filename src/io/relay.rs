@@ -51,10 +51,9 @@ pub(crate) struct Relay {
     key: StreamKey,
     /// The caller's buffer (device memory), whose alignment its chunks keep in the slots.
     buffer: u64,
-    /// Its control block and ring go back to the pools when dropped (not a test's).
-    pooled: bool,
-    /// Its stream's count in `IN_FLIGHT` (not a test's).
-    _in_flight: Option<StreamInFlight>,
+    /// Its stream's count in `IN_FLIGHT`; with it, its control block and ring go back to the
+    /// pools when dropped. `None` for a test's relay, whose memory is the test's.
+    in_flight: Option<StreamInFlight>,
 }
 
 /// The relay's pool, started at the first relayed call with as many threads as the shared pool.
@@ -87,13 +86,11 @@ impl Relay {
         }
         let in_flight = StreamInFlight::take(key)?;
         let control = relay::launch(kernel, stream, context, buffer)?;
-        let mut relay = Relay::new(control, kernel, SLOT_BYTES, nslots, key, buffer, true);
-        relay._in_flight = Some(in_flight);
-        Ok(std::sync::Arc::new(relay))
+        Ok(std::sync::Arc::new(Relay::new(control, kernel, SLOT_BYTES, nslots, key, buffer, Some(in_flight))))
     }
 
-    fn new(control: Control, kernel: RelayKernel, slot_bytes: u32, nslots: u32, key: StreamKey, buffer: u64, pooled: bool) -> Relay {
-        Relay { control, kernel, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, buffer, pooled, _in_flight: None }
+    fn new(control: Control, kernel: RelayKernel, slot_bytes: u32, nslots: u32, key: StreamKey, buffer: u64, in_flight: Option<StreamInFlight>) -> Relay {
+        Relay { control, kernel, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, buffer, in_flight }
     }
 
     /// The bytes per task of the call: one slot.
@@ -197,7 +194,7 @@ impl Relay {
 impl Drop for Relay {
     fn drop(&mut self) {
         self.control.stop();
-        if self.pooled {
+        if self.in_flight.is_some() {
             relay::retire(self.control.clone(), self.slots.take());
         }
     }
@@ -289,7 +286,7 @@ pub(crate) mod played {
     /// device's), with a ring, not pooled.
     pub(crate) fn relay(kernel: RelayKernel, buffer: u64) -> (Arc<Relay>, &'static Page) {
         let page: &'static Page = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
-        let relay = Relay::new(Control::for_tests(page, 1), kernel, SLOT, NSLOTS, StreamKey::for_tests(page.as_ptr() as usize), buffer, false);
+        let relay = Relay::new(Control::for_tests(page, 1), kernel, SLOT, NSLOTS, StreamKey::for_tests(page.as_ptr() as usize), buffer, None);
         let memory: &'static mut [u8] = Box::leak(vec![0u8; STRIDE * NSLOTS as usize].into_boxed_slice());
         relay.slots.set(Slots::for_tests(memory, SLOT, NSLOTS)).unwrap();
         (Arc::new(relay), page)
