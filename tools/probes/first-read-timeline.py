@@ -43,6 +43,25 @@ def main():
         rows.append((ms(start_us + first), text))
     for at, text in sorted(rows):
         print(f"| {at:.1f} | {text} |")
+    # Where each thread's time went: the time from each event to the thread's next one, summed
+    # by the pair of names (e.g. bounce.buffer -> bounce.filled: the preads).
+    by_thread = defaultdict(list)
+    for name, hits in events.items():
+        for at, thread in hits:
+            by_thread[thread].append((at, name))
+    pairs = defaultdict(lambda: [0.0, 0, 0.0])
+    for hits in by_thread.values():
+        hits.sort()
+        for (a, x), (b, y) in zip(hits, hits[1:]):
+            p = pairs[f"{x} -> {y}"]
+            p[0] += (b - a) / 1000.0
+            p[1] += 1
+            p[2] = max(p[2], (b - a) / 1000.0)
+    print("| between events, every thread | total ms | count | longest ms |")
+    print("| --- | --- | --- | --- |")
+    for key, (total, count, longest) in sorted(pairs.items(), key=lambda kv: -kv[1][0]):
+        if total >= 0.5:
+            print(f"| {key} | {total:.1f} | {count} | {longest:.2f} |")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,7 @@ pub(crate) unsafe fn bounce_in_with(
         }
         // host .. host + want lies in the buffer's half `slot`; no copy reads it any more.
         let filled = fill(step, host, want, pos)?;
+        crate::trace::event("bounce.filled", filled.bytes as u64);
         not_cached |= filled.not_cached;
         direct_bytes += filled.direct_bytes;
         let n = filled.bytes;
@@ -214,6 +215,7 @@ pub(crate) unsafe fn bounce_in_with(
         // its event completes (checked above) or the stream drains (DrainOnDrop).
         unsafe { cuda::copy_host_to_device(dst + done as u64, host, n, stream) }.map_err(cuda_error)?;
         events[slot].record(stream).map_err(cuda_error)?;
+        crate::trace::event("bounce.queued", n as u64);
         in_flight[slot] = true;
         done += n;
         step += 1;

@@ -71,6 +71,17 @@ DEVICE char load_fresh1(const void *p) {
 }
 #endif
 
+// 16-byte loads each thread has in flight: a kernel's loads of mapped host memory cross PCIe,
+// and only many at once hide its latency (tools/probes/probe-zero-copy.py measures the rates).
+#ifndef RELAY_LOADS
+#define RELAY_LOADS 4
+#endif
+#ifdef RELAY_ON_HOST
+#define UNROLL
+#else
+#define UNROLL _Pragma("unroll")
+#endif
+
 #define MAX_BLOCKS 64
 #define MAX_SLOTS 64
 #define W_STARTED 0
@@ -159,11 +170,10 @@ DEVICE void copy_share(char *dst, const char *src, u64 len, int from_host) {
         u32x4 *d = (u32x4 *)dst;
         const u32x4 *s = (const u32x4 *)src;
         u64 k = tid;
-        for (; k + 3 * step < n16; k += 4 * step) {
-            u32x4 a, b, c, e;
-            if (from_host) { a = load_fresh16(s + k); b = load_fresh16(s + k + step); c = load_fresh16(s + k + 2 * step); e = load_fresh16(s + k + 3 * step); }
-            else { a = s[k]; b = s[k + step]; c = s[k + 2 * step]; e = s[k + 3 * step]; }
-            d[k] = a; d[k + step] = b; d[k + 2 * step] = c; d[k + 3 * step] = e;
+        for (; k + (RELAY_LOADS - 1) * step < n16; k += RELAY_LOADS * step) {
+            u32x4 v[RELAY_LOADS];
+            UNROLL for (int j = 0; j < RELAY_LOADS; j++) v[j] = from_host ? load_fresh16(s + k + j * step) : s[k + j * step];
+            UNROLL for (int j = 0; j < RELAY_LOADS; j++) d[k + j * step] = v[j];
         }
         for (; k < n16; k += step) d[k] = from_host ? load_fresh16(s + k) : s[k];
         head = n16 * 16;
