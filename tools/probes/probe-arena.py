@@ -5,7 +5,8 @@ than registering them one by one? A 4 MiB huge-page buffer registers in 0.8-0.9 
 fresh process, 17 buffers of 4 MiB (each touched, then registered) against one 68 MiB arena
 touched on one thread or on 16, then registered in one call; touch and registration are timed
 apart, and a copy from the arena's last 4 MiB checks it copies at full speed. Run it in several
-fresh processes with the order alternated (ARENA_FIRST=1 runs the arena first).
+fresh processes with the order alternated (ARENA_FIRST=1 runs the arena first). Run on the H200
+machine on 2026-12-07: docs/performance.md, "The POSIX route's first read again".
 
     python3 tools/probes/probe-arena.py
 """

@@ -1,7 +1,7 @@
 // Probe kernels (tools/probes/probe-zero-copy.py): how fast a kernel copies between mapped,
 // pinned host memory and device memory, by grid size and loads in flight per thread. The relay
 // kernels of src/sys/cuda/relay/relay.cu copy this way (16-byte ld.global.cv loads). Compiled to
-// PTX by clang like the relay (tools/probes/probe-zero-copy.py says how).
+// PTX by clang like the relay (tools/gpu/relay-variants.sh build).
 typedef unsigned int u32;
 typedef unsigned long long u64;
 struct __attribute__((aligned(16))) u32x4 { u32 x, y, z, w; };
