@@ -1743,11 +1743,13 @@ gdsroute_status gdsroute_file_pwrite(const gdsroute_file *file,
  * `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
  * stream waits for (the legacy and per-thread default streams, a stream created without
  * `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (off by default for now), the call
- * is queued behind a relay kernel launched on the stream, which moves the bytes while host
- * threads read the file, so that a synchronous legacy-stream call of the program cannot deadlock
- * with it (counted in `stream_calls_relayed`; its tasks through the POSIX route); otherwise
- * (the setting off, compat mode OFF where cuFile must serve, no kernel launch) it blocks as
- * above, counted in `stream_calls_blocking_legacy_waits`. At exit, the stream waits of calls not
+ * is relayed: what moves its bytes is queued on the stream at the call (into device memory, the
+ * copy engine's copies from pinned host slots that host threads fill from the file; a relay
+ * kernel for host memory), so that a synchronous legacy-stream call of the program cannot
+ * deadlock with it (counted in `stream_calls_relayed`; its tasks through the POSIX route). A
+ * relayed read into device memory writes zeros into the requested range past the end of the
+ * file. Otherwise (the setting off, compat mode OFF where cuFile must serve, nothing can be
+ * queued) it blocks as above, counted in `stream_calls_blocking_legacy_waits`. At exit, the stream waits of calls not
  * done are released (docs/routing.md, "Stream-ordered calls at exit").
  * Ownership: free the operation with `gdsroute_op_free`.
  */
@@ -2442,8 +2444,9 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(uint32_t 
  * Chooses, for stream-ordered calls from now on (a `gdsroute_stream_ordered` value): queue them
  * on their stream without blocking the caller, behind a flag wait on every stream (`ON`), or
  * (`AUTO`, the default) behind a flag wait on streams the legacy default stream does not wait for
- * (created `CU_STREAM_NON_BLOCKING`) and, on the others, behind a relay kernel where
- * `GDSROUTE_STREAM_RELAY` is on (counted in `stream_calls_relayed`) or else KvikIO's fallback;
+ * (created `CU_STREAM_NON_BLOCKING`) and, on the others, relayed (copies or a relay kernel
+ * queued on the stream) where `GDSROUTE_STREAM_RELAY` is on (counted in `stream_calls_relayed`)
+ * or else KvikIO's fallback;
  * or KvikIO's fallback everywhere (`OFF`): synchronise the stream, then move the bytes on the
  * calling thread before the call returns (counted in `stream_calls_blocking_setting` and
  * `stream_calls_blocking_legacy_waits`). Works whatever the environment held, as the other setters.

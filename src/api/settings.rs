@@ -152,7 +152,7 @@ pub fn set_prepare_at_open(enabled: bool) {
 
 /// Whether `Auto` relays stream-ordered calls on streams the legacy default stream waits for
 /// (`GDSROUTE_STREAM_RELAY`, default off until measured on a GPU: they block, as KvikIO's fallback
-/// does; on: they are queued behind a relay kernel).
+/// does; on: they are relayed, their copies or a relay kernel queued on the stream).
 pub fn stream_relay() -> Result<bool> {
     Ok(crate::settings_table::global()?.stream_relay())
 }

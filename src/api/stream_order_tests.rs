@@ -366,3 +366,47 @@ fn relayed_calls_move_every_byte_through_the_engine() {
     let c = file.stats();
     assert_eq!((c.stream_calls_relayed, c.calls, c.write_calls, c.calls_failed, c.write_calls_failed), (4, 3, 1, 0, 0));
 }
+
+#[test]
+fn relayed_calls_with_queued_copies_move_every_byte_through_the_engine() {
+    use crate::io::relay::played;
+    use crate::sys::cuda::relay::RelayKernel;
+    let slot = played::SLOT as usize;
+    let data = random_bytes(slot * 23 + 17, 33);
+    let tmp = temp_file_in(None, &data);
+    let file = open(&tmp, "r+");
+    // Reads: many pieces (more than the ring's groups), one across the end of the file, one past
+    // it: the requested range past the end becomes zeros, nothing outside it is written.
+    for (size, offset) in [(slot * 21 + 5, 7u64), (slot * 4, (slot * 21) as u64), (slot, (data.len() + 3) as u64)] {
+        let buf = relay_buffer(size);
+        let dst = buf[GUARD_BYTES..].as_mut_ptr();
+        let (relay, stream) = played::queued(RelayKernel::In, dst as u64, size as u64);
+        let op = queue(&file, Direction::Read, dst, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
+        let start = (offset as usize).min(data.len());
+        let expect = &data[start..(start + size).min(data.len())];
+        assert_eq!(op.wait().unwrap(), expect.len(), "read of {size} at {offset}");
+        stream.join().unwrap();
+        let (read, past) = buf[GUARD_BYTES..].split_at(expect.len());
+        assert!(read == expect, "read of {size} at {offset}: bytes");
+        assert!(past[..size - expect.len()].iter().all(|&b| b == 0), "read of {size} at {offset}: zeros past the end of the file");
+        assert!(buf[..GUARD_BYTES].iter().chain(&buf[GUARD_BYTES + size..]).all(|&b| b == POISON), "read of {size} at {offset}: nothing else written");
+    }
+    // A write of many pieces past the end of the file, then a read of it queued at once.
+    let size = slot * 9 + 3;
+    let buf = relay_buffer(size);
+    let produced = random_bytes(size, 34);
+    buf[GUARD_BYTES..GUARD_BYTES + size].copy_from_slice(&produced);
+    let src = buf[GUARD_BYTES..].as_mut_ptr();
+    let (relay, stream) = played::queued(RelayKernel::Out, src as u64, size as u64);
+    let offset = data.len() as u64 - 10;
+    let op = queue(&file, Direction::Write, src, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
+    assert_eq!(op.wait().unwrap(), size);
+    stream.join().unwrap();
+    let back = std::fs::read(tmp.path()).unwrap();
+    assert!(back[..offset as usize] == data[..offset as usize], "the bytes before the write stay");
+    assert_eq!(back.len(), offset as usize + size);
+    let wrong = back[offset as usize..].iter().zip(&produced).position(|(b, p)| b != p);
+    assert_eq!(wrong, None, "the file holds the written bytes (first wrong byte of the write)");
+    let c = file.stats();
+    assert_eq!((c.stream_calls_relayed, c.calls, c.write_calls, c.calls_failed, c.write_calls_failed), (4, 3, 1, 0, 0));
+}

@@ -437,11 +437,13 @@ pub unsafe extern "C" fn gdsroute_file_pwrite(
 /// `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
 /// stream waits for (the legacy and per-thread default streams, a stream created without
 /// `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (off by default for now), the call
-/// is queued behind a relay kernel launched on the stream, which moves the bytes while host
-/// threads read the file, so that a synchronous legacy-stream call of the program cannot deadlock
-/// with it (counted in `stream_calls_relayed`; its tasks through the POSIX route); otherwise
-/// (the setting off, compat mode OFF where cuFile must serve, no kernel launch) it blocks as
-/// above, counted in `stream_calls_blocking_legacy_waits`. At exit, the stream waits of calls not
+/// is relayed: what moves its bytes is queued on the stream at the call (into device memory, the
+/// copy engine's copies from pinned host slots that host threads fill from the file; a relay
+/// kernel for host memory), so that a synchronous legacy-stream call of the program cannot
+/// deadlock with it (counted in `stream_calls_relayed`; its tasks through the POSIX route). A
+/// relayed read into device memory writes zeros into the requested range past the end of the
+/// file. Otherwise (the setting off, compat mode OFF where cuFile must serve, nothing can be
+/// queued) it blocks as above, counted in `stream_calls_blocking_legacy_waits`. At exit, the stream waits of calls not
 /// done are released (docs/routing.md, "Stream-ordered calls at exit").
 /// Ownership: free the operation with `gdsroute_op_free`.
 #[must_use]

@@ -266,8 +266,9 @@ pub unsafe extern "C" fn gdsroute_settings_get_stream_ordered(mode: *mut u32) ->
 /// Chooses, for stream-ordered calls from now on (a `gdsroute_stream_ordered` value): queue them
 /// on their stream without blocking the caller, behind a flag wait on every stream (`ON`), or
 /// (`AUTO`, the default) behind a flag wait on streams the legacy default stream does not wait for
-/// (created `CU_STREAM_NON_BLOCKING`) and, on the others, behind a relay kernel where
-/// `GDSROUTE_STREAM_RELAY` is on (counted in `stream_calls_relayed`) or else KvikIO's fallback;
+/// (created `CU_STREAM_NON_BLOCKING`) and, on the others, relayed (copies or a relay kernel
+/// queued on the stream) where `GDSROUTE_STREAM_RELAY` is on (counted in `stream_calls_relayed`)
+/// or else KvikIO's fallback;
 /// or KvikIO's fallback everywhere (`OFF`): synchronise the stream, then move the bytes on the
 /// calling thread before the call returns (counted in `stream_calls_blocking_setting` and
 /// `stream_calls_blocking_legacy_waits`). Works whatever the environment held, as the other setters.

@@ -17,7 +17,7 @@ use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
 use crate::backend::cufile;
-use crate::io::relay;
+use crate::io::relay::{self, RelayPlan};
 use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::warm_up;
 use crate::io::task_source::Task;
@@ -115,6 +115,9 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     let host = relay.as_ref().map(|r| Target::Host(SendPtr::new(if r.moves_bytes() { r.slots_base() } else { request.buf })));
     let Some(Planned { call, len, size_known }) = plan_call(&file, request, host, snapshot, compat_mode, snapshot.gds_threshold, stream_ordered)? else {
         // Nothing to move: no task, no cuFile probe, an operation that is already done.
+        if let Some(relay) = &relay {
+            relay.nothing_to_move();
+        }
         counted.handed_over();
         if let Some(w) = watch {
             w.end(&Ok(0));
@@ -128,7 +131,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     let (runner, direct_io) = (call.plan.runner, snapshot.direct_io(direction));
     let buffered_write = direction == Direction::Write && matches!(call.plan.route, Route::Posix(_));
     let tasks = match &relay {
-        Some(relay) if relay.moves_bytes() => task_split::split(len, request.offset, relay.task_size()),
+        Some(relay) if relay.moves_bytes() => task_split::split(relay.tasks_len(len), request.offset, relay.task_size()),
         _ => split_of(&call, len, request.offset, spread_over(&call, len, pool.num_threads())),
     };
     // Where the size is unknown the request is not clipped: stop at the first short or failed
@@ -210,11 +213,14 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     if let Ok(target) = target_of(request.buf) {
         let planned = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
         let cufile_required = compat_mode == CompatMode::Off && planned.as_ref().is_ok_and(|p| p.route == Route::Cufile);
+        // A size given at the call is what the queued copies move, not clipped to the file's
+        // size now: an earlier write on the same stream may still extend the file.
+        let known_len = matches!(call.params, Params::Given).then_some(request.size as u64);
         relay = match (&target, request.direction) {
             _ if cufile_required || !relay_setting => None,
-            (Target::Host(_), _) => Some((RelayKernel::Gate, 0)),
-            (Target::Device { address, .. }, Direction::Read) => Some((RelayKernel::In, *address)),
-            (Target::Device { address, .. }, Direction::Write) => Some((RelayKernel::Out, *address)),
+            (Target::Host(_), _) => Some(RelayPlan { kernel: RelayKernel::Gate, buffer: 0, known_len }),
+            (Target::Device { address, .. }, Direction::Read) => Some(RelayPlan { kernel: RelayKernel::In, buffer: *address, known_len }),
+            (Target::Device { address, .. }, Direction::Write) => Some(RelayPlan { kernel: RelayKernel::Out, buffer: *address, known_len }),
         };
         // Likewise the CUDA objects its tasks need, and on cuFile's route each worker's first
         // cuFile call: made once the stream waits, they could wait for it

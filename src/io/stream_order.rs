@@ -33,11 +33,10 @@
 
 use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Settler};
-use crate::io::relay::{Relay, RelayGate};
+use crate::io::relay::{Relay, RelayGate, RelayPlan};
 use crate::io::request::Request;
 use crate::settings::StreamOrdered;
 use crate::stats::{self, StatsCell, StreamMode};
-use crate::sys::cuda::relay::RelayKernel;
 use crate::sys::cuda::{self, CallerStream, FlagWord, MemoryKind, StreamEvent};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -235,13 +234,13 @@ impl StreamCall {
     }
 
     /// Marks the call's point on its stream, or (no stream wait, or the setting off) synchronises
-    /// the stream, and counts which on `stats`. `relay`: the relay kernel the call would take and
-    /// the caller's buffer, where it may be relayed (under `auto`, on a stream the legacy stream
+    /// the stream, and counts which on `stats`. `relay`: how the call would be relayed (its kernel
+    /// or its queued copies, `RelayPlan`), where it may be relayed (under `auto`, on a stream the legacy stream
     /// waits for). Errors: the stream is being captured (`StreamCapturing`); no context for a
     /// default stream; the driver's errors.
     // The match has one arm outside tests.
     #[allow(clippy::infallible_destructuring_match)]
-    pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: StreamOrdered, relay: Option<(RelayKernel, u64)>) -> Result<(Marked, Params)> {
+    pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: StreamOrdered, relay: Option<RelayPlan>) -> Result<(Marked, Params)> {
         let stream = match self.stream {
             StreamSource::Cuda(stream) => stream,
             #[cfg(test)]
@@ -262,16 +261,16 @@ impl StreamCall {
         let blocking = if ordered_setting == StreamOrdered::Off {
             Some(StreamMode::BlockingSetting)
         } else if !ordered_setting.queues_on(|| stream.legacy_stream_waits_for_it())? {
-            if let Some((kernel, buffer)) = relay {
+            if let Some(plan) = relay {
                 let marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
-                match Relay::launch(kernel, stream, context, buffer, StreamKey::of(stream, context)) {
+                match plan.start(stream, context, StreamKey::of(stream, context)) {
                     Ok(relay) => {
                         let mut marks = marks;
                         let mark = Mark::next(&mut marks);
                         stats::record_stream_call(stats, StreamMode::Relayed);
                         return Ok((Marked::Relayed(relay, mark), self.params));
                     }
-                    Err(e) => crate::log::log(crate::log::Level::Warn, || format!("a stream-ordered call blocks: its relay kernel could not be launched: {e}")),
+                    Err(e) => crate::log::log(crate::log::Level::Warn, || format!("a stream-ordered call blocks: it could not be relayed: {e}")),
                 }
             }
             Some(StreamMode::BlockingLegacyWaits)
@@ -483,6 +482,8 @@ impl Queued {
 struct Waiter {
     state: Mutex<WaiterState>,
     wake: Condvar,
+    /// The longest pause between two looks (`POLL_MAX`, or `POLL_MAX_HOST_WORDS`).
+    poll_max: Duration,
 }
 
 #[derive(Default)]
@@ -507,12 +508,12 @@ static WAITERS: [once_cell::sync::OnceCell<Arc<Waiter>>; 2] = [once_cell::sync::
 
 /// The waiter of `watch`, started on first use (its thread; the exit handler once).
 fn waiter(watch: Watch) -> Result<&'static Arc<Waiter>> {
-    let (cell, name) = match watch {
-        Watch::Events => (&WAITERS[0], "gdsroute-stream"),
-        Watch::HostWords => (&WAITERS[1], "gdsroute-relay"),
+    let (cell, name, poll_max) = match watch {
+        Watch::Events => (&WAITERS[0], "gdsroute-stream", POLL_MAX),
+        Watch::HostWords => (&WAITERS[1], "gdsroute-relay", POLL_MAX_HOST_WORDS),
     };
     cell.get_or_try_init(|| {
-        let waiter = Arc::new(Waiter { state: Mutex::new(WaiterState::default()), wake: Condvar::new() });
+        let waiter = Arc::new(Waiter { state: Mutex::new(WaiterState::default()), wake: Condvar::new(), poll_max });
         let running = Arc::clone(&waiter);
         std::thread::Builder::new()
             .name(name.into())
@@ -531,6 +532,9 @@ fn waiter(watch: Watch) -> Result<&'static Arc<Waiter>> {
 /// reached starts within the longest pause; a look costs about a microsecond per queued call.
 const POLL_MIN: Duration = Duration::from_micros(5);
 const POLL_MAX: Duration = Duration::from_micros(200);
+/// The relay waiter's longest pause: a look is a load of a word per queued call, so it looks
+/// often; a relayed 64 MiB read takes about 1.3 ms, and a late start is part of it.
+const POLL_MAX_HOST_WORDS: Duration = Duration::from_micros(20);
 
 impl Waiter {
     fn lock(&self) -> std::sync::MutexGuard<'_, WaiterState> {
@@ -593,7 +597,7 @@ impl Waiter {
             for (queued, e) in failed {
                 queued.fail(e);
             }
-            pause = if found { POLL_MIN } else { (pause * 2).min(POLL_MAX) };
+            pause = if found { POLL_MIN.min(self.poll_max) } else { (pause * 2).min(self.poll_max) };
             if !found {
                 std::thread::sleep(pause);
             }

@@ -1,17 +1,21 @@
-//! The relay kernels (`relay/relay.cu`; the library loads the PTX beside it) and the pinned,
-//! mapped host memory they share with the host: a control block per call (`Control`) and slots
-//! the bytes pass through (`Slots`). Bindings only; `io::relay` runs the protocol.
+//! What relayed stream-ordered calls queue on the caller's stream, and the pinned, mapped host
+//! memory they share with the host: the relay kernels (`relay/relay.cu`; the library loads the
+//! PTX beside it), the queued copies and the waits and stores between them (`StreamOp`, `queue`),
+//! a control block per call (`Control`) and rings of slots the bytes pass through (`Slots`).
+//! Bindings only; `io::relay` runs the protocol.
 //!
-//! Why a kernel (docs/routing.md, "Relayed stream-ordered calls"): on a stream the legacy default
-//! stream waits for, a program's synchronous legacy-stream call holds a lock of the CUDA driver
-//! until the stream has passed our call, and every copy the transfer would queue needs that lock.
-//! A kernel launched on the caller's stream at the call moves the bytes between the caller's
-//! device buffer and the slots while host threads only `pread`/`pwrite` the slots and store
-//! words: once launched, the transfer needs no CUDA call.
+//! Why everything is queued at the call (docs/routing.md, "Relayed stream-ordered calls"): on a
+//! stream the legacy default stream waits for, a program's synchronous legacy-stream call holds a
+//! lock of the CUDA driver until the stream has passed our call, and every copy the transfer
+//! would queue later needs that lock. Copies queued at the call (where the size is known then),
+//! or a kernel launched then, move the bytes between the caller's device buffer and the slots
+//! while host threads only `pread`/`pwrite` the slots and store words: the transfer needs no
+//! CUDA call once queued.
 //!
-//! Memory the kernels may still touch is never freed: control blocks and slots go back to free
-//! lists once every block of the kernel that used them has said it left (`Control::all_left`),
-//! and are reused; the driver would make `cuMemFreeHost` wait for the device anyway.
+//! Memory the stream may still touch is never freed: control blocks and slots go back to free
+//! lists once every block of the kernel (or the queued copies) that used them has said it left
+//! (`Control::all_left`), and are reused; the driver would make `cuMemFreeHost` wait for the
+//! device anyway.
 
 use super::context::{ContextHandle, ScopedContext, primary_context};
 use super::device::current_device;
@@ -22,7 +26,7 @@ use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use once_cell::sync::OnceCell;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The kernels' PTX (`tools/gpu/relay-ptx.sh` makes it from `relay/relay.cu`).
@@ -161,7 +165,16 @@ fn mapped_host_memory(bytes: usize) -> Result<(usize, u64), CudaFailure> {
 struct Pools {
     controls: Vec<(usize, u64)>,
     rings: Vec<Slots>,
-    retired: Vec<(Control, Option<Slots>)>,
+    retired: Vec<(Control, Option<Arc<Slots>>)>,
+}
+
+impl Pools {
+    /// A ring no call holds any more is free again; one still held by another stays with it.
+    fn give_back(&mut self, ring: Arc<Slots>) {
+        if let Ok(ring) = Arc::try_unwrap(ring) {
+            self.rings.push(ring);
+        }
+    }
 }
 
 static POOLS: Mutex<Option<Pools>> = Mutex::new(None);
@@ -174,7 +187,9 @@ fn with_pools<R>(f: impl FnOnce(&mut Pools) -> R) -> R {
     pools.retired = waiting;
     for (control, slots) in done {
         pools.controls.push((control.host, control.device));
-        pools.rings.extend(slots);
+        if let Some(ring) = slots {
+            pools.give_back(ring);
+        }
     }
     f(pools)
 }
@@ -257,6 +272,24 @@ impl Control {
         self.word(W_HEADERS + 2 * slot as usize).store(index as u32 + 1, Ordering::SeqCst);
     }
 
+    /// Piece `index` of the copy engine's ring (`queue`) lies in its group of slots `group`: a
+    /// read's is filled, a write's is in the file (its slots are free again). Never moves the word
+    /// back (a release by `release_pieces` may have run first).
+    pub(crate) fn publish_piece(&self, group: u32, index: u64) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.word(W_HEADERS + 2 * group as usize).fetch_max(index as u32 + 1, Ordering::SeqCst);
+    }
+
+    /// Lets every wait of the copy engine's queued copies pass (`queue`: `pieces` pieces in
+    /// `groups` groups): the call failed, is settled or the process exits, and the stream must not
+    /// wait for pieces that will not come. Copies still queued then move whatever the slots hold.
+    pub(crate) fn release_pieces(&self, groups: u32, pieces: u64) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        for group in 0..groups as usize {
+            self.word(W_HEADERS + 2 * group).fetch_max(pieces as u32, Ordering::SeqCst);
+        }
+    }
+
     /// Chunk `index` of slot `slot` is in the file (a write): the slot is free again.
     pub(crate) fn publish_written(&self, slot: u32, index: u64) {
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -271,14 +304,18 @@ pub(crate) struct Slots {
     device: u64,
     pub(crate) slot_bytes: u32,
     pub(crate) nslots: u32,
+    /// Slots back to back, a chunk at the start of its slot: the copy engine's ring (`queue`),
+    /// whose copies take any alignment and span several slots. Otherwise the kernels' ring
+    /// (`SLOT_PAD`).
+    packed: bool,
 }
 
 impl Slots {
     /// Slots over `memory` (kept for the process's life), for the CPU tests.
     #[cfg(test)]
-    pub(crate) fn for_tests(memory: &'static mut [u8], slot_bytes: u32, nslots: u32) -> Slots {
-        assert!(memory.len() >= Slots::bytes(slot_bytes, nslots));
-        Slots { host: memory.as_mut_ptr() as usize, device: memory.as_mut_ptr() as u64, slot_bytes, nslots }
+    pub(crate) fn for_tests(memory: &'static mut [u8], slot_bytes: u32, nslots: u32, packed: bool) -> Slots {
+        assert!(memory.len() >= Slots::bytes(slot_bytes, nslots, packed));
+        Slots { host: memory.as_mut_ptr() as usize, device: memory.as_mut_ptr() as u64, slot_bytes, nslots, packed }
     }
 
     /// The host address of the first slot (a call's tasks name slots by offset from it).
@@ -288,11 +325,24 @@ impl Slots {
 
     /// Where slot `slot`'s chunk lies, from `base`, for a caller's buffer at `buffer`.
     pub(crate) fn chunk_offset(&self, slot: u32, buffer: u64) -> usize {
-        slot as usize * (self.slot_bytes as usize + SLOT_PAD) + (buffer & 15) as usize
+        match self.packed {
+            true => slot as usize * self.slot_bytes as usize,
+            false => slot as usize * (self.slot_bytes as usize + SLOT_PAD) + (buffer & 15) as usize,
+        }
     }
 
-    fn bytes(slot_bytes: u32, nslots: u32) -> usize {
-        nslots as usize * (slot_bytes as usize + SLOT_PAD)
+    /// Sets every byte of the ring to zero (no call's copies may be reading it).
+    pub(crate) fn zero(&self) {
+        // SAFETY: the ring's own memory, never freed; the caller ensures nothing else uses it now.
+        unsafe { std::ptr::write_bytes(self.host as *mut u8, 0, Slots::bytes(self.slot_bytes, self.nslots, self.packed)) };
+    }
+
+    fn bytes(slot_bytes: u32, nslots: u32, packed: bool) -> usize {
+        nslots as usize * (slot_bytes as usize + if packed { 0 } else { SLOT_PAD })
+    }
+
+    fn is(&self, slot_bytes: u32, nslots: u32, packed: bool) -> bool {
+        (self.slot_bytes, self.nslots, self.packed) == (slot_bytes, nslots, packed)
     }
 }
 
@@ -300,24 +350,48 @@ impl Slots {
 /// (allocated now, on the calling thread: once the stream waits, no CUDA call is made). Needs a
 /// current context.
 pub(crate) fn reserve_ring(slot_bytes: u32, nslots: u32) -> Result<(), CudaFailure> {
-    if with_pools(|p| p.rings.iter().any(|r| r.slot_bytes == slot_bytes && r.nslots == nslots)) {
+    if with_pools(|p| p.rings.iter().any(|r| r.is(slot_bytes, nslots, false))) {
         return Ok(());
     }
-    let (host, device) = mapped_host_memory(Slots::bytes(slot_bytes, nslots))?;
-    with_pools(|p| p.rings.push(Slots { host, device, slot_bytes, nslots }));
+    let (host, device) = mapped_host_memory(Slots::bytes(slot_bytes, nslots, false))?;
+    with_pools(|p| p.rings.push(Slots { host, device, slot_bytes, nslots, packed: false }));
     Ok(())
 }
 
-/// A free ring of that shape, if there is one now (no CUDA call).
-pub(crate) fn take_ring(slot_bytes: u32, nslots: u32) -> Option<Slots> {
+/// A free ring of that shape for the kernels, if there is one now (no CUDA call).
+pub(crate) fn take_ring(slot_bytes: u32, nslots: u32) -> Option<Arc<Slots>> {
     with_pools(|p| {
-        let at = p.rings.iter().position(|r| r.slot_bytes == slot_bytes && r.nslots == nslots)?;
-        Some(p.rings.swap_remove(at))
+        let at = p.rings.iter().position(|r| r.is(slot_bytes, nslots, false))?;
+        Some(Arc::new(p.rings.swap_remove(at)))
     })
 }
 
-/// Hands a call's control block and ring back: reused once the kernel has left.
-pub(crate) fn retire(control: Control, slots: Option<Slots>) {
+/// A ring of packed slots for the copy engine (`queue`): a free one, or one allocated now.
+/// Needs a current context.
+pub(crate) fn take_packed_ring(slot_bytes: u32, nslots: u32) -> Result<Arc<Slots>, CudaFailure> {
+    let free = with_pools(|p| {
+        let at = p.rings.iter().position(|r| r.is(slot_bytes, nslots, true))?;
+        Some(p.rings.swap_remove(at))
+    });
+    let ring = match free {
+        Some(ring) => ring,
+        None => {
+            let (host, device) = mapped_host_memory(Slots::bytes(slot_bytes, nslots, true))?;
+            Slots { host, device, slot_bytes, nslots, packed: true }
+        }
+    };
+    Ok(Arc::new(ring))
+}
+
+/// Hands a share of a ring back: free again once no call holds it (a call that may still use it
+/// holds it through `retire`).
+pub(crate) fn give_back_ring(ring: Arc<Slots>) {
+    with_pools(|p| p.give_back(ring));
+}
+
+/// Hands a call's control block and its share of a ring back: reused once what the stream runs
+/// for it (its kernel, or its queued copies) has left.
+pub(crate) fn retire(control: Control, slots: Option<Arc<Slots>>) {
     with_pools(|p| p.retired.push((control, slots)));
 }
 
@@ -328,6 +402,25 @@ pub(crate) fn retire(control: Control, slots: Option<Slots>) {
 /// `cuMemHostAlloc` (a new page of control blocks) or `cuLaunchKernel`.
 pub(crate) fn launch(kernel: RelayKernel, stream: CallerStream, context: ContextHandle, buffer: u64) -> Result<Control, CudaFailure> {
     let function = function(context, kernel)?;
+    let control = take_control(kernel.blocks())?;
+    let (mut control_arg, mut buffer_arg) = (control.device, buffer);
+    let mut args = [(&mut control_arg as *mut u64).cast::<c_void>(), (&mut buffer_arg as *mut u64).cast::<c_void>()];
+    let threads = if kernel == RelayKernel::Gate { 32 } else { THREADS };
+    // SAFETY: a function of the current context; two 8-byte arguments as the kernels declare;
+    // the control block lives as long as the process.
+    let launched = unsafe {
+        sys::cuLaunchKernel(function, kernel.blocks(), 1, 1, threads, 1, 1, 0, stream.as_raw(), args.as_mut_ptr(), std::ptr::null_mut())
+    };
+    if let Err(e) = check("cuLaunchKernel", launched) {
+        with_pools(|p| p.controls.push((control.host, control.device)));
+        return Err(e);
+    }
+    Ok(control)
+}
+
+/// A control block of its own, zeroed, for a call whose stream work has `blocks` progress words.
+/// Errors: the CUresult of `cuMemHostAlloc` (a new page of control blocks).
+fn take_control(blocks: u32) -> Result<Control, CudaFailure> {
     let (host, device) = match with_pools(|p| p.controls.pop()) {
         Some(free) => free,
         None => {
@@ -338,22 +431,78 @@ pub(crate) fn launch(kernel: RelayKernel, stream: CallerStream, context: Context
             (host, device)
         }
     };
-    let control = Control { host, device, blocks: kernel.blocks() };
+    let control = Control { host, device, blocks };
     for w in 0..CONTROL_BYTES / 4 {
         control.word(w).store(0, Ordering::Relaxed);
     }
     std::sync::atomic::fence(Ordering::SeqCst);
-    let (mut control_arg, mut buffer_arg) = (device, buffer);
-    let mut args = [(&mut control_arg as *mut u64).cast::<c_void>(), (&mut buffer_arg as *mut u64).cast::<c_void>()];
-    let threads = if kernel == RelayKernel::Gate { 32 } else { THREADS };
-    // SAFETY: a function of the current context; two 8-byte arguments as the kernels declare;
-    // the control block lives as long as the process.
-    let launched = unsafe {
-        sys::cuLaunchKernel(function, kernel.blocks(), 1, 1, threads, 1, 1, 0, stream.as_raw(), args.as_mut_ptr(), std::ptr::null_mut())
-    };
-    if let Err(e) = check("cuLaunchKernel", launched) {
-        with_pools(|p| p.controls.push((host, device)));
-        return Err(e);
-    }
     Ok(control)
+}
+
+/// One operation of a call's queued copies on the caller's stream (`queue`): the copy engine's
+/// way of relaying, where the call's size is known at the call. `io::relay` lists them; the CPU
+/// tests play the same list over host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamOp {
+    /// Stores `value` in control word `word` once the stream's earlier work has finished (its
+    /// writes visible first).
+    Write { word: usize, value: u32 },
+    /// Holds the stream until control word `word` is at or past `value` (a cyclic comparison).
+    Wait { word: usize, value: u32 },
+    /// Copies `len` bytes from the ring at `ring_offset` to the caller's buffer at `buffer_offset`.
+    ToBuffer { ring_offset: usize, buffer_offset: u64, len: usize },
+    /// Copies `len` bytes from the caller's buffer at `buffer_offset` to the ring at `ring_offset`.
+    ToRing { ring_offset: usize, buffer_offset: u64, len: usize },
+}
+
+/// True when the driver has the stream memory operations `queue` needs (checked once).
+pub(crate) fn can_queue() -> bool {
+    static PRESENT: OnceCell<bool> = OnceCell::new();
+    *PRESENT.get_or_init(|| super::stream::stream_wait_available() && super::driver::has_symbol("cuStreamWriteValue32_v2"))
+}
+
+/// A control block for a call's queued copies (one progress word).
+///
+/// Errors: the CUresult of `cuMemHostAlloc` (a new page of control blocks).
+pub(crate) fn control_for_queue() -> Result<Control, CudaFailure> {
+    take_control(1)
+}
+
+/// Queues `ops` on `stream` (of the context current on this thread), with `control`'s words, the
+/// packed `ring`, and the caller's device `buffer`. Once they are queued, the call needs no CUDA
+/// call: host threads fill or drain the ring and store words.
+///
+/// On an error part of the list may be queued: the caller lets it pass (`Control::stop` and
+/// `release_pieces`) and synchronises the stream before touching the buffer.
+///
+/// Errors: `Unavailable`/`Forked`; `Unavailable` without stream memory operations (`can_queue`);
+/// the CUresult of `cuStreamWriteValue32_v2`, `cuStreamWaitValue32_v2`, `cuMemcpyHtoDAsync` or
+/// `cuMemcpyDtoHAsync`.
+pub(crate) fn queue(ops: &[StreamOp], stream: CallerStream, control: &Control, ring: &Slots, buffer: u64) -> Result<(), CudaFailure> {
+    cuda()?;
+    if !can_queue() {
+        return Err(CudaFailure::Unavailable("the CUDA driver lacks cuStreamWriteValue32_v2 or cuStreamWaitValue32_v2".into()));
+    }
+    let word = |w: usize| control.device + 4 * w as u64;
+    for op in ops {
+        // SAFETY (each): cuda() succeeded and the symbols are present (`can_queue`); the control
+        // block and the ring are pinned, mapped and never freed; the caller's buffer is valid
+        // device memory of at least the offsets' reach (the call's contract) on the stream's
+        // context, which is current.
+        match *op {
+            StreamOp::Write { word: w, value } => check("cuStreamWriteValue32_v2", unsafe {
+                sys::cuStreamWriteValue32_v2(stream.as_raw(), word(w), value, sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32)
+            })?,
+            StreamOp::Wait { word: w, value } => check("cuStreamWaitValue32_v2", unsafe {
+                sys::cuStreamWaitValue32_v2(stream.as_raw(), word(w), value, sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32)
+            })?,
+            StreamOp::ToBuffer { ring_offset, buffer_offset, len } => check("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(buffer + buffer_offset, (ring.host + ring_offset) as *const c_void, len, stream.as_raw())
+            })?,
+            StreamOp::ToRing { ring_offset, buffer_offset, len } => check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2((ring.host + ring_offset) as *mut c_void, buffer + buffer_offset, len, stream.as_raw())
+            })?,
+        }
+    }
+    Ok(())
 }
