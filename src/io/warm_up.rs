@@ -61,6 +61,88 @@ pub(crate) fn prepare_in_background(compat_mode: CompatMode) {
     }
 }
 
+/// From the library's load on, a thread of its own (`gdsroute-watch`) looks for the application's
+/// CUDA set-up: once libcuda is loaded (the application's doing: this loads nothing), `cuInit`
+/// has run (the application's; this never initialises CUDA) and a device's primary context is
+/// active (the CUDA runtime's first call on a device makes it so), it prepares the pool for that
+/// context as an open would (`prepare_on`), so that the first read of a file opened later finds
+/// the streams and bounce buffers made. It looks every millisecond for 5 s, then every 10 ms
+/// until 60 s after the load, and stops at the first context found, at exit, and where
+/// `GDSROUTE_PREPARE_AT_OPEN` is off once a context is found. An application that sets CUDA up
+/// later, or with contexts of its own (`cuCtxCreate`), is prepared by its opens, as before. A
+/// look in a host-only program is one `dl_iterate_phdr` (libcuda's absence is remembered until
+/// the loader loads another object); nothing is loaded or initialised, and the settings are not
+/// read (a program may still set the environment before its first call). Called by the load
+/// hook (`sys::startup`).
+///
+/// Why (docs/performance.md, "The first read of a fresh process"): preparing at the open left a
+/// first read issued right after it paying 10-12 ms of the preparation (1.5x a warm process's
+/// read of 1 GiB); a read 10 ms or more after the preparation began ran at the warm rate.
+pub(crate) fn watch_for_the_application_context() {
+    let spawned = std::thread::Builder::new().name("gdsroute-watch".into()).spawn(|| {
+        let started = std::time::Instant::now();
+        let mut application = None;
+        loop {
+            {
+                let _look = WATCH.lock().unwrap_or_else(|p| p.into_inner());
+                if WATCH_STOPPED.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
+                if application.is_none() {
+                    application = cuda::ApplicationCuda::find();
+                }
+                if application.as_ref().is_some_and(cuda::ApplicationCuda::initialised) && prepare_active_primary_contexts() {
+                    crate::trace::event("watch.prepared", started.elapsed().as_micros() as u64);
+                    return;
+                }
+            }
+            let waited = started.elapsed();
+            if waited > std::time::Duration::from_secs(60) {
+                return;
+            }
+            let pause = if waited < std::time::Duration::from_secs(5) { 1 } else { 10 };
+            std::thread::sleep(std::time::Duration::from_millis(pause));
+        }
+    });
+    if spawned.is_ok() {
+        // SAFETY: registering a plain extern "C" function without arguments.
+        unsafe { libc::atexit(stop_watching_at_exit) };
+    }
+}
+
+/// Held while the watcher looks (its CUDA calls), so that the exit handler can wait for a look
+/// to end before libcuda's own exit handlers run.
+static WATCH: Mutex<()> = Mutex::new(());
+static WATCH_STOPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn stop_watching_at_exit() {
+    // A child forked during a look would wait for ever for a lock no thread of it holds.
+    if crate::sys::startup::forked_since_load() {
+        return;
+    }
+    WATCH_STOPPED.store(true, std::sync::atomic::Ordering::Release);
+    drop(WATCH.lock());
+}
+
+/// Prepares the pool for every device whose primary context is active (initialising our CUDA
+/// layer, `cuInit` being done already; unless `GDSROUTE_PREPARE_AT_OPEN` is off); true if there
+/// was one.
+fn prepare_active_primary_contexts() -> bool {
+    let Ok(count) = cuda::device_count() else { return false };
+    let active: Vec<(i32, ContextHandle)> = (0..count).filter_map(|d| Some((d, cuda::active_primary_context(d).ok()??))).collect();
+    if active.is_empty() {
+        return false;
+    }
+    if !crate::settings::live().prepare_at_open() {
+        return true;
+    }
+    let Ok(pool) = crate::io::thread_pool::global() else { return true };
+    for (ordinal, ctx) in active {
+        prepare_on(pool, ctx, ordinal);
+    }
+    true
+}
+
 /// The devices other than `current` whose primary context is active, with that context.
 fn other_devices_in_use(current: i32) -> Vec<(i32, ContextHandle)> {
     let count = cuda::device_count().unwrap_or(0);
