@@ -1,0 +1,228 @@
+//! The host's part of the protocol against the played kernel and the played queued copies: every
+//! byte through the slots in order, the end of a file, a failing chunk, a write.
+
+use super::played::{SLOT, play_in, play_out, relay};
+use super::*;
+use crate::sys::cuda::relay::StreamOp;
+use std::sync::Arc;
+
+/// A buffer that outlives the played kernel, 5 bytes past a 16-byte boundary: chunks lie 5
+/// bytes into their slots.
+fn buffer(len: usize, fill: u8) -> &'static mut [u8] {
+    let memory: &'static mut [u8] = Box::leak(vec![fill; len + 100 + 21].into_boxed_slice());
+    let lead = (16 - memory.as_ptr() as usize % 16) % 16 + 5;
+    &mut memory[lead..lead + len + 100]
+}
+
+/// Runs the call's chunks on `threads` threads claiming them in order, as the pool's jobs do.
+fn run_chunks(relay: &Arc<Relay>, len: usize, threads: usize, read: impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static) -> Vec<Result<usize>> {
+    let chunks = len.div_ceil(SLOT as usize);
+    let next = Arc::new(AtomicU64::new(0));
+    let read = Arc::new(read);
+    let results = Arc::new(std::sync::Mutex::new(vec![None; chunks]));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (relay, next, read, results) = (Arc::clone(relay), Arc::clone(&next), Arc::clone(&read), Arc::clone(&results));
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst) as usize;
+                if i >= chunks {
+                    return;
+                }
+                let chunk = Chunk { buf_offset: i * SLOT as usize, file_offset: (i * SLOT as usize) as u64, len: (len - i * SLOT as usize).min(SLOT as usize) };
+                let result = relay.run_task(chunk, |c| read(c));
+                results.lock().unwrap()[i] = Some(result);
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    Arc::try_unwrap(results).unwrap().into_inner().unwrap().into_iter().map(Option::unwrap).collect()
+}
+
+/// A read of `file`'s bytes into the slot at `c.buf_offset`, as the host route would.
+fn reader(relay: &Arc<Relay>, file: Arc<Vec<u8>>) -> impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static {
+    let base = relay.slots_base() as usize;
+    move |c: Chunk| {
+        let from = (c.file_offset as usize).min(file.len());
+        let n = c.len.min(file.len() - from);
+        // SAFETY: the chunk's slot inside the test's ring.
+        unsafe { std::ptr::copy_nonoverlapping(file[from..].as_ptr(), (base + c.buf_offset) as *mut u8, n) };
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_read_passes_every_chunk_through_the_slots_in_order() {
+    for (len, threads) in [(SLOT as usize * 23 + 17, 3), (SLOT as usize * 4, 8), (5, 2), (SLOT as usize * 9, 1)] {
+        let dst = buffer(len, 0xEE);
+        let (relay, page) = relay(RelayKernel::In, dst.as_ptr() as u64);
+        let file: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i * 7 + 3) as u8).collect());
+        let kernel = play_in(page, dst.as_ptr() as u64);
+        relay.go(len as u64);
+        let results = run_chunks(&relay, len, threads, reader(&relay, Arc::clone(&file)));
+        let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
+        assert_eq!(total, len);
+        assert_eq!(relay.control.chunks_moved() as usize, len.div_ceil(SLOT as usize), "the last task waited for the kernel");
+        relay.control.stop();
+        kernel.join().unwrap();
+        assert!(dst[..len] == file[..], "{len} bytes on {threads} threads");
+        assert!(dst[len..].iter().all(|&b| b == 0xEE), "nothing past the range");
+    }
+}
+
+#[test]
+fn the_end_of_the_file_stops_the_kernel_and_no_task_waits_for_ever() {
+    // Planned for 20 chunks, but the file ends in chunk 5 (it shrank after the plan).
+    let len = SLOT as usize * 20;
+    let dst = buffer(len, 0);
+    let (relay, page) = relay(RelayKernel::In, dst.as_ptr() as u64);
+    let file: Arc<Vec<u8>> = Arc::new((0..SLOT as usize * 5 + 9).map(|i| i as u8).collect());
+    let kernel = play_in(page, dst.as_ptr() as u64);
+    relay.go(len as u64);
+    let results = run_chunks(&relay, len, 3, reader(&relay, Arc::clone(&file)));
+    assert_eq!(*results[5].as_ref().unwrap(), 9);
+    assert!(results[..5].iter().all(|r| *r.as_ref().unwrap() == SLOT as usize));
+    relay.control.stop();
+    assert_eq!(kernel.join().unwrap(), 6, "the kernel stopped after the short chunk");
+    assert!(dst[..file.len()] == file[..]);
+}
+
+#[test]
+fn a_failing_chunk_stops_the_kernel_and_the_other_tasks() {
+    let len = SLOT as usize * 30;
+    let dst = buffer(len, 0);
+    let (relay, page) = relay(RelayKernel::In, dst.as_ptr() as u64);
+    let kernel = play_in(page, dst.as_ptr() as u64);
+    relay.go(len as u64);
+    let good = reader(&relay, Arc::new(vec![1u8; len]));
+    let results = run_chunks(&relay, len, 4, move |c| if c.file_offset == 6 * SLOT as u64 { Err(crate::error::Error::Internal("EIO".into())) } else { good(c) });
+    assert!(results[6].is_err());
+    assert!(relay.control.stopped(), "the kernel is told to move no more");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!kernel.is_finished(), "the stream is held until the call is settled");
+    relay.control.stop();
+    kernel.join().unwrap();
+}
+
+/// Plays the stream reaching the call (the waiter's part): once it stored `started`.
+fn wait_started(relay: &Relay) {
+    while !relay.control.started() {
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn queued_copies_of_a_read_move_every_byte_and_zeros_past_the_end_of_the_file() {
+    let piece = (SLOT * super::played::PIECE_SLOTS) as usize;
+    // (bytes asked, bytes the file has past the offset once the stream reached the call, threads)
+    for (len, file_len, threads) in [(SLOT as usize * 23 + 17, SLOT as usize * 23 + 17, 3), (piece * 4, piece * 4, 8), (5, 5, 2), (SLOT as usize * 9, SLOT as usize * 9, 1), (SLOT as usize * 11, SLOT as usize * 4 + 7, 3)] {
+        let dst = buffer(len, 0xEE);
+        let (relay, stream) = super::played::queued(RelayKernel::In, dst.as_ptr() as u64, len as u64);
+        wait_started(&relay);
+        let file: Arc<Vec<u8>> = Arc::new((0..file_len).map(|i| (i * 7 + 3) as u8).collect());
+        relay.go(file_len as u64);
+        let results = run_chunks(&relay, relay.tasks_len(file_len), threads, reader(&relay, Arc::clone(&file)));
+        let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
+        assert_eq!(total, file_len);
+        assert_eq!(relay.control.chunks_moved() as usize, len.div_ceil(piece), "the last task waited for the last copy");
+        relay.stop();
+        stream.join().unwrap();
+        assert!(dst[..file_len] == file[..], "{len} bytes on {threads} threads");
+        assert!(dst[file_len..len].iter().all(|&b| b == 0), "zeros past the end of the file");
+        assert!(dst[len..].iter().all(|&b| b == 0xEE), "nothing past the range");
+    }
+}
+
+#[test]
+fn queued_copies_of_a_read_past_the_end_of_the_file_copy_zeros_and_let_the_stream_go() {
+    let len = SLOT as usize * 9 + 3;
+    let dst = buffer(len, 0xEE);
+    let (relay, stream) = super::played::queued(RelayKernel::In, dst.as_ptr() as u64, len as u64);
+    wait_started(&relay);
+    // The engine's path where the call has nothing to move.
+    relay.nothing_to_move();
+    relay.stop();
+    stream.join().unwrap();
+    assert!(dst[..len].iter().all(|&b| b == 0));
+    assert!(dst[len..].iter().all(|&b| b == 0xEE));
+}
+
+#[test]
+fn a_failing_chunk_lets_queued_copies_pass_but_holds_the_stream_until_the_call_settles() {
+    let len = SLOT as usize * 30;
+    let dst = buffer(len, 0);
+    let (relay, stream) = super::played::queued(RelayKernel::In, dst.as_ptr() as u64, len as u64);
+    wait_started(&relay);
+    relay.go(len as u64);
+    let good = reader(&relay, Arc::new(vec![1u8; len]));
+    let results = run_chunks(&relay, len, 4, move |c| if c.file_offset == 6 * SLOT as u64 { Err(crate::error::Error::Internal("EIO".into())) } else { good(c) });
+    assert!(results[6].is_err());
+    assert!(relay.control.stopped());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!stream.is_finished(), "the stream is held until the call is settled");
+    relay.stop();
+    stream.join().unwrap();
+}
+
+#[test]
+fn queued_copies_of_a_write_give_the_tasks_every_byte() {
+    for (len, threads) in [(SLOT as usize * 13 + 5, 3), (SLOT as usize * 2, 1), (1, 2)] {
+        let src = buffer(len, 0);
+        for (i, b) in src.iter_mut().enumerate() {
+            *b = (i * 11) as u8;
+        }
+        let (relay, stream) = super::played::queued(RelayKernel::Out, src.as_ptr() as u64, len as u64);
+        wait_started(&relay);
+        relay.go(len as u64);
+        let file = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
+        let base = relay.slots_base() as usize;
+        let out = Arc::clone(&file);
+        let results = run_chunks(&relay, len, threads, move |c: Chunk| {
+            // SAFETY: the chunk's slot inside the test's ring.
+            let bytes = unsafe { std::slice::from_raw_parts((base + c.buf_offset) as *const u8, c.len) };
+            out.lock().unwrap()[c.file_offset as usize..c.file_offset as usize + c.len].copy_from_slice(bytes);
+            Ok(c.len)
+        });
+        assert!(results.iter().all(|r| r.is_ok()));
+        relay.stop();
+        stream.join().unwrap();
+        assert!(file.lock().unwrap()[..] == src[..len], "{len} bytes on {threads} threads");
+    }
+}
+
+#[test]
+fn a_gibibyte_queues_128_copies_between_waits_and_stores() {
+    let groups = QUEUED_SLOTS / QUEUED_PIECE_SLOTS;
+    let ops = stream_ops(RelayKernel::In, 1 << 30, QUEUED_SLOT_BYTES, QUEUED_PIECE_SLOTS, groups);
+    let copies = ops.iter().filter(|op| matches!(op, StreamOp::ToBuffer { .. })).count();
+    assert_eq!((copies, ops.len()), (128, 3 * 128 + 3));
+    let write = stream_ops(RelayKernel::Out, (1 << 30) + 1, QUEUED_SLOT_BYTES, QUEUED_PIECE_SLOTS, groups);
+    assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::ToRing { len: 1, .. })).count(), 1, "the last piece is one byte");
+    assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::Wait { .. })).count(), 129 - groups as usize + 1, "a write's piece waits only for its group's piece before");
+}
+
+#[test]
+fn a_write_takes_every_chunk_the_kernel_fills() {
+    let len = SLOT as usize * 13 + 5;
+    let src = buffer(len, 0);
+    for (i, b) in src.iter_mut().enumerate() {
+        *b = (i * 11) as u8;
+    }
+    let (relay, page) = relay(RelayKernel::Out, src.as_ptr() as u64);
+    let kernel = play_out(page, src.as_ptr() as u64);
+    relay.go(len as u64);
+    let file = Arc::new(std::sync::Mutex::new(vec![0u8; len]));
+    let base = relay.slots_base() as usize;
+    let out = Arc::clone(&file);
+    let results = run_chunks(&relay, len, 3, move |c: Chunk| {
+        // SAFETY: the chunk's slot inside the test's ring.
+        let bytes = unsafe { std::slice::from_raw_parts((base + c.buf_offset) as *const u8, c.len) };
+        out.lock().unwrap()[c.file_offset as usize..c.file_offset as usize + c.len].copy_from_slice(bytes);
+        Ok(c.len)
+    });
+    assert!(results.iter().all(|r| r.is_ok()));
+    relay.control.stop();
+    kernel.join().unwrap();
+    assert!(file.lock().unwrap()[..] == src[..len]);
+}
