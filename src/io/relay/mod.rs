@@ -145,8 +145,11 @@ impl Relay {
         let _ = relay.slots.set(Arc::clone(&ring));
         if let Err(e) = relay::queue(&ops, stream, &relay.control, &ring, buffer) {
             relay.stop();
-            // What was queued must have run before the caller touches the buffer.
-            let _ = stream.synchronize();
+            // What was queued must have run before the caller touches the buffer; then the
+            // control block and the ring are free again, whether or not the last store was queued.
+            if stream.synchronize().is_ok() {
+                relay.control.mark_left();
+            }
             return Err(e.into());
         }
         Ok(Arc::new(relay))

@@ -259,6 +259,14 @@ impl Control {
         (0..self.blocks as usize).map(|b| self.word(W_PROGRESS + b).load(Ordering::Acquire)).min().unwrap_or(0)
     }
 
+    /// Says for the stream that it has left, where the caller knows it has passed everything
+    /// queued for the call (a queue that failed part-way, after `cuStreamSynchronize`).
+    pub(crate) fn mark_left(&self) {
+        for b in 0..self.blocks as usize {
+            self.word(W_EXITED + b).store(1, Ordering::SeqCst);
+        }
+    }
+
     /// True once every block has left: it touches neither this block nor the slots any more.
     fn all_left(&self) -> bool {
         (0..self.blocks as usize).all(|b| self.word(W_EXITED + b).load(Ordering::Acquire) != 0)
