@@ -211,15 +211,15 @@ impl Relay {
     }
 
     /// Tells what the stream runs for the call to move no more and wait for `stop`: a task
-    /// failed. Queued copies can only be let pass (they move whatever the slots hold).
+    /// failed. The other tasks then stop at their next wait for the stream. Queued copies can
+    /// only be let pass, which `stop` does once the call has settled: no task writes a slot while
+    /// they move whatever the slots hold.
     fn abort(&self) {
         self.control.abort();
-        if let Some(q) = &self.queued {
-            self.control.release_pieces(q.groups(), q.pieces(self.slot_bytes));
-        }
     }
 
-    /// Lets the stream go on past the call: it is settled, or the process exits. Idempotent.
+    /// Lets the stream go on past the call: it is settled (no task runs), or the process exits.
+    /// Idempotent.
     pub(crate) fn stop(&self) {
         if let Some(q) = &self.queued {
             self.control.release_pieces(q.groups(), q.pieces(self.slot_bytes));
