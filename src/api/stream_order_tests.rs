@@ -324,40 +324,45 @@ fn relay_buffer(len: usize) -> &'static mut [u8] {
 
 const GUARD_BYTES: usize = 64;
 
-#[test]
-fn relayed_calls_move_every_byte_through_the_engine() {
-    use crate::io::relay::played;
+/// A relayed call's stream, played by a thread (`io::relay::played`): the relay for a call in
+/// `direction` on the buffer at `buffer` of `size` bytes, and a join of the thread.
+type PlayStream = fn(crate::sys::cuda::relay::RelayKernel, u64, usize) -> (Arc<crate::io::relay::Relay>, Box<dyn FnOnce()>);
+
+/// Relayed reads (many chunks, more than the ring's slots; one across the end of the file; one
+/// past it) and a write of many chunks past the end of the file, through the engine, with the
+/// stream played by `play`; `past_end`: what the requested range past the end of the file holds
+/// after a read (`None`: left as it was).
+fn relayed_calls_through_the_engine(seed: u64, play: PlayStream, past_end: Option<u8>) {
     use crate::sys::cuda::relay::RelayKernel;
-    let slot = played::SLOT as usize;
-    let data = random_bytes(slot * 23 + 17, 31);
+    let slot = crate::io::relay::played::SLOT as usize;
+    let data = random_bytes(slot * 23 + 17, seed);
     let tmp = temp_file_in(None, &data);
     let file = open(&tmp, "r+");
-    // Reads: many chunks (more than the ring's slots), one across the end of the file, one past it.
     for (size, offset) in [(slot * 21 + 5, 7u64), (slot * 4, (slot * 21) as u64), (slot, (data.len() + 3) as u64)] {
         let buf = relay_buffer(size);
         let dst = buf[GUARD_BYTES..].as_mut_ptr();
-        let (relay, page) = played::relay(RelayKernel::In, dst as u64);
-        let kernel = played::play_in(page, dst as u64);
+        let (relay, stream) = play(RelayKernel::In, dst as u64, size);
         let op = queue(&file, Direction::Read, dst, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
         let start = (offset as usize).min(data.len());
         let expect = &data[start..(start + size).min(data.len())];
         assert_eq!(op.wait().unwrap(), expect.len(), "read of {size} at {offset}");
-        kernel.join().unwrap();
-        assert!(buf[GUARD_BYTES..GUARD_BYTES + expect.len()] == *expect, "read of {size} at {offset}: bytes");
-        assert!(buf[..GUARD_BYTES].iter().chain(&buf[GUARD_BYTES + expect.len()..]).all(|&b| b == POISON), "read of {size} at {offset}: nothing else written");
+        stream();
+        let (read, past) = buf[GUARD_BYTES..].split_at(expect.len());
+        assert!(read == expect, "read of {size} at {offset}: bytes");
+        let past_range = past[..size - expect.len()].iter().all(|&b| b == past_end.unwrap_or(POISON));
+        assert!(past_range, "read of {size} at {offset}: the requested range past the end of the file");
+        assert!(buf[..GUARD_BYTES].iter().chain(&buf[GUARD_BYTES + size..]).all(|&b| b == POISON), "read of {size} at {offset}: nothing else written");
     }
-    // A write of many chunks past the end of the file.
     let size = slot * 9 + 3;
     let buf = relay_buffer(size);
-    let produced = random_bytes(size, 32);
+    let produced = random_bytes(size, seed + 1);
     buf[GUARD_BYTES..GUARD_BYTES + size].copy_from_slice(&produced);
     let src = buf[GUARD_BYTES..].as_mut_ptr();
-    let (relay, page) = played::relay(RelayKernel::Out, src as u64);
-    let kernel = played::play_out(page, src as u64);
+    let (relay, stream) = play(RelayKernel::Out, src as u64, size);
     let offset = data.len() as u64 - 10;
     let op = queue(&file, Direction::Write, src, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
     assert_eq!(op.wait().unwrap(), size);
-    kernel.join().unwrap();
+    stream();
     let back = std::fs::read(tmp.path()).unwrap();
     assert!(back[..offset as usize] == data[..offset as usize], "the bytes before the write stay");
     assert_eq!(back.len(), offset as usize + size);
@@ -368,45 +373,29 @@ fn relayed_calls_move_every_byte_through_the_engine() {
 }
 
 #[test]
-fn relayed_calls_with_queued_copies_move_every_byte_through_the_engine() {
+fn relayed_calls_move_every_byte_through_the_engine() {
     use crate::io::relay::played;
     use crate::sys::cuda::relay::RelayKernel;
-    let slot = played::SLOT as usize;
-    let data = random_bytes(slot * 23 + 17, 33);
-    let tmp = temp_file_in(None, &data);
-    let file = open(&tmp, "r+");
-    // Reads: many pieces (more than the ring's groups), one across the end of the file, one past
-    // it: the requested range past the end becomes zeros, nothing outside it is written.
-    for (size, offset) in [(slot * 21 + 5, 7u64), (slot * 4, (slot * 21) as u64), (slot, (data.len() + 3) as u64)] {
-        let buf = relay_buffer(size);
-        let dst = buf[GUARD_BYTES..].as_mut_ptr();
-        let (relay, stream) = played::queued(RelayKernel::In, dst as u64, size as u64);
-        let op = queue(&file, Direction::Read, dst, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
-        let start = (offset as usize).min(data.len());
-        let expect = &data[start..(start + size).min(data.len())];
-        assert_eq!(op.wait().unwrap(), expect.len(), "read of {size} at {offset}");
-        stream.join().unwrap();
-        let (read, past) = buf[GUARD_BYTES..].split_at(expect.len());
-        assert!(read == expect, "read of {size} at {offset}: bytes");
-        assert!(past[..size - expect.len()].iter().all(|&b| b == 0), "read of {size} at {offset}: zeros past the end of the file");
-        assert!(buf[..GUARD_BYTES].iter().chain(&buf[GUARD_BYTES + size..]).all(|&b| b == POISON), "read of {size} at {offset}: nothing else written");
-    }
-    // A write of many pieces past the end of the file, then a read of it queued at once.
-    let size = slot * 9 + 3;
-    let buf = relay_buffer(size);
-    let produced = random_bytes(size, 34);
-    buf[GUARD_BYTES..GUARD_BYTES + size].copy_from_slice(&produced);
-    let src = buf[GUARD_BYTES..].as_mut_ptr();
-    let (relay, stream) = played::queued(RelayKernel::Out, src as u64, size as u64);
-    let offset = data.len() as u64 - 10;
-    let op = queue(&file, Direction::Write, src, size, offset, StreamSource::FakeRelay(relay), Params::Given).unwrap();
-    assert_eq!(op.wait().unwrap(), size);
-    stream.join().unwrap();
-    let back = std::fs::read(tmp.path()).unwrap();
-    assert!(back[..offset as usize] == data[..offset as usize], "the bytes before the write stay");
-    assert_eq!(back.len(), offset as usize + size);
-    let wrong = back[offset as usize..].iter().zip(&produced).position(|(b, p)| b != p);
-    assert_eq!(wrong, None, "the file holds the written bytes (first wrong byte of the write)");
-    let c = file.stats();
-    assert_eq!((c.stream_calls_relayed, c.calls, c.write_calls, c.calls_failed, c.write_calls_failed), (4, 3, 1, 0, 0));
+    relayed_calls_through_the_engine(31, |direction, buffer, _| {
+        let (relay, page) = played::relay(direction, buffer);
+        let kernel: Box<dyn FnOnce()> = match direction {
+            RelayKernel::In => {
+                let kernel = played::play_in(page, buffer);
+                Box::new(move || drop(kernel.join().unwrap()))
+            }
+            _ => {
+                let kernel = played::play_out(page, buffer);
+                Box::new(move || kernel.join().unwrap())
+            }
+        };
+        (relay, kernel)
+    }, None);
+}
+
+#[test]
+fn relayed_calls_with_queued_copies_move_every_byte_through_the_engine() {
+    relayed_calls_through_the_engine(33, |direction, buffer, size| {
+        let (relay, stream) = crate::io::relay::played::queued(direction, buffer, size as u64);
+        (relay, Box::new(move || stream.join().unwrap()))
+    }, Some(0));
 }
