@@ -381,7 +381,7 @@ fn relayed_calls_move_every_byte_through_the_engine() {
         let kernel: Box<dyn FnOnce()> = match direction {
             RelayKernel::In => {
                 let kernel = played::play_in(page, buffer);
-                Box::new(move || drop(kernel.join().unwrap()))
+                Box::new(move || { kernel.join().unwrap(); })
             }
             _ => {
                 let kernel = played::play_out(page, buffer);
