@@ -1,13 +1,11 @@
 //! What the library does when it is loaded: keep cuFile from writing `cufile.log` into the host
-//! program's working directory, and start looking for the program's CUDA set-up, to prepare the
-//! device route before its first open (`io::warm_up::watch_for_the_application_context`).
-//!
-//! cuFile reads `CUFILE_LOGFILE_PATH` when its driver opens and has no working API for the log
-//! path (see `cufile::log_configuration`), so unless the user configured logging, the variable is
-//! set to /dev/null here, at load time, and only if the process is still single-threaded (a
-//! program linked against the library, before `main`): `setenv` is not safe while other threads
-//! may read the environment. A library loaded later into a threaded process (dlopen from Python,
-//! say) leaves the environment alone; the README says how to set the variable yourself.
+//! program's working directory. cuFile reads `CUFILE_LOGFILE_PATH` when its driver opens and has
+//! no working API for the log path (see `cufile::log_configuration`), so unless the user
+//! configured logging, the variable is set to /dev/null here, at load time, and only if the
+//! process is still single-threaded (a program linked against the library, before `main`):
+//! `setenv` is not safe while other threads may read the environment. A library loaded later
+//! into a threaded process (dlopen from Python, say) leaves the environment alone; the README
+//! says how to set the variable yourself.
 
 use crate::sys::cufile::log_configuration;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -47,8 +45,6 @@ pub fn quiet_cufile_log() -> bool {
 extern "C" fn on_load() {
     LOAD_PID.store(std::process::id(), Ordering::Release);
     let _ = std::panic::catch_unwind(quiet_cufile_log);
-    // After the environment is set: it starts a thread.
-    let _ = std::panic::catch_unwind(crate::io::warm_up::watch_for_the_application_context);
 }
 
 /// Run by the dynamic loader (or the C runtime, for static links) before `main`.

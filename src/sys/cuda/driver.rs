@@ -164,39 +164,6 @@ pub(crate) fn in_use_by_the_application() -> bool {
     has_context && cuda().is_ok()
 }
 
-/// A way to ask, without initialising anything, whether the application has initialised CUDA:
-/// libcuda's `cuDeviceGetCount`, found only if the process has libcuda loaded already (which it
-/// then keeps loaded). `find` is `None` for a host-only program (so far) and in a forked child.
-pub(crate) struct ApplicationCuda {
-    device_count: unsafe extern "C" fn(*mut i32) -> sys::CUresult,
-    _libcuda: LoadedLibcuda,
-}
-
-impl ApplicationCuda {
-    pub(crate) fn find() -> Option<ApplicationCuda> {
-        let libcuda = LoadedLibcuda::find()?;
-        if crate::sys::startup::forked_since_load() {
-            return None;
-        }
-        // SAFETY: handle is live; the symbol, if present, is cuDeviceGetCount(int*) -> CUresult.
-        let symbol = unsafe { libc::dlsym(libcuda.0, c"cuDeviceGetCount".as_ptr()) };
-        if symbol.is_null() {
-            return None;
-        }
-        type DeviceCount = unsafe extern "C" fn(*mut i32) -> sys::CUresult;
-        // SAFETY: the symbol has this signature in every CUDA driver (cuda.h).
-        let device_count = unsafe { std::mem::transmute::<*mut libc::c_void, DeviceCount>(symbol) };
-        Some(ApplicationCuda { device_count, _libcuda: libcuda })
-    }
-
-    /// True once `cuInit` has run in this process (the application's, or ours).
-    pub(crate) fn initialised(&self) -> bool {
-        let mut count = 0;
-        // SAFETY: valid out-pointer; answers NOT_INITIALIZED before cuInit, initialising nothing.
-        unsafe { (self.device_count)(&mut count) == sys::CUresult::CUDA_SUCCESS }
-    }
-}
-
 /// Whether memory of CUDA's can exist in this process: our driver layer is initialised, or the
 /// application has loaded libcuda (checked without loading it; device, managed and pinned memory
 /// all come from libcuda). Classifying the buffers of a host-only program therefore loads and

@@ -31,7 +31,7 @@ pub use device::{device_numa_node, device_pci_bus_id, device_uuid};
 pub(crate) use device::{current_device, device_count};
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use driver::cuda;
-pub(crate) use driver::{ApplicationCuda, describe, in_use_by_the_application, known_unavailable, preload};
+pub(crate) use driver::{describe, in_use_by_the_application, known_unavailable, preload};
 pub(crate) use error::CudaFailure;
 pub(crate) use event::thread_events;
 pub(crate) use pinned::PinnedAllocation;
