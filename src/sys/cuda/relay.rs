@@ -1,8 +1,10 @@
 //! What relayed stream-ordered calls queue on the caller's stream, and the pinned, mapped host
 //! memory they share with the host: the relay kernels (`relay/relay.cu`; the library loads the
-//! PTX beside it), the queued copies and the waits and stores between them (`StreamOp`, `queue`),
-//! a control block per call (`Control`) and rings of slots the bytes pass through (`Slots`).
-//! Bindings only; `io::relay` runs the protocol.
+//! PTX beside it), the queued copies and the waits and stores between them (`relay/queue.rs`:
+//! `StreamOp`, `queue`), a control block per call (`Control`) and rings of slots the bytes pass
+//! through (`Slots`). Bindings only; `io::relay` runs the protocol. One job, although over 450
+//! lines: the memory the stream and the host share and its reuse, which the kernels and the
+//! queued copies both use.
 //!
 //! Why everything is queued at the call (docs/routing.md, "Relayed stream-ordered calls"): on a
 //! stream the legacy default stream waits for, a program's synchronous legacy-stream call holds a
@@ -28,6 +30,9 @@ use std::ffi::c_void;
 use once_cell::sync::OnceCell;
 use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+mod queue;
+pub(crate) use queue::{StreamOp, can_queue, control_for_queue, queue};
 
 /// The kernels' PTX (`tools/gpu/relay-ptx.sh` makes it from `relay/relay.cu`).
 const PTX: &str = include_str!("relay/relay.ptx");
@@ -169,6 +174,12 @@ struct Pools {
 }
 
 impl Pools {
+    /// A free ring of that shape, taken out of the free list.
+    fn take_free(&mut self, slot_bytes: u32, nslots: u32, packed: bool) -> Option<Slots> {
+        let at = self.rings.iter().position(|r| r.is(slot_bytes, nslots, packed))?;
+        Some(self.rings.swap_remove(at))
+    }
+
     /// A ring no call holds any more is free again; one still held by another stays with it.
     fn give_back(&mut self, ring: Arc<Slots>) {
         if let Ok(ring) = Arc::try_unwrap(ring) {
@@ -381,20 +392,13 @@ pub(crate) fn reserve_ring(slot_bytes: u32, nslots: u32) -> Result<(), CudaFailu
 
 /// A free ring of that shape for the kernels, if there is one now (no CUDA call).
 pub(crate) fn take_ring(slot_bytes: u32, nslots: u32) -> Option<Arc<Slots>> {
-    with_pools(|p| {
-        let at = p.rings.iter().position(|r| r.is(slot_bytes, nslots, false))?;
-        Some(Arc::new(p.rings.swap_remove(at)))
-    })
+    with_pools(|p| p.take_free(slot_bytes, nslots, false)).map(Arc::new)
 }
 
 /// A ring of packed slots for the copy engine (`queue`): a free one, or one allocated now.
 /// Needs a current context.
 pub(crate) fn take_packed_ring(slot_bytes: u32, nslots: u32) -> Result<Arc<Slots>, CudaFailure> {
-    let free = with_pools(|p| {
-        let at = p.rings.iter().position(|r| r.is(slot_bytes, nslots, true))?;
-        Some(p.rings.swap_remove(at))
-    });
-    let ring = match free {
+    let ring = match with_pools(|p| p.take_free(slot_bytes, nslots, true)) {
         Some(ring) => ring,
         None => {
             let (host, device) = mapped_host_memory(Slots::bytes(slot_bytes, nslots, true))?;
@@ -458,72 +462,4 @@ fn take_control(blocks: u32) -> Result<Control, CudaFailure> {
     }
     std::sync::atomic::fence(Ordering::SeqCst);
     Ok(control)
-}
-
-/// One operation of a call's queued copies on the caller's stream (`queue`): the copy engine's
-/// way of relaying, where the call's size is known at the call. `io::relay` lists them; the CPU
-/// tests play the same list over host memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StreamOp {
-    /// Stores `value` in control word `word` once the stream's earlier work has finished (its
-    /// writes visible first).
-    Write { word: usize, value: u32 },
-    /// Holds the stream until control word `word` is at or past `value` (a cyclic comparison).
-    Wait { word: usize, value: u32 },
-    /// Copies `len` bytes from the ring at `ring_offset` to the caller's buffer at `buffer_offset`.
-    ToBuffer { ring_offset: usize, buffer_offset: u64, len: usize },
-    /// Copies `len` bytes from the caller's buffer at `buffer_offset` to the ring at `ring_offset`.
-    ToRing { ring_offset: usize, buffer_offset: u64, len: usize },
-}
-
-/// True when the driver has the stream memory operations `queue` needs (checked once).
-pub(crate) fn can_queue() -> bool {
-    static PRESENT: OnceCell<bool> = OnceCell::new();
-    *PRESENT.get_or_init(|| super::stream::stream_wait_available() && super::driver::has_symbol("cuStreamWriteValue32_v2"))
-}
-
-/// A control block for a call's queued copies (one progress word).
-///
-/// Errors: the CUresult of `cuMemHostAlloc` (a new page of control blocks).
-pub(crate) fn control_for_queue() -> Result<Control, CudaFailure> {
-    take_control(1)
-}
-
-/// Queues `ops` on `stream` (of the context current on this thread), with `control`'s words, the
-/// packed `ring`, and the caller's device `buffer`. Once they are queued, the call needs no CUDA
-/// call: host threads fill or drain the ring and store words.
-///
-/// On an error part of the list may be queued: the caller lets it pass (`Control::stop` and
-/// `release_pieces`) and synchronises the stream before touching the buffer.
-///
-/// Errors: `Unavailable`/`Forked`; `Unavailable` without stream memory operations (`can_queue`);
-/// the CUresult of `cuStreamWriteValue32_v2`, `cuStreamWaitValue32_v2`, `cuMemcpyHtoDAsync` or
-/// `cuMemcpyDtoHAsync`.
-pub(crate) fn queue(ops: &[StreamOp], stream: CallerStream, control: &Control, ring: &Slots, buffer: u64) -> Result<(), CudaFailure> {
-    cuda()?;
-    if !can_queue() {
-        return Err(CudaFailure::Unavailable("the CUDA driver lacks cuStreamWriteValue32_v2 or cuStreamWaitValue32_v2".into()));
-    }
-    let word = |w: usize| control.device + 4 * w as u64;
-    for op in ops {
-        // SAFETY (each): cuda() succeeded and the symbols are present (`can_queue`); the control
-        // block and the ring are pinned, mapped and never freed; the caller's buffer is valid
-        // device memory of at least the offsets' reach (the call's contract) on the stream's
-        // context, which is current.
-        match *op {
-            StreamOp::Write { word: w, value } => check("cuStreamWriteValue32_v2", unsafe {
-                sys::cuStreamWriteValue32_v2(stream.as_raw(), word(w), value, sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32)
-            })?,
-            StreamOp::Wait { word: w, value } => check("cuStreamWaitValue32_v2", unsafe {
-                sys::cuStreamWaitValue32_v2(stream.as_raw(), word(w), value, sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32)
-            })?,
-            StreamOp::ToBuffer { ring_offset, buffer_offset, len } => check("cuMemcpyHtoDAsync", unsafe {
-                sys::cuMemcpyHtoDAsync_v2(buffer + buffer_offset, (ring.host + ring_offset) as *const c_void, len, stream.as_raw())
-            })?,
-            StreamOp::ToRing { ring_offset, buffer_offset, len } => check("cuMemcpyDtoHAsync", unsafe {
-                sys::cuMemcpyDtoHAsync_v2((ring.host + ring_offset) as *mut c_void, buffer + buffer_offset, len, stream.as_raw())
-            })?,
-        }
-    }
-    Ok(())
 }
