@@ -234,10 +234,10 @@ impl StreamCall {
     }
 
     /// Marks the call's point on its stream, or (no stream wait, or the setting off) synchronises
-    /// the stream, and counts which on `stats`. `relay`: how the call would be relayed (its kernel
-    /// or its queued copies, `RelayPlan`), where it may be relayed (under `auto`, on a stream the legacy stream
-    /// waits for). Errors: the stream is being captured (`StreamCapturing`); no context for a
-    /// default stream; the driver's errors.
+    /// the stream, and counts which on `stats`. `relay`: how the call would be relayed (its queued
+    /// copies or its kernel, `RelayPlan`), where it may be relayed (under `auto`, on a stream the
+    /// legacy stream waits for). Errors: the stream is being captured (`StreamCapturing`); no
+    /// context for a default stream; the driver's errors.
     // The match has one arm outside tests.
     #[allow(clippy::infallible_destructuring_match)]
     pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: StreamOrdered, relay: Option<RelayPlan>) -> Result<(Marked, Params)> {
