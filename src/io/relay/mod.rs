@@ -4,7 +4,7 @@
 //! call, and the call returns at once:
 //! - **queued copies** where the size is given at the call (`Relay::queue`): copies between a
 //!   ring of pinned, mapped host memory and the caller's device buffer, between waits and stores
-//!   on the call's control words (`stream_ops`), so that the copy engine moves the bytes;
+//!   on the call's control words (`QueuedCopies::stream_ops`), so that the copy engine moves the bytes;
 //! - **a relay kernel** otherwise (the pointer form, whose size is read when the stream gets
 //!   there; a gate for host memory; `Relay::launch`, `sys::cuda::relay`), whose SMs move them.
 //!
@@ -32,10 +32,10 @@ use crate::io::task_split::Chunk;
 use crate::io::thread_pool::ThreadPool;
 use crate::sys::cuda::relay::{self, Control, MAX_SLOTS, RelayKernel, Slots};
 use crate::sys::cuda::{CallerStream, ContextHandle};
-use queued::{QUEUED_PIECE_SLOTS, QUEUED_SLOT_BYTES, QUEUED_SLOTS, QueuedCopies, stream_ops};
+use queued::{QUEUED_PIECE_SLOTS, QUEUED_SLOT_BYTES, QUEUED_SLOTS, QueuedCopies};
 
 mod queued;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -138,9 +138,8 @@ impl Relay {
         let in_flight = StreamInFlight::take(key)?;
         let ring = in_flight.ring()?;
         let control = relay::control_for_queue()?;
-        let groups = QUEUED_SLOTS / QUEUED_PIECE_SLOTS;
-        let copies = QueuedCopies { len, piece_slots: QUEUED_PIECE_SLOTS, done: (0..groups).map(|_| AtomicU32::new(0)).collect() };
-        let ops = stream_ops(direction, len, QUEUED_SLOT_BYTES, QUEUED_PIECE_SLOTS, groups);
+        let copies = QueuedCopies::new(len, QUEUED_PIECE_SLOTS, QUEUED_SLOTS / QUEUED_PIECE_SLOTS);
+        let ops = copies.stream_ops(direction, QUEUED_SLOT_BYTES);
         let relay = Relay::new(control, direction, Some(copies), QUEUED_SLOT_BYTES, QUEUED_SLOTS, key, buffer, Some(in_flight));
         let _ = relay.slots.set(Arc::clone(&ring));
         if let Err(e) = relay::queue(&ops, stream, &relay.control, &ring, buffer) {

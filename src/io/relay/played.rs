@@ -29,16 +29,15 @@ pub(crate) const PIECE_SLOTS: u32 = 2;
 
 /// Queued copies of `len` bytes in `direction` for the caller's buffer at `buffer` (host
 /// memory standing for the device's), through a packed ring that is not pooled, and a thread
-/// playing the stream: it runs the very operations `stream_ops` lists for the GPU (`play_ops`).
+/// playing the stream: it runs the very operations `QueuedCopies::stream_ops` lists for the GPU (`play_ops`).
 pub(crate) fn queued(direction: RelayKernel, buffer: u64, len: u64) -> (Arc<Relay>, std::thread::JoinHandle<()>) {
     let page: &'static Page = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
-    let groups = NSLOTS / PIECE_SLOTS;
-    let copies = QueuedCopies { len, piece_slots: PIECE_SLOTS, done: (0..groups).map(|_| AtomicU32::new(0)).collect() };
+    let copies = QueuedCopies::new(len, PIECE_SLOTS, NSLOTS / PIECE_SLOTS);
+    let ops = copies.stream_ops(direction, SLOT);
     let relay = Relay::new(Control::for_tests(page, 1), direction, Some(copies), SLOT, NSLOTS, StreamKey::for_tests(page.as_ptr() as usize), buffer, None);
     let memory: &'static mut [u8] = Box::leak(vec![0xA5u8; (SLOT * NSLOTS) as usize].into_boxed_slice());
     let ring = memory.as_ptr() as usize;
     relay.slots.set(Arc::new(Slots::for_tests(memory, SLOT, NSLOTS, true))).unwrap();
-    let ops = stream_ops(direction, len, SLOT, PIECE_SLOTS, groups);
     (Arc::new(relay), std::thread::spawn(move || play_ops(page, &ops, ring, buffer as usize)))
 }
 

@@ -20,11 +20,12 @@ const _: () = assert!(QUEUED_SLOTS.is_multiple_of(QUEUED_PIECE_SLOTS) && QUEUED_
 /// The copy engine's way of relaying a call whose size is known at the call: its copies between
 /// the ring and the caller's buffer queued on the caller's stream at the call (`stream_ops`,
 /// `relay::queue`) between waits and stores on the control block's words, so that the copy engine
-/// moves the bytes (52 GB/s on the H200 where a relay kernel moved 20.6) and the stream needs no
-/// SM. A piece is `piece_slots` consecutive slots, copied at once; group `g` of the ring holds
-/// pieces `g`, `g + groups`, ...
+/// moves the bytes and the stream needs no SM (reads at 0.73-0.78 of `pread` on an H100, where a
+/// relay kernel gave 0.40 on the H200: docs/performance.md). A piece is `piece_slots` consecutive
+/// slots, copied at once; group `g` of the ring holds pieces `g`, `g + groups`, ...
 pub(super) struct QueuedCopies {
-    /// Bytes the queued copies move (a read's clipped to the file's size at the call).
+    /// Bytes the queued copies move: the size given at the call (a read's is not clipped to the
+    /// file then, which an earlier write on the stream may still extend).
     pub(super) len: u64,
     pub(super) piece_slots: u32,
     /// Per group: tasks done of the piece it holds now.
@@ -32,6 +33,11 @@ pub(super) struct QueuedCopies {
 }
 
 impl QueuedCopies {
+    /// A call of `len` bytes through a ring of `groups` groups of `piece_slots` slots.
+    pub(super) fn new(len: u64, piece_slots: u32, groups: u32) -> QueuedCopies {
+        QueuedCopies { len, piece_slots, done: (0..groups).map(|_| AtomicU32::new(0)).collect() }
+    }
+
     pub(super) fn piece_bytes(&self, slot_bytes: u32) -> u64 {
         self.piece_slots as u64 * slot_bytes as u64
     }
@@ -43,48 +49,48 @@ impl QueuedCopies {
     pub(super) fn groups(&self) -> u32 {
         self.done.len() as u32
     }
-}
 
-/// The operations queued on the caller's stream for a call of `len` bytes in `direction`
-/// (`In`: the ring to the buffer; `Out`: the buffer to the ring), through a ring of `groups`
-/// groups of `piece_slots` slots of `slot_bytes`:
-/// - the stream stores `started`; the relay waiter then hands the call to the relay pool;
-/// - `In`: for piece `j` of group `g = j % groups`, it waits for the group's header to reach
-///   `j + 1` (its tasks filled it), copies it to the buffer, and stores `progress = j + 1` (the
-///   group is free for piece `j + groups`);
-/// - `Out`: for piece `j`, once the tasks wrote piece `j - groups` of the group to the file
-///   (header `j - groups + 1`), it copies the buffer's piece into the group and stores
-///   `progress = j + 1` (the tasks may write it);
-/// - at the end it waits for `stop` (the call is settled, so that later work on the stream sees
-///   it done) and stores `exited` (the control block and ring may be reused).
-pub(super) fn stream_ops(direction: RelayKernel, len: u64, slot_bytes: u32, piece_slots: u32, groups: u32) -> Vec<StreamOp> {
-    use crate::sys::cuda::relay::{W_EXITED, W_HEADERS, W_PROGRESS, W_STARTED, W_STOP};
-    let piece_bytes = piece_slots as u64 * slot_bytes as u64;
-    let pieces = len.div_ceil(piece_bytes);
-    let mut ops = Vec::with_capacity(3 * pieces as usize + 3);
-    ops.push(StreamOp::Write { word: W_STARTED, value: 1 });
-    for j in 0..pieces {
-        let group = (j % groups as u64) as usize;
-        let (ring_offset, buffer_offset) = (group * piece_bytes as usize, j * piece_bytes);
-        let n = (len - buffer_offset).min(piece_bytes) as usize;
-        let header = W_HEADERS + 2 * group;
-        match direction {
-            RelayKernel::In => {
-                ops.push(StreamOp::Wait { word: header, value: j as u32 + 1 });
-                ops.push(StreamOp::ToBuffer { ring_offset, buffer_offset, len: n });
-            }
-            _ => {
-                if j >= groups as u64 {
-                    ops.push(StreamOp::Wait { word: header, value: (j - groups as u64) as u32 + 1 });
+    /// The operations queued on the caller's stream for the call in `direction` (`In`: the ring
+    /// to the buffer; `Out`: the buffer to the ring), through slots of `slot_bytes`:
+    /// - the stream stores `started`; the relay waiter then hands the call to the relay pool;
+    /// - `In`: for piece `j` of group `g = j % groups`, it waits for the group's header to reach
+    ///   `j + 1` (its tasks filled it), copies it to the buffer, and stores `progress = j + 1`
+    ///   (the group is free for piece `j + groups`);
+    /// - `Out`: for piece `j`, once the tasks wrote piece `j - groups` of the group to the file
+    ///   (header `j - groups + 1`), it copies the buffer's piece into the group and stores
+    ///   `progress = j + 1` (the tasks may write it);
+    /// - at the end it waits for `stop` (the call is settled, so that later work on the stream
+    ///   sees it done) and stores `exited` (the control block and ring may be reused).
+    pub(super) fn stream_ops(&self, direction: RelayKernel, slot_bytes: u32) -> Vec<StreamOp> {
+        use crate::sys::cuda::relay::{W_EXITED, W_HEADERS, W_PROGRESS, W_STARTED, W_STOP};
+        let (len, groups) = (self.len, self.groups());
+        let piece_bytes = self.piece_bytes(slot_bytes);
+        let pieces = self.pieces(slot_bytes);
+        let mut ops = Vec::with_capacity(3 * pieces as usize + 3);
+        ops.push(StreamOp::Write { word: W_STARTED, value: 1 });
+        for j in 0..pieces {
+            let group = (j % groups as u64) as usize;
+            let (ring_offset, buffer_offset) = (group * piece_bytes as usize, j * piece_bytes);
+            let n = (len - buffer_offset).min(piece_bytes) as usize;
+            let header = W_HEADERS + 2 * group;
+            match direction {
+                RelayKernel::In => {
+                    ops.push(StreamOp::Wait { word: header, value: j as u32 + 1 });
+                    ops.push(StreamOp::ToBuffer { ring_offset, buffer_offset, len: n });
                 }
-                ops.push(StreamOp::ToRing { ring_offset, buffer_offset, len: n });
+                _ => {
+                    if j >= groups as u64 {
+                        ops.push(StreamOp::Wait { word: header, value: (j - groups as u64) as u32 + 1 });
+                    }
+                    ops.push(StreamOp::ToRing { ring_offset, buffer_offset, len: n });
+                }
             }
+            ops.push(StreamOp::Write { word: W_PROGRESS, value: j as u32 + 1 });
         }
-        ops.push(StreamOp::Write { word: W_PROGRESS, value: j as u32 + 1 });
+        ops.push(StreamOp::Wait { word: W_STOP, value: 1 });
+        ops.push(StreamOp::Write { word: W_EXITED, value: 1 });
+        ops
     }
-    ops.push(StreamOp::Wait { word: W_STOP, value: 1 });
-    ops.push(StreamOp::Write { word: W_EXITED, value: 1 });
-    ops
 }
 
 impl Relay {

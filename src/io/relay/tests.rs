@@ -194,10 +194,10 @@ fn queued_copies_of_a_write_give_the_tasks_every_byte() {
 #[test]
 fn a_gibibyte_queues_128_copies_between_waits_and_stores() {
     let groups = QUEUED_SLOTS / QUEUED_PIECE_SLOTS;
-    let ops = stream_ops(RelayKernel::In, 1 << 30, QUEUED_SLOT_BYTES, QUEUED_PIECE_SLOTS, groups);
+    let ops = QueuedCopies::new(1 << 30, QUEUED_PIECE_SLOTS, groups).stream_ops(RelayKernel::In, QUEUED_SLOT_BYTES);
     let copies = ops.iter().filter(|op| matches!(op, StreamOp::ToBuffer { .. })).count();
     assert_eq!((copies, ops.len()), (128, 3 * 128 + 3));
-    let write = stream_ops(RelayKernel::Out, (1 << 30) + 1, QUEUED_SLOT_BYTES, QUEUED_PIECE_SLOTS, groups);
+    let write = QueuedCopies::new((1 << 30) + 1, QUEUED_PIECE_SLOTS, groups).stream_ops(RelayKernel::Out, QUEUED_SLOT_BYTES);
     assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::ToRing { len: 1, .. })).count(), 1, "the last piece is one byte");
     assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::Wait { .. })).count(), 129 - groups as usize + 1, "a write's piece waits only for its group's piece before");
 }
