@@ -117,7 +117,8 @@ echo "=== timelines (trace build, one process per route and start)"
 for route in posix cufile; do
     if [ $route = posix ]; then rm -rf /run/udev; else bash tools/gpu/udev-entry.sh "$A" > /dev/null; fi
     warm
-    for early in "" --early; do
+    # The baseline too: the same windows in a warm process.
+    for early in "" --early "--warm-with $B"; do
         GDSROUTE_TRACE_FILE=/tmp/trace.txt LD_LIBRARY_PATH=$PWD/$D/trace "$D/first_read" "$A" $early --no-verify > /tmp/out.txt 2>&1
         echo "--- timeline: $route ${early:-default}: $(grep FIRST /tmp/out.txt)"
         python3 tools/probes/first-read-timeline.py /tmp/out.txt /tmp/trace.txt

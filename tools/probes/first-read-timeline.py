@@ -3,7 +3,8 @@
 process"): tools/gpu/first_read.c run against a libgdsroute built with `--features trace` and
 GDSROUTE_TRACE_FILE set. Merges the program's MARKS line with the library's events and prints,
 in ms after main began, the program's marks and, for every event name, its first and last time,
-how many there were and on how many threads.
+how many there were and on how many threads; where each thread's time went; and the bytes
+handed to the copy engine by window of 2 ms from the open, beside how many workers had prepared.
 
     GDSROUTE_TRACE_FILE=/tmp/t.txt LD_LIBRARY_PATH=.device/trace .device/first_read F > /tmp/o.txt
     python3 tools/probes/first-read-timeline.py /tmp/o.txt /tmp/t.txt
@@ -65,6 +66,26 @@ def main():
     for key, (total, count, longest) in sorted(pairs.items(), key=lambda kv: -kv[1][0]):
         if total >= 0.5:
             print(f"| {key} | {total:.1f} | {count} | {longest:.2f} |")
+    # How fast the bytes went, by window from the timed open on: bytes handed to the copy engine
+    # (bounce.queued), threads that had ended their preparation, threads that queued a copy.
+    window_ms = 2.0
+    prepared = sorted(at for at, _ in events.get("prepare.end", []))
+    windows = defaultdict(lambda: [0, set()])
+    for name in ("bounce.queued", "bounce_out.end"):
+        for line in open(trace_path):
+            parts = line.split()
+            if parts[0] == "TRACE" and parts[3] == name and float(parts[1]) >= from_us:
+                w = windows[int((float(parts[1]) - from_us) / 1000.0 / window_ms)]
+                w[0] += int(parts[4])
+                w[1].add(parts[2])
+    if windows:
+        print(f"| ms after the open | GB/s in the next {window_ms:g} ms | workers prepared | threads copying |")
+        print("| --- | --- | --- | --- |")
+        for k in range(max(windows) + 1):
+            nbytes, threads = windows.get(k, [0, set()])
+            end_us = from_us + (k + 1) * window_ms * 1000.0
+            ready = sum(1 for at in prepared if at < end_us)
+            print(f"| {k * window_ms:g} | {nbytes / (window_ms * 1e6):.1f} | {ready} | {len(threads)} |")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ memory, by grid size (blocks of 512 threads) and 16-byte loads in flight per thr
 copy engine (cuMemcpyHtoDAsync / DtoHAsync) in the same process. The relay kernels of
 stream-ordered calls on blocking streams copy this way (src/sys/cuda/relay/relay.cu: 8 blocks,
 4 loads in flight, ld.global.cv); their reads reached 20.6 GB/s against pread's 52 on the H200
-(2026-12-07). The kernels are tools/probes/zero_copy.cu; `bash tools/gpu/relay-variants.sh build`
-compiles them here and `bash tools/gpu/relay-variants.sh run` runs this there (not yet run), or:
+(2026-12-07). The kernels are tools/probes/zero_copy.cu, compiled here with clang as
+tools/gpu/relay-ptx.sh compiles relay.cu (not yet run):
 
     python3 tools/probes/probe-zero-copy.py .device/zero_copy.ptx      # .device carried
 """

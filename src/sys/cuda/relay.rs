@@ -1,5 +1,5 @@
-//! What relayed stream-ordered calls queue on the caller's stream, and the pinned, mapped host
-//! memory they share with the host: the relay kernels (`relay/relay.cu`; the library loads the
+//! What relayed stream-ordered calls queue on the caller's stream, and the pinned host memory
+//! they share with the host: the relay kernels (`relay/relay.cu`; the library loads the
 //! PTX beside it), the queued copies and the waits and stores between them (`relay/queue.rs`:
 //! `StreamOp`, `queue`), a control block per call (`Control`) and rings of slots the bytes pass
 //! through (`Slots`). Bindings only; `io::relay` runs the protocol. One job, although over 450
@@ -23,6 +23,7 @@ use super::context::{ContextHandle, ScopedContext, primary_context};
 use super::device::current_device;
 use super::driver::cuda;
 use super::error::{CudaFailure, check};
+use super::pinned::PinnedAllocation;
 use super::stream::CallerStream;
 use cudarc::driver::sys;
 use std::collections::HashMap;
@@ -329,7 +330,8 @@ fn raise(word: &AtomicU32, value: u32) {
     }
 }
 
-/// Slots of pinned, mapped host memory, `nslots` of `slot_bytes` each, in one allocation.
+/// Slots of pinned host memory, `nslots` of `slot_bytes` each, in one allocation: mapped for the
+/// kernels' ring (`device` is its address on the GPU), not for the packed ring (`device` is 0).
 #[derive(Debug)]
 pub(crate) struct Slots {
     host: usize,
@@ -401,8 +403,11 @@ pub(crate) fn take_packed_ring(slot_bytes: u32, nslots: u32) -> Result<Arc<Slots
     let ring = match with_pools(|p| p.take_free(slot_bytes, nslots, true)) {
         Some(ring) => ring,
         None => {
-            let (host, device) = mapped_host_memory(Slots::bytes(slot_bytes, nslots, true))?;
-            Slots { host, device, slot_bytes, nslots, packed: true }
+            // Pinned as the bounce buffers are (huge pages, registered), not mapped: only copies
+            // touch it on the GPU's side, and host threads `pread` into it and `pwrite` from it.
+            // Never released: rings live as long as the process.
+            let (memory, _refused) = PinnedAllocation::allocate(Slots::bytes(slot_bytes, nslots, true), None)?;
+            Slots { host: memory.as_ptr() as usize, device: 0, slot_bytes, nslots, packed: true }
         }
     };
     Ok(Arc::new(ring))
