@@ -971,24 +971,40 @@ fn blocked_by_read_async(file: &File, buf: &Buffer, stream: &Stream, size: usize
 /// beside `pread` and `pwrite` waited for, median of 5: [read_async, pread, write_async, pwrite].
 fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize) -> [f64; 4] {
     let mut rates: [Vec<f64>; 4] = Default::default();
-    let rate = |t: Instant| size as f64 / t.elapsed().as_secs_f64() / 1e9;
-    for _ in 0..5 {
+    // Each timed call starts with no dirty page left to write back (a `pwrite` of 1 GiB leaves
+    // most of it to the kernel's flusher, which would slow whatever is timed next), and the
+    // stream form and the synchronous call take turns at going first.
+    let timed = |which: usize, rates: &mut [Vec<f64>; 4]| {
+        unsafe { libc::sync() };
         let t = Instant::now();
-        let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-        stream.sync();
-        rates[0].push(rate(t));
-        drop(op);
-        let t = Instant::now();
-        unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
-        rates[1].push(rate(t));
-        let t = Instant::now();
-        let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
-        stream.sync();
-        rates[2].push(rate(t));
-        drop(op);
-        let t = Instant::now();
-        unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap();
-        rates[3].push(rate(t));
+        match which {
+            0 => {
+                let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+                stream.sync();
+                rates[0].push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+                assert_eq!(op.wait().unwrap(), size);
+            }
+            1 => {
+                assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
+                rates[1].push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            }
+            2 => {
+                let op = unsafe { wfile.write_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+                stream.sync();
+                rates[2].push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+                assert_eq!(op.wait().unwrap(), size);
+            }
+            _ => {
+                assert_eq!(unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
+                rates[3].push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            }
+        }
+    };
+    for round in 0..5 {
+        let order = if round % 2 == 0 { [0, 1, 2, 3] } else { [1, 0, 3, 2] };
+        for which in order {
+            timed(which, &mut rates);
+        }
     }
     rates.map(|mut r| median(&mut r))
 }
