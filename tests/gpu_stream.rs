@@ -969,7 +969,8 @@ fn blocked_by_read_async(file: &File, buf: &Buffer, stream: &Stream, size: usize
 
 /// GB/s of `size`-byte `read_async` and `write_async` from the call to `cuStreamSynchronize`,
 /// beside `pread` and `pwrite` waited for, median of 5: [read_async, pread, write_async, pwrite].
-fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize) -> [f64; 4] {
+/// `Interleaved`: the four take turns; `InARow`: five of each, one kind after the other.
+fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize, order: RateOrder) -> [f64; 4] {
     let mut rates: [Vec<f64>; 4] = Default::default();
     // Each timed call starts with no dirty page left to write back (a `pwrite` of 1 GiB leaves
     // most of it to the kernel's flusher, which would slow whatever is timed next), and the
@@ -1000,13 +1001,20 @@ fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &St
             }
         }
     };
-    for round in 0..5 {
-        let order = if round % 2 == 0 { [0, 1, 2, 3] } else { [1, 0, 3, 2] };
-        for which in order {
-            timed(which, &mut rates);
-        }
+    let sequence: Vec<usize> = match order {
+        RateOrder::Interleaved => (0..5).flat_map(|round| if round % 2 == 0 { [0, 1, 2, 3] } else { [1, 0, 3, 2] }).collect(),
+        RateOrder::InARow => (0..4).flat_map(|which| [which; 5]).collect(),
+    };
+    for which in sequence {
+        timed(which, &mut rates);
     }
     rates.map(|mut r| median(&mut r))
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RateOrder {
+    Interleaved,
+    InARow,
 }
 
 #[test]
@@ -1042,8 +1050,10 @@ fn figures_blocked_time_and_rates_printed() {
         // Rates: from the call to cuStreamSynchronize, beside pread/pwrite waited for.
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap();
-        let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size);
-        println!("FIGURE {mode:?} 1 GiB GB/s, median of 5: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
+        for order in [RateOrder::Interleaved, RateOrder::InARow] {
+            let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order);
+            println!("FIGURE {mode:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
+        }
         // The same rates through cuFileReadAsync/WriteAsync on a registered stream (the cuFile
         // route only: with the udev record).
         settings::set_cufile_async_native(true);
@@ -1190,8 +1200,10 @@ fn figures_relayed_printed() {
         println!("FIGURE relayed {kind:?}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {blocked_median:.3} ms, max {blocked_max:.3} ms");
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
-        let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size);
-        println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of 5: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
+        for order in [RateOrder::Interleaved, RateOrder::InARow] {
+            let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order);
+            println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
+        }
         println!("FIGURE relayed {kind:?} counters: {}", file.stats().summary());
     }
     // Overlap with a kernel on a non-blocking stream: the relay kernel shares the GPU with it.
