@@ -969,13 +969,17 @@ fn blocked_by_read_async(file: &File, buf: &Buffer, stream: &Stream, size: usize
 
 /// GB/s of `size`-byte `read_async` and `write_async` from the call to `cuStreamSynchronize`,
 /// beside `pread` and `pwrite` waited for, median of 5: [read_async, pread, write_async, pwrite].
-/// `Interleaved`: the four take turns; `InARow`: five of each, one kind after the other.
-fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize, order: RateOrder) -> [f64; 4] {
-    let mut rates: [Vec<f64>; 4] = Default::default();
+/// `Interleaved`: the four take turns; `InARow`: five of each, one kind after the other. Fifth:
+/// `pread` through a handle opened for it (`fresh`), whose page cache is not registered, so that
+/// its bytes go through bounce buffers as a relayed read's do (a handle's own reads of a range
+/// read twice over copy straight from the registered page cache: `page_cache`).
+fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize, order: RateOrder, fresh: &dyn Fn() -> File) -> [f64; 5] {
+    let mut rates: [Vec<f64>; 5] = Default::default();
     // Each timed call starts with no dirty page left to write back (a `pwrite` of 1 GiB leaves
     // most of it to the kernel's flusher, which would slow whatever is timed next), and the
     // stream form and the synchronous call take turns at going first.
-    let timed = |which: usize, rates: &mut [Vec<f64>; 4]| {
+    let timed = |which: usize, rates: &mut [Vec<f64>; 5]| {
+        let unregistered = (which == 4).then(fresh);
         unsafe { libc::sync() };
         let t = Instant::now();
         match which {
@@ -995,15 +999,20 @@ fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &St
                 rates[2].push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
                 assert_eq!(op.wait().unwrap(), size);
             }
-            _ => {
+            3 => {
                 assert_eq!(unsafe { wfile.pwrite_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
                 rates[3].push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
+            }
+            _ => {
+                let file = unregistered.as_ref().unwrap();
+                assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
+                rates[4].push(size as f64 / t.elapsed().as_secs_f64() / 1e9);
             }
         }
     };
     let sequence: Vec<usize> = match order {
-        RateOrder::Interleaved => (0..5).flat_map(|round| if round % 2 == 0 { [0, 1, 2, 3] } else { [1, 0, 3, 2] }).collect(),
-        RateOrder::InARow => (0..4).flat_map(|which| [which; 5]).collect(),
+        RateOrder::Interleaved => (0..5).flat_map(|round| if round % 2 == 0 { [0, 1, 4, 2, 3] } else { [4, 1, 0, 3, 2] }).collect(),
+        RateOrder::InARow => (0..5).flat_map(|which| [which; 5]).collect(),
     };
     for which in sequence {
         timed(which, &mut rates);
@@ -1051,8 +1060,8 @@ fn figures_blocked_time_and_rates_printed() {
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
-            let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order);
-            println!("FIGURE {mode:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
+            let [read_async, pread, write_async, pwrite, bounced] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, mode));
+            println!("FIGURE {mode:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
         }
         // The same rates through cuFileReadAsync/WriteAsync on a registered stream (the cuFile
         // route only: with the udev record).
@@ -1201,8 +1210,8 @@ fn figures_relayed_printed() {
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
-            let [read_async, pread, write_async, pwrite] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order);
-            println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2}; write_async {write_async:.2} vs pwrite {pwrite:.2}");
+            let [read_async, pread, write_async, pwrite, bounced] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, CompatMode::Auto));
+            println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
         }
         println!("FIGURE relayed {kind:?} counters: {}", file.stats().summary());
     }

@@ -39,7 +39,7 @@ run)
     for b in .device/variants/gpu_stream_*; do
         [ -x "$b" ] || continue
         timeout -s KILL "${LIMIT:-90}" "$b" --ignored --exact figures_relayed_printed --nocapture --test-threads 1 2>&1 \
-            | grep -E "GB/s|overlap [0-9]|blocked|panicked" | sed "s/^/${b#*gpu_stream_}: /"
+            | grep -E "GB/s|overlap [0-9]|blocked|counters|panicked" | sed "s/^/${b#*gpu_stream_}: /"
     done
     ;;
 *) echo "usage: $0 build|run" >&2; exit 2 ;;
