@@ -32,7 +32,7 @@ use crate::io::task_split::Chunk;
 use crate::io::thread_pool::ThreadPool;
 use crate::sys::cuda::relay::{self, Control, MAX_SLOTS, RelayKernel, Slots};
 use crate::sys::cuda::{CallerStream, ContextHandle};
-use queued::{QUEUED_PIECE_SLOTS, QUEUED_SLOT_BYTES, QUEUED_SLOTS, QueuedCopies};
+use queued::{QUEUED_SLOT_BYTES, QUEUED_SLOTS, QueuedCopies};
 
 mod queued;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -138,9 +138,11 @@ impl Relay {
         let in_flight = StreamInFlight::take(key)?;
         let ring = in_flight.ring()?;
         let control = relay::control_for_queue()?;
-        let copies = QueuedCopies::new(len, QUEUED_PIECE_SLOTS, QUEUED_SLOTS / QUEUED_PIECE_SLOTS);
+        let (piece_slots, groups) = queued::shape(direction);
+        let copies = QueuedCopies::new(len, piece_slots, groups);
         let ops = copies.stream_ops(direction, QUEUED_SLOT_BYTES);
-        let relay = Relay::new(control, direction, Some(copies), QUEUED_SLOT_BYTES, QUEUED_SLOTS, key, buffer, Some(in_flight));
+        // The slots the call uses (a write uses part of the ring): chunk `i` in slot `i % nslots`.
+        let relay = Relay::new(control, direction, Some(copies), QUEUED_SLOT_BYTES, piece_slots * groups, key, buffer, Some(in_flight));
         let _ = relay.slots.set(Arc::clone(&ring));
         if let Err(e) = relay::queue(&ops, stream, &relay.control, &ring, buffer) {
             relay.stop();

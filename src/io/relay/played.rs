@@ -24,17 +24,24 @@ pub(crate) fn relay(kernel: RelayKernel, buffer: u64) -> (Arc<Relay>, &'static P
     (Arc::new(relay), page)
 }
 
-/// Slots per piece of the played queued copies (two groups of two in the ring).
-pub(crate) const PIECE_SLOTS: u32 = 2;
+/// Slots per copy and groups of the played queued copies, as `queued::shape` over a ring of
+/// `NSLOTS`: a read uses the whole ring (two groups of two), a write half of it (two of one).
+pub(crate) fn shape(direction: RelayKernel) -> (u32, u32) {
+    match direction {
+        RelayKernel::In => (2, NSLOTS / 2),
+        _ => (1, NSLOTS / 2),
+    }
+}
 
 /// Queued copies of `len` bytes in `direction` for the caller's buffer at `buffer` (host
 /// memory standing for the device's), through a packed ring that is not pooled, and a thread
 /// playing the stream: it runs the very operations `QueuedCopies::stream_ops` lists for the GPU (`play_ops`).
 pub(crate) fn queued(direction: RelayKernel, buffer: u64, len: u64) -> (Arc<Relay>, std::thread::JoinHandle<()>) {
     let page: &'static Page = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
-    let copies = QueuedCopies::new(len, PIECE_SLOTS, NSLOTS / PIECE_SLOTS);
+    let (piece_slots, groups) = shape(direction);
+    let copies = QueuedCopies::new(len, piece_slots, groups);
     let ops = copies.stream_ops(direction, SLOT);
-    let relay = Relay::new(Control::for_tests(page, 1), direction, Some(copies), SLOT, NSLOTS, StreamKey::for_tests(page.as_ptr() as usize), buffer, None);
+    let relay = Relay::new(Control::for_tests(page, 1), direction, Some(copies), SLOT, piece_slots * groups, StreamKey::for_tests(page.as_ptr() as usize), buffer, None);
     let memory: &'static mut [u8] = Box::leak(vec![0xA5u8; (SLOT * NSLOTS) as usize].into_boxed_slice());
     let ring = memory.as_ptr() as usize;
     relay.slots.set(Arc::new(Slots::for_tests(memory, SLOT, NSLOTS, true))).unwrap();

@@ -9,19 +9,31 @@ use crate::sys::cuda::relay::{MAX_SLOTS, RelayKernel, StreamOp};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The copy engine's ring (`QueuedCopies`): slots of a task each (4 MiB, the default task size, as
-/// the synchronous route's bounce buffers), copied two at a time, so that a 1 GiB call queues 128
-/// copies (each a few microseconds of the caller's time at the call) and 16 slots (64 MiB, as
-/// the synchronous route's 17 bounce buffers) keep the relay pool's 16 threads reading.
+/// the synchronous route's bounce buffers), 32 of them (128 MiB per stream with relayed calls).
 pub(super) const QUEUED_SLOT_BYTES: u32 = 4 << 20;
-pub(super) const QUEUED_PIECE_SLOTS: u32 = 2;
-pub(super) const QUEUED_SLOTS: u32 = 16;
-const _: () = assert!(QUEUED_SLOTS.is_multiple_of(QUEUED_PIECE_SLOTS) && QUEUED_SLOTS / QUEUED_PIECE_SLOTS <= MAX_SLOTS);
+pub(super) const QUEUED_SLOTS: u32 = 32;
+
+/// How a call in `direction` uses the ring: (slots per copy, groups). A read copies four slots
+/// (16 MiB) at a time through the whole ring, so that the relay pool's 16 threads find a free slot
+/// while the copy engine drains others (a 1 GiB call queues 64 copies); a write copies two at a
+/// time through half of it, since a write's piece is refilled only once all its slots were
+/// written to the file. Measured on an H100 (docs/performance.md, "The ring's shape and memory"):
+/// reads in a row at 0.96 of `pread` with 32 slots copied four at a time against 0.88 with 16
+/// copied two at a time; writes at 0.84-0.95 of `pwrite` with 16 copied two at a time against 0.79
+/// with 32 copied four at a time.
+pub(super) fn shape(direction: RelayKernel) -> (u32, u32) {
+    match direction {
+        RelayKernel::In => (4, QUEUED_SLOTS / 4),
+        _ => (2, QUEUED_SLOTS / 4),
+    }
+}
+const _: () = assert!(QUEUED_SLOTS.is_multiple_of(4) && QUEUED_SLOTS / 4 <= MAX_SLOTS);
 
 /// The copy engine's way of relaying a call whose size is known at the call: its copies between
 /// the ring and the caller's buffer queued on the caller's stream at the call (`stream_ops`,
 /// `relay::queue`) between waits and stores on the control block's words, so that the copy engine
-/// moves the bytes and the stream needs no SM (reads at 0.73-0.78 of `pread` on an H100, where a
-/// relay kernel gave 0.40 on the H200: docs/performance.md). A piece is `piece_slots` consecutive
+/// moves the bytes and the stream needs no SM (reads at 0.96 of `pread` on an H100, where a relay
+/// kernel gave 0.40 on the H200: docs/performance.md). A piece is `piece_slots` consecutive
 /// slots, copied at once; group `g` of the ring holds pieces `g`, `g + groups`, ...
 pub(super) struct QueuedCopies {
     /// Bytes the queued copies move: the size given at the call (a read's is not clipped to the

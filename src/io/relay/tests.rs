@@ -114,7 +114,7 @@ fn wait_started(relay: &Relay) {
 
 #[test]
 fn queued_copies_of_a_read_move_every_byte_and_zeros_past_the_end_of_the_file() {
-    let piece = (SLOT * super::played::PIECE_SLOTS) as usize;
+    let piece = (SLOT * super::played::shape(RelayKernel::In).0) as usize;
     // (bytes asked, bytes the file has past the offset once the stream reached the call, threads)
     for (len, file_len, threads) in [(SLOT as usize * 23 + 17, SLOT as usize * 23 + 17, 3), (piece * 4, piece * 4, 8), (5, 5, 2), (SLOT as usize * 9, SLOT as usize * 9, 1), (SLOT as usize * 11, SLOT as usize * 4 + 7, 3)] {
         let dst = buffer(len, 0xEE);
@@ -192,12 +192,16 @@ fn queued_copies_of_a_write_give_the_tasks_every_byte() {
 }
 
 #[test]
-fn a_gibibyte_queues_128_copies_between_waits_and_stores() {
-    let groups = QUEUED_SLOTS / QUEUED_PIECE_SLOTS;
-    let ops = QueuedCopies::new(1 << 30, QUEUED_PIECE_SLOTS, groups).stream_ops(RelayKernel::In, QUEUED_SLOT_BYTES);
+fn a_gibibyte_read_queues_64_copies_and_a_write_128() {
+    let (piece_slots, groups) = queued::shape(RelayKernel::In);
+    assert!(piece_slots * groups <= QUEUED_SLOTS);
+    let ops = QueuedCopies::new(1 << 30, piece_slots, groups).stream_ops(RelayKernel::In, QUEUED_SLOT_BYTES);
     let copies = ops.iter().filter(|op| matches!(op, StreamOp::ToBuffer { .. })).count();
-    assert_eq!((copies, ops.len()), (128, 3 * 128 + 3));
-    let write = QueuedCopies::new((1 << 30) + 1, QUEUED_PIECE_SLOTS, groups).stream_ops(RelayKernel::Out, QUEUED_SLOT_BYTES);
+    assert_eq!((copies, ops.len()), (64, 3 * 64 + 3));
+    let (piece_slots, groups) = queued::shape(RelayKernel::Out);
+    assert!(piece_slots * groups <= QUEUED_SLOTS);
+    let write = QueuedCopies::new((1 << 30) + 1, piece_slots, groups).stream_ops(RelayKernel::Out, QUEUED_SLOT_BYTES);
+    assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::ToRing { .. })).count(), 129);
     assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::ToRing { len: 1, .. })).count(), 1, "the last piece is one byte");
     assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::Wait { .. })).count(), 129 - groups as usize + 1, "a write's piece waits only for its group's piece before");
 }
