@@ -18,7 +18,7 @@ pub(super) const QUEUED_SLOTS: u32 = 32;
 /// while the copy engine drains others (a 1 GiB call queues 64 copies); a write copies two at a
 /// time through half of it, since a write's piece is refilled only once all its slots were
 /// written to the file. Measured on an H100 (docs/performance.md, "The ring's shape and memory"):
-/// reads in a row at 0.96 of `pread` with 32 slots copied four at a time against 0.88 with 16
+/// reads in a row at 0.96 of `pread` with 32 slots copied four at a time against 0.87-0.90 with 16
 /// copied two at a time; writes at 0.84-0.95 of `pwrite` with 16 copied two at a time against 0.79
 /// with 32 copied four at a time.
 pub(super) fn shape(direction: RelayKernel) -> (u32, u32) {
