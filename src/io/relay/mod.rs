@@ -140,9 +140,8 @@ impl Relay {
         let control = relay::control_for_queue()?;
         let (piece_slots, groups) = queued::shape(direction);
         let copies = QueuedCopies::new(len, piece_slots, groups);
-        let ops = copies.stream_ops(direction, QUEUED_SLOT_BYTES);
-        // The slots the call uses (a write uses part of the ring): chunk `i` in slot `i % nslots`.
-        let relay = Relay::new(control, direction, Some(copies), QUEUED_SLOT_BYTES, piece_slots * groups, key, buffer, Some(in_flight));
+        let (ops, slots) = (copies.stream_ops(direction, QUEUED_SLOT_BYTES), copies.slots());
+        let relay = Relay::new(control, direction, Some(copies), QUEUED_SLOT_BYTES, slots, key, buffer, Some(in_flight));
         let _ = relay.slots.set(Arc::clone(&ring));
         if let Err(e) = relay::queue(&ops, stream, &relay.control, &ring, buffer) {
             relay.stop();

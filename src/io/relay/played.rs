@@ -40,8 +40,8 @@ pub(crate) fn queued(direction: RelayKernel, buffer: u64, len: u64) -> (Arc<Rela
     let page: &'static Page = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
     let (piece_slots, groups) = shape(direction);
     let copies = QueuedCopies::new(len, piece_slots, groups);
-    let ops = copies.stream_ops(direction, SLOT);
-    let relay = Relay::new(Control::for_tests(page, 1), direction, Some(copies), SLOT, piece_slots * groups, StreamKey::for_tests(page.as_ptr() as usize), buffer, None);
+    let (ops, slots) = (copies.stream_ops(direction, SLOT), copies.slots());
+    let relay = Relay::new(Control::for_tests(page, 1), direction, Some(copies), SLOT, slots, StreamKey::for_tests(page.as_ptr() as usize), buffer, None);
     let memory: &'static mut [u8] = Box::leak(vec![0xA5u8; (SLOT * NSLOTS) as usize].into_boxed_slice());
     let ring = memory.as_ptr() as usize;
     relay.slots.set(Arc::new(Slots::for_tests(memory, SLOT, NSLOTS, true))).unwrap();

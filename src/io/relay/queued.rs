@@ -50,6 +50,12 @@ impl QueuedCopies {
         QueuedCopies { len, piece_slots, done: (0..groups).map(|_| AtomicU32::new(0)).collect() }
     }
 
+    /// The slots of the ring the call uses (a write uses part of it): its tasks' chunk `i` lies
+    /// in slot `i % slots`, which is where piece `i / piece_slots`'s group puts it.
+    pub(super) fn slots(&self) -> u32 {
+        self.piece_slots * self.groups()
+    }
+
     pub(super) fn piece_bytes(&self, slot_bytes: u32) -> u64 {
         self.piece_slots as u64 * slot_bytes as u64
     }

@@ -194,13 +194,15 @@ fn queued_copies_of_a_write_give_the_tasks_every_byte() {
 #[test]
 fn a_gibibyte_read_queues_64_copies_and_a_write_128() {
     let (piece_slots, groups) = queued::shape(RelayKernel::In);
-    assert!(piece_slots * groups <= QUEUED_SLOTS);
-    let ops = QueuedCopies::new(1 << 30, piece_slots, groups).stream_ops(RelayKernel::In, QUEUED_SLOT_BYTES);
+    let read = QueuedCopies::new(1 << 30, piece_slots, groups);
+    assert!(read.slots() <= QUEUED_SLOTS);
+    let ops = read.stream_ops(RelayKernel::In, QUEUED_SLOT_BYTES);
     let copies = ops.iter().filter(|op| matches!(op, StreamOp::ToBuffer { .. })).count();
     assert_eq!((copies, ops.len()), (64, 3 * 64 + 3));
     let (piece_slots, groups) = queued::shape(RelayKernel::Out);
-    assert!(piece_slots * groups <= QUEUED_SLOTS);
-    let write = QueuedCopies::new((1 << 30) + 1, piece_slots, groups).stream_ops(RelayKernel::Out, QUEUED_SLOT_BYTES);
+    let write = QueuedCopies::new((1 << 30) + 1, piece_slots, groups);
+    assert!(write.slots() <= QUEUED_SLOTS);
+    let write = write.stream_ops(RelayKernel::Out, QUEUED_SLOT_BYTES);
     assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::ToRing { .. })).count(), 129);
     assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::ToRing { len: 1, .. })).count(), 1, "the last piece is one byte");
     assert_eq!(write.iter().filter(|op| matches!(op, StreamOp::Wait { .. })).count(), 129 - groups as usize + 1, "a write's piece waits only for its group's piece before");
