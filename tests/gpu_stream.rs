@@ -948,7 +948,7 @@ fn overlap(file: &File, a: &Stream, b: &Stream, size: usize) -> String {
 /// Median of `xs` (sorted in place).
 fn median(xs: &mut [f64]) -> f64 {
     xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    xs[xs.len() / 2]
+    xs.get(xs.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// How long the calling thread is blocked by a `size`-byte `read_async` queued behind 0.5 s of GPU
@@ -1011,6 +1011,10 @@ fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &St
         RateOrder::Interleaved => (0..5).flat_map(|round| if round % 2 == 0 { [0, 1, 4, 2, 3] } else { [4, 1, 0, 3, 2] }).collect(),
         RateOrder::InARow => (0..5).flat_map(|which| [which; 5]).collect(),
     };
+    // `GDSROUTE_TEST_RATES=writes` times the writes alone (ring shapes compared on the GPU
+    // machine, tools/gpu/relay-variants.sh); the others' medians are then 0.
+    let writes_only = std::env::var("GDSROUTE_TEST_RATES").is_ok_and(|v| v == "writes");
+    let sequence: Vec<usize> = sequence.into_iter().filter(|&which| !writes_only || which == 2 || which == 3).collect();
     for which in sequence {
         timed(which, &mut rates);
     }
@@ -1202,7 +1206,8 @@ fn figures_relayed_printed() {
         let file = open_rw(&tmp, CompatMode::Auto);
         let buf = Buffer::new(Memory::Device, size);
         assert_eq!(unsafe { file.pread_raw(buf.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
-        let (blocked_median, blocked_max) = blocked_by_read_async(&file, &buf, &stream, size);
+        let writes_only = std::env::var("GDSROUTE_TEST_RATES").is_ok_and(|v| v == "writes");
+        let (blocked_median, blocked_max) = if writes_only { (0.0, 0.0) } else { blocked_by_read_async(&file, &buf, &stream, size) };
         println!("FIGURE relayed {kind:?}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {blocked_median:.3} ms, max {blocked_max:.3} ms");
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
@@ -1211,6 +1216,9 @@ fn figures_relayed_printed() {
             println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
         }
         println!("FIGURE relayed {kind:?} counters: {}", file.stats().summary());
+    }
+    if std::env::var("GDSROUTE_TEST_RATES").is_ok_and(|v| v == "writes") {
+        return;
     }
     // Overlap with a kernel on a non-blocking stream: the relay kernel shares the GPU with it.
     let (a, b) = (Stream::new(StreamKind::Blocking), Stream::new(StreamKind::NonBlocking));

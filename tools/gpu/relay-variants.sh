@@ -10,7 +10,8 @@
 #                                            into .device/variants/ (named with LABEL, if set, to
 #                                            set builds of two commits side by side)
 #   bash tools/gpu/relay-variants.sh run     there (.device carried): the relayed figures of each
-#                                            build in .device/variants/ (no udev record)
+#                                            build in .device/variants/ (no udev record);
+#                                            GDSROUTE_TEST_RATES=writes times the writes alone
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
