@@ -1140,6 +1140,71 @@ fn relayed_reads_are_ordered_beside_synchronous_legacy_calls() {
     }
 }
 
+/// Relayed reads of a file whose page-cache windows are registered: the queued copies take the
+/// pieces that lie in them straight from there (counted as registered page-cache bytes), every
+/// byte right, with GPU work before and after and a synchronous legacy call behind; a write of
+/// the file through another handle while a read is queued makes that read fail, and the next is
+/// right again.
+#[test]
+#[ignore = "needs a GPU"]
+fn relayed_reads_copy_from_registered_windows_and_fail_once_the_file_changed() {
+    let _watchdog = Watchdog::new("relayed_reads_copy_from_registered_windows_and_fail_once_the_file_changed", 240);
+    settings::set_stream_ordered(StreamOrdered::Auto);
+    settings::set_stream_relay(true);
+    let _ctx = on_device0();
+    let size = 160 * MIB + 4097; // two whole windows and part of a third
+    let data = random_bytes(size, 270);
+    let tmp = file_with(&data);
+    let file = open_rw(&tmp, CompatMode::Auto);
+    let whole = Buffer::new(Memory::Device, size);
+    // Windows are registered once read twice over, in a file unchanged for a second: read until
+    // a whole `pread` is copied from registered windows.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let before = file.stats().posix_mapped_bytes;
+        assert_eq!(unsafe { file.pread_raw(whole.data_ptr(), size, 0) }.unwrap().wait().unwrap(), size);
+        if file.stats().posix_mapped_bytes - before == size as u64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the file's windows were not all registered in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stream = Stream::new(StreamKind::Legacy);
+    for (len, offset) in [(size, 0u64), (100 * MIB + 3, 4097), (8 * MIB, (64 * MIB - 5) as u64), (20 * MIB, (size - 5 * MIB) as u64)] {
+        let buf = Buffer::new(Memory::Device, len);
+        let what = format!("relayed read of {len} at {offset} from registered windows");
+        let before = file.stats();
+        spin(stream.raw, 20_000_000);
+        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+        let op = unsafe { file.read_async_raw(buf.data_ptr(), len, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
+        xor(stream.raw, buf.base, buf.total(), KEY);
+        legacy_call_behind();
+        stream.sync();
+        let start = offset as usize;
+        let expect = &data[start..(start + len).min(size)];
+        assert_eq!(op.wait().unwrap(), expect.len(), "{what}");
+        check_read_bytes(&buf.contents(), expect, len, &what);
+        let c = file.stats();
+        let mapped = c.posix_mapped_bytes - before.posix_mapped_bytes;
+        eprintln!("{what}: {mapped} bytes counted from registered windows");
+        assert_eq!(c.stream_calls_relayed - before.stream_calls_relayed, 1, "{what}: relayed");
+        // The pieces (16 MiB) wholly in the file's windows; the one across the end of the file is read.
+        assert!(mapped >= (expect.len() as u64).saturating_sub(32 * MIB as u64) && mapped <= expect.len() as u64, "{what}: {mapped} bytes from registered windows");
+    }
+    // A write through another handle while a read waits on its stream: that read fails.
+    let buf = Buffer::new(Memory::Device, size);
+    spin(stream.raw, 500_000_000);
+    let op = unsafe { file.read_async_raw(buf.data_ptr(), size, 0, stream.addr()) }.unwrap();
+    let other = open_rw(&tmp, CompatMode::Auto);
+    assert_eq!(other.write_from(&data[..4096], 0).unwrap(), 4096);
+    stream.sync();
+    let err = op.wait().unwrap_err().to_string();
+    assert!(err.contains("the file changed before the stream reached it"), "{err}");
+    ordered_read(&file, &buf, &stream, &data, size, 0, "the next relayed read, through the ring");
+    eprintln!("registered relayed reads: {}", file.stats().summary());
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn relayed_writes_are_ordered_beside_synchronous_legacy_calls() {

@@ -371,6 +371,12 @@ impl File {
         unsafe { engine::submit(&self.stats, self.compat_mode, || self.open_file(), request, start) }
     }
 
+    /// The open file behind the handle, for tests of what it holds (its page cache).
+    #[cfg(test)]
+    pub(crate) fn open_file_for_tests(&self) -> Arc<OpenFile> {
+        self.open_file().unwrap()
+    }
+
     /// A stream-ordered call on a test's stream (`StreamSource::Fake`), as `on_stream`.
     ///
     /// # Safety

@@ -399,3 +399,56 @@ fn relayed_calls_with_queued_copies_move_every_byte_through_the_engine() {
         (relay, Box::new(move || stream.join().unwrap()))
     }, Some(0));
 }
+
+/// A relayed read whose queued copies take pieces from registered windows (host memory standing
+/// for them here): through the engine those pieces are counted as copied from the registered page
+/// cache and every byte arrives; once the file changed between the call and the stream reaching
+/// it, the call fails instead, and the stream is let go.
+#[test]
+fn relayed_reads_count_registered_pieces_and_fail_once_the_file_changed() {
+    use crate::io::relay::{RegisteredRuns, played};
+    use crate::sys::cuda::relay::RelayKernel;
+    use std::os::fd::AsRawFd;
+    let piece = (played::SLOT * played::shape(RelayKernel::In).0) as usize;
+    let data = random_bytes(piece * 5 + 3, 35);
+    let tmp = temp_file_in(None, &data);
+    let file = open(&tmp, "r+");
+    let open_file = file.open_file_for_tests();
+    let windows: &'static [u8] = Box::leak(data.clone().into_boxed_slice());
+    let size = data.len();
+    // Pieces 0-1 and 3 registered; 2 and 4-5 through the ring.
+    let runs = |generation| RegisteredRuns {
+        runs: vec![(0, 2 * piece, windows.as_ptr() as usize), (3 * piece as u64, piece, windows.as_ptr() as usize + 3 * piece)],
+        generation,
+        keep: Box::new(()),
+    };
+    for changed in [false, true] {
+        // The plan at the call: the windows' generation as the page cache has it now.
+        let generation = open_file.page_cache.plan_in_generation(open_file.fd.as_raw_fd(), 0, 0, 0, 1 << 30).1.unwrap();
+        if changed {
+            // A write through another handle of the file drops its windows (the same bytes: the
+            // read would be right, but nothing can tell from here).
+            let other = open(&tmp, "r+");
+            assert_eq!(other.write_from(&data[..10], 0).unwrap(), 10);
+        }
+        let buf = relay_buffer(size);
+        let dst = buf[GUARD_BYTES..].as_mut_ptr();
+        let (relay, stream) = played::queued_with_registered(RelayKernel::In, dst as u64, size as u64, Some(runs(generation)));
+        let before = file.stats();
+        let op = queue(&file, Direction::Read, dst, size, 0, StreamSource::FakeRelay(relay), Params::Given).unwrap();
+        let result = op.wait();
+        stream.join().unwrap();
+        let c = file.stats();
+        if changed {
+            let err = result.unwrap_err().to_string();
+            assert!(err.contains("the file changed before the stream reached it"), "{err}");
+            assert_eq!(c.calls_failed - before.calls_failed, 1);
+        } else {
+            assert_eq!(result.unwrap(), size);
+            assert!(buf[GUARD_BYTES..GUARD_BYTES + size] == data[..], "every byte");
+            assert_eq!(c.posix_mapped_bytes - before.posix_mapped_bytes, 3 * piece as u64, "the registered pieces' bytes");
+            assert_eq!(c.calls_failed, 0);
+        }
+        assert!(buf[..GUARD_BYTES].iter().chain(&buf[GUARD_BYTES + size..]).all(|&b| b == POISON), "nothing outside the range");
+    }
+}

@@ -36,10 +36,25 @@ pub(super) fn run_and_record(call: &Call, file: &OpenFile, stats: &StatsCell, ch
     // Before the task and after it, so no window registered in between outlives the write.
     let _windows = (call.direction == Direction::Write).then(|| WindowsDropped::new(file));
     // SAFETY: chunks tile the caller's range, which stays valid until the call or operation ends.
+    record(call, file, stats, chunk, || unsafe { run_task(call, file, chunk) })
+}
+
+/// Counts `chunk` of a relayed read as a task whose bytes the copy engine copies straight from the
+/// file's registered page-cache windows on the caller's stream (`io::relay::RegisteredRuns`): it
+/// moves nothing here. Returns its bytes.
+pub(super) fn record_registered(call: &Call, file: &OpenFile, stats: &StatsCell, chunk: Chunk) -> Result<usize> {
+    if chunk.len == 0 {
+        return Ok(0);
+    }
+    record(call, file, stats, chunk, || Ok(TaskOutcome { bytes: chunk.len, mapped_bytes: chunk.len, ..TaskOutcome::default() }))
+}
+
+/// `task` as one task of `call` on `file`: observed (monitors, NVTX), its panic caught, counted in
+/// `stats`.
+fn record(call: &Call, file: &OpenFile, stats: &StatsCell, chunk: Chunk, task: impl FnOnce() -> Result<TaskOutcome>) -> Result<usize> {
     let mut outcome = TaskOutcome::default();
     let result = super::observe::observe_task(call, file, chunk.file_offset, chunk.len, chunk.buf_offset, || {
-        let task = AssertUnwindSafe(|| unsafe { run_task(call, file, chunk) });
-        let result = catch_unwind(task).unwrap_or_else(|p| Err(Error::Panic(crate::error::panic_message(&p))));
+        let result = catch_unwind(AssertUnwindSafe(task)).unwrap_or_else(|p| Err(Error::Panic(crate::error::panic_message(&p))));
         outcome = result.as_ref().copied().unwrap_or_default();
         result.map(|o| o.bytes)
     });

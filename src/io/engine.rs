@@ -11,13 +11,14 @@ use super::dispatch::{self, Call};
 use super::open_file::OpenFile;
 use super::request::{Request, SendPtr, Target, check_range, target_of};
 use crate::direction::Direction;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::observe::CallWatch;
 use crate::io::operation::{Operation, Stop};
 use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
 use crate::backend::cufile;
-use crate::io::relay::{self, RelayPlan};
+use crate::io::relay::{self, RegisteredRuns, RelayPlan};
+use crate::page_cache::{KeptWindows, QueuedWrite, Segment};
 use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::warm_up;
 use crate::io::task_source::Task;
@@ -26,6 +27,7 @@ use crate::settings::{self, CompatMode, CufileAsync, Snapshot, StreamOrdered};
 use crate::stats::{self, Route, StatsCell, TaskOutcome};
 use crate::sys::cuda::relay::RelayKernel;
 use crate::sys::cuda::{self, MemoryKind};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 /// Moves the request's `size` bytes at `offset` in one synchronous call on the calling thread
@@ -105,6 +107,18 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     if let Some(w) = &mut watch {
         w.file(&file);
     }
+    if let Some(generation) = relay.as_ref().and_then(|r| r.registered_generation())
+        && !file.page_cache.unchanged_since(file.fd.as_raw_fd(), generation)
+    {
+        // Its queued copies read registered windows that may no longer hold the file's bytes
+        // (the file changed between the call and now): the call fails rather than deliver them.
+        return Err(Error::Io {
+            op: "a stream-ordered read planned from the registered page cache (the file changed before the stream reached it)",
+            path: file.path.to_string(),
+            offset: request.offset,
+            source: std::io::Error::from_raw_os_error(libc::ESTALE),
+        });
+    }
     let pool = match &relay {
         Some(_) => relay::pool()?.clone(),
         None => file.pool()?,
@@ -146,7 +160,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
             let _task = stream_ordered.then(cuda::StreamOrderedTask::enter);
             let move_bytes = |chunk| dispatch::run_and_record(&call, &files[task.file], &stats, chunk);
             match &relay {
-                Some(relay) => relay.run_task(task.chunk, move_bytes),
+                Some(relay) => relay.run_task(task.chunk, move_bytes, |chunk| dispatch::record_registered(&call, &files[task.file], &stats, chunk)),
                 None => move_bytes(task.chunk),
             }
         }
@@ -192,12 +206,15 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     }
     let ordered_setting = settings::global()?.stream_ordered();
     let file = open_file()?;
+    let mut queued_write = None;
     if request.direction == Direction::Write {
         // A handle opened "r" is refused at the call, as `submit` refuses it.
         file.extent(Direction::Write, 0, request.offset)?;
+        // Until it starts, no relayed read takes the file's registered windows (`registered_runs`).
+        queued_write = Some(file.page_cache.write_queued());
     }
     // SAFETY: forwarded from the caller.
-    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call)? } {
+    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call, &mut queued_write)? } {
         counted.handed_over();
         return Ok(operation);
     }
@@ -218,9 +235,12 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         let known_len = matches!(call.params, Params::Given).then_some(request.size as u64);
         relay = match (&target, request.direction) {
             _ if cufile_required || !relay_setting => None,
-            (Target::Host(_), _) => Some(RelayPlan { kernel: RelayKernel::Gate, buffer: 0, known_len }),
-            (Target::Device { address, .. }, Direction::Read) => Some(RelayPlan { kernel: RelayKernel::In, buffer: *address, known_len }),
-            (Target::Device { address, .. }, Direction::Write) => Some(RelayPlan { kernel: RelayKernel::Out, buffer: *address, known_len }),
+            (Target::Host(_), _) => Some(RelayPlan { kernel: RelayKernel::Gate, buffer: 0, known_len, registered: None }),
+            (Target::Device { address, kind, .. }, Direction::Read) => {
+                let registered = known_len.filter(|_| call.will_relay(ordered_setting)).and_then(|len| registered_runs(&file, kind, request.offset, len));
+                Some(RelayPlan { kernel: RelayKernel::In, buffer: *address, known_len, registered })
+            }
+            (Target::Device { address, .. }, Direction::Write) => Some(RelayPlan { kernel: RelayKernel::Out, buffer: *address, known_len, registered: None }),
         };
         // Likewise the CUDA objects its tasks need, and on cuFile's route each worker's first
         // cuFile call: made once the stream waits, they could wait for it
@@ -244,10 +264,36 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     };
     let handle = Arc::clone(stats);
     let transfer = move |request: Request| {
+        // A write counts as queued until it has started (its planning drops the windows).
+        let _queued_write = queued_write;
         // SAFETY: the caller keeps the buffer valid until the stream passed the call.
         unsafe { submit_on_file(&handle, compat_mode, file, request, start) }
     };
     stream_order::run_marked(marked, params, request, Arc::clone(stats), transfer)
+}
+
+/// The parts of a relayed read's range (`len` bytes at `offset` into device memory of `kind`)
+/// that lie in `file`'s registered page-cache windows now, for its queued copies to read from
+/// there (`relay::RegisteredRuns`), planned as a synchronous task plans its segments (so the read
+/// counts towards its windows' registration too). `None` where the registered page cache does
+/// not serve the read (turned off, direct I/O, no windows registered) or a stream-ordered write
+/// of the file is queued: it will drop the windows before the stream gets to the read.
+fn registered_runs(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64) -> Option<RegisteredRuns> {
+    let snapshot = settings::global().ok()?.snapshot();
+    let (Some(ordinal), budget @ 1..) = (kind.device_ordinal(), snapshot.page_cache_pin_max) else { return None };
+    if snapshot.direct_io(Direction::Read) || file.page_cache.queued_write_pending() {
+        return None;
+    }
+    let (segments, generation) = file.page_cache.plan_in_generation(file.fd.as_raw_fd(), offset, usize::try_from(len).ok()?, ordinal, budget);
+    let (mut runs, mut windows) = (Vec::new(), Vec::new());
+    for segment in segments {
+        if let Segment::Registered { mapping, file_offset, len } = segment {
+            runs.push((file_offset - offset, len, mapping.address_of(file_offset) as usize));
+            windows.push(mapping);
+        }
+    }
+    let generation = generation.filter(|_| !runs.is_empty())?;
+    Some(RegisteredRuns { runs, generation, keep: Box::new(KeptWindows::new(windows)) })
 }
 
 /// A stream-ordered call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`,
@@ -257,7 +303,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
 ///
 /// # Safety
 /// As `submit`, until the stream has passed the call.
-unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall) -> Result<Option<Operation>> {
+unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall, queued_write: &mut Option<QueuedWrite>) -> Result<Option<Operation>> {
     let Some(stream) = call.stream.cuda() else { return Ok(None) };
     let snapshot = settings::global()?.snapshot();
     if snapshot.cufile_async != CufileAsync::Native || !matches!(call.params, Params::Given) || !cufile::stream_ordered::is_registered(stream) {
@@ -278,8 +324,9 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         // stream's context is current (`run_native`); the buffer is its own base (offset 0).
         unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) }
     };
-    let (handle, file) = (Arc::clone(stats), Arc::clone(file));
+    let (handle, file, queued_write) = (Arc::clone(stats), Arc::clone(file), queued_write.take());
     let finish = move |submitted: cufile::stream_ordered::Submitted| {
+        let _queued_write = queued_write;
         // On the waiter thread, which must not wait for the device (other streams wait for it).
         let _task = cuda::StreamOrderedTask::enter();
         let result = submitted.result();

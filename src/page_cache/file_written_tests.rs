@@ -90,3 +90,45 @@ fn a_truncation_drops_the_registered_windows_of_every_handle_of_the_file() {
     reader.page_cache.lock().windows.clear();
     release(held);
 }
+
+#[test]
+fn windows_planned_in_a_generation_hold_until_the_file_is_written_or_changes() {
+    // A stream-ordered read plans its registered runs at the call and copies them later: it asks
+    // `unchanged_since` once the stream got there.
+    let tmp = temp_file_in(None, &random_bytes(MIB, 8));
+    let (a, b) = (std::fs::File::open(tmp.path()).unwrap(), std::fs::File::open(tmp.path()).unwrap());
+    let (cache_a, cache_b) = (PageCache::for_descriptor(a.as_raw_fd()), PageCache::for_descriptor(b.as_raw_fd()));
+    let generation = cache_a.plan_in_generation(a.as_raw_fd(), 0, 4096, 0, 0).1.unwrap();
+    assert!(cache_a.unchanged_since(a.as_raw_fd(), generation));
+    assert!(!cache_a.unchanged_since(a.as_raw_fd(), generation + 1), "another generation's windows");
+    cache_b.file_written();
+    assert!(!cache_a.unchanged_since(a.as_raw_fd(), generation), "a write through another handle of the file");
+    let generation = cache_a.plan_in_generation(a.as_raw_fd(), 0, 4096, 0, 0).1.unwrap();
+    assert!(cache_a.unchanged_since(a.as_raw_fd(), generation));
+    std::fs::OpenOptions::new().append(true).open(tmp.path()).and_then(|mut f| std::io::Write::write_all(&mut f, b"more")).unwrap();
+    assert!(!cache_a.unchanged_since(a.as_raw_fd(), generation), "a change from outside (its size)");
+}
+
+#[test]
+fn a_queued_write_is_seen_through_every_handle_of_its_file_until_it_starts() {
+    let tmp = temp_file_in(None, &random_bytes(MIB, 9));
+    let other = temp_file_in(None, &random_bytes(MIB, 10));
+    let (a, b, c) = (std::fs::File::open(tmp.path()).unwrap(), std::fs::File::open(tmp.path()).unwrap(), std::fs::File::open(other.path()).unwrap());
+    let (cache_a, cache_b, cache_c) =
+        (PageCache::for_descriptor(a.as_raw_fd()), PageCache::for_descriptor(b.as_raw_fd()), PageCache::for_descriptor(c.as_raw_fd()));
+    assert!(!cache_b.queued_write_pending());
+    let first = cache_a.write_queued();
+    let second = cache_b.write_queued();
+    assert!(cache_a.queued_write_pending() && cache_b.queued_write_pending(), "both handles of the file");
+    assert!(!cache_c.queued_write_pending(), "not another file");
+    drop(first);
+    assert!(cache_b.queued_write_pending(), "one write is still queued");
+    drop(second);
+    assert!(!cache_a.queued_write_pending() && !cache_b.queued_write_pending());
+    // A cache of no known file counts its own writes alone.
+    let (lone, other_lone) = (PageCache::new(), PageCache::new());
+    let queued = lone.write_queued();
+    assert!(lone.queued_write_pending() && !other_lone.queued_write_pending());
+    drop(queued);
+    assert!(!lone.queued_write_pending());
+}

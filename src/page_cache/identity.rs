@@ -71,6 +71,55 @@ impl State {
     }
 }
 
+/// A stream-ordered write of a file, counted from its call until it starts (when it drops the
+/// file's windows) or is given up (`PageCache::write_queued`).
+pub(crate) struct QueuedWrite((u64, u64));
+
+impl Drop for QueuedWrite {
+    fn drop(&mut self) {
+        let mut files = open_files();
+        if let Some(n) = files.queued_writes.get_mut(&self.0) {
+            *n -= 1;
+            if *n == 0 {
+                files.queued_writes.remove(&self.0);
+            }
+        }
+    }
+}
+
+impl PageCache {
+    /// The key of this cache's file among `OpenFiles`' queued writes: its (device, inode), or this
+    /// cache alone where those are unknown.
+    fn queue_key(&self) -> (u64, u64) {
+        self.file.unwrap_or((u64::MAX, self as *const PageCache as u64))
+    }
+
+    /// Counts a stream-ordered write of this file as queued until the guard drops. While one is,
+    /// a read whose copies are made later (`queued_write_pending`) takes no registered window:
+    /// the write drops them before those copies run, and the read would fail
+    /// (`unchanged_since`).
+    pub(crate) fn write_queued(&self) -> QueuedWrite {
+        let key = self.queue_key();
+        *open_files().queued_writes.entry(key).or_default() += 1;
+        QueuedWrite(key)
+    }
+
+    /// True while a stream-ordered write of this file, through any handle, is queued.
+    pub(crate) fn queued_write_pending(&self) -> bool {
+        open_files().queued_writes.contains_key(&self.queue_key())
+    }
+
+    /// True when the windows registered in `generation` (`plan_in_generation`) still hold the
+    /// file's bytes: none was dropped since (no write through any handle of the file in this
+    /// process) and the file open on `fd` is unchanged by `fstat`. For a copy planned earlier and
+    /// made later (a stream-ordered read's queued copies), asked once the stream got there.
+    pub(crate) fn unchanged_since(&self, fd: RawFd, generation: u64) -> bool {
+        let Ok(now) = identity_of(fd) else { return false };
+        let state = self.lock();
+        state.generation == generation && state.identity == Some(now)
+    }
+}
+
 /// The caches of each open file (by device and inode), so that a write through one handle drops
 /// the windows of every handle of the same file.
 #[derive(Default)]
@@ -81,6 +130,8 @@ struct OpenFiles {
     /// file at every open made opening n handles at once O(n²): 7 µs of a 4,096th open's 10 on
     /// the H200 machine (2026-12-04).
     sweep_at: usize,
+    /// Stream-ordered writes queued and not yet started, by file (`PageCache::write_queued`).
+    queued_writes: HashMap<(u64, u64), usize>,
 }
 
 impl OpenFiles {

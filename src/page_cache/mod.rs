@@ -36,7 +36,7 @@ mod registrar;
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use budget::{Usage, usage};
 pub(crate) use budget::default_pin_max;
-pub(crate) use identity::drop_windows_of;
+pub(crate) use identity::{QueuedWrite, drop_windows_of};
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use plan::WINDOW;
 pub(crate) use plan::Segment;
@@ -77,6 +77,30 @@ impl Mapping {
     pub(crate) fn address_of(&self, file_offset: u64) -> *const u8 {
         debug_assert!(file_offset >= self.file_offset && file_offset - self.file_offset < self.registered.len() as u64);
         self.registered.as_ptr().wrapping_add((file_offset - self.file_offset) as usize)
+    }
+}
+
+/// Registered windows held for copies made later than they were planned (a stream-ordered
+/// read's queued copies, `io::relay`), until the stream has passed them. Let go on any thread: a
+/// window the cache dropped meanwhile, whose last holder this is, is unregistered on a thread of
+/// its own, since unregistering may wait for the device, and so for the stream of the copies.
+pub(crate) struct KeptWindows(Vec<Arc<Mapping>>);
+
+impl KeptWindows {
+    pub(crate) fn new(mappings: Vec<Arc<Mapping>>) -> KeptWindows {
+        KeptWindows(mappings)
+    }
+}
+
+impl Drop for KeptWindows {
+    fn drop(&mut self) {
+        // `into_inner` gives the mapping to exactly one of its last holders, so none is
+        // unregistered here even when the cache lets go of it at the same time.
+        let last: Vec<Mapping> = self.0.drain(..).filter_map(Arc::into_inner).collect();
+        if !last.is_empty() {
+            // A failed spawn drops them here after all: better than keeping them pinned for ever.
+            let _ = std::thread::Builder::new().name("gdsroute-release".into()).spawn(move || drop(last));
+        }
     }
 }
 

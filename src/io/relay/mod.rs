@@ -30,9 +30,10 @@ use crate::error::Result;
 use crate::io::stream_order::{Gate, StreamKey};
 use crate::io::task_split::Chunk;
 use crate::io::thread_pool::ThreadPool;
-use crate::sys::cuda::relay::{self, Control, MAX_SLOTS, RelayKernel, Slots};
+use crate::sys::cuda::relay::{self, Control, KeepAlive, MAX_SLOTS, RelayKernel, Slots};
 use crate::sys::cuda::{CallerStream, ContextHandle};
 use queued::{QUEUED_SLOT_BYTES, QUEUED_SLOTS, QueuedCopies};
+pub(crate) use queued::RegisteredRuns;
 
 mod queued;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,10 +68,14 @@ pub(crate) struct Relay {
     /// Its stream's count in `IN_FLIGHT`; with it, its control block and ring go back to the
     /// pools when dropped. `None` for a test's relay, whose memory is the test's.
     in_flight: Option<StreamInFlight>,
+    /// Where queued copies read pieces from registered windows (`RegisteredRuns`): their
+    /// generation, to be confirmed once the stream reached the call (`registered_generation`).
+    registered_generation: Option<u64>,
+    /// What keeps those windows registered, retired with the control block.
+    keep: Option<KeepAlive>,
 }
 
 /// How a relayed call moves its bytes, decided at the call (`engine::on_stream`).
-#[derive(Clone, Copy, Debug)]
 pub(crate) struct RelayPlan {
     /// The direction (and, where no copies are queued, the kernel).
     pub(crate) kernel: RelayKernel,
@@ -79,13 +84,15 @@ pub(crate) struct RelayPlan {
     /// The call's size where it is given at the call (not behind the caller's pointers): its
     /// copies are queued on the stream (`Relay::queue`) instead of a kernel's.
     pub(crate) known_len: Option<u64>,
+    /// A read's parts in registered page-cache windows, which queued copies read from there.
+    pub(crate) registered: Option<RegisteredRuns>,
 }
 
 impl RelayPlan {
     /// Queues the call's copies, or launches its kernel, on `stream` (of `context`, current).
     pub(crate) fn start(self, stream: CallerStream, context: ContextHandle, key: StreamKey) -> Result<Arc<Relay>> {
         match self.known_len {
-            Some(len) if self.kernel != RelayKernel::Gate && relay::can_queue() => Relay::queue(self.kernel, stream, self.buffer, len, key),
+            Some(len) if self.kernel != RelayKernel::Gate && relay::can_queue() => Relay::queue(self.kernel, stream, self.buffer, len, key, self.registered),
             _ => Relay::launch(self.kernel, stream, context, self.buffer, key),
         }
     }
@@ -132,16 +139,13 @@ impl Relay {
     /// control block's allocation). Where part of the copies was queued, they are let pass and
     /// the stream is synchronised before the error returns, so that the caller may move the
     /// bytes itself.
-    pub(crate) fn queue(direction: RelayKernel, stream: CallerStream, buffer: u64, len: u64, key: StreamKey) -> Result<Arc<Relay>> {
+    pub(crate) fn queue(direction: RelayKernel, stream: CallerStream, buffer: u64, len: u64, key: StreamKey, registered: Option<RegisteredRuns>) -> Result<Arc<Relay>> {
         debug_assert!(direction != RelayKernel::Gate);
         pool()?;
         let in_flight = StreamInFlight::take(key)?;
         let ring = in_flight.ring()?;
         let control = relay::control_for_queue()?;
-        let (piece_slots, groups) = queued::shape(direction);
-        let copies = QueuedCopies::new(len, piece_slots, groups);
-        let (ops, slots) = (copies.stream_ops(direction, QUEUED_SLOT_BYTES), copies.slots());
-        let relay = Relay::new(control, direction, Some(copies), QUEUED_SLOT_BYTES, slots, key, buffer, Some(in_flight));
+        let (relay, ops) = Relay::with_queued_copies(control, direction, len, queued::shape(direction), QUEUED_SLOT_BYTES, key, buffer, Some(in_flight), registered);
         let _ = relay.slots.set(Arc::clone(&ring));
         if let Err(e) = relay::queue(&ops, stream, &relay.control, &ring, buffer) {
             relay.stop();
@@ -157,7 +161,14 @@ impl Relay {
 
     #[allow(clippy::too_many_arguments)]
     fn new(control: Control, kernel: RelayKernel, queued: Option<QueuedCopies>, slot_bytes: u32, nslots: u32, key: StreamKey, buffer: u64, in_flight: Option<StreamInFlight>) -> Relay {
-        Relay { control, kernel, queued, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, buffer, in_flight }
+        Relay { control, kernel, queued, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, buffer, in_flight, registered_generation: None, keep: None }
+    }
+
+    /// The generation of the registered windows its queued copies read (`RegisteredRuns`), if
+    /// any: once the stream reached the call, the engine confirms that they still hold the
+    /// file's bytes, or fails the call.
+    pub(crate) fn registered_generation(&self) -> Option<u64> {
+        self.registered_generation
     }
 
     /// The bytes per task of the call: one slot.
@@ -229,8 +240,9 @@ impl Relay {
 
     /// Runs the task of `chunk` (offsets as the call's split gives them: chunk `i` at
     /// `i * slot_bytes` of the buffer) through its slot; `move_bytes` is the backend's transfer of
-    /// a chunk between the file and host memory at the slot.
-    pub(crate) fn run_task(&self, chunk: Chunk, move_bytes: impl FnOnce(Chunk) -> Result<usize>) -> Result<usize> {
+    /// a chunk between the file and host memory at the slot, `registered` counts a chunk of a
+    /// read that the queued copies take from registered windows (`RegisteredRuns`) instead.
+    pub(crate) fn run_task(&self, chunk: Chunk, move_bytes: impl FnOnce(Chunk) -> Result<usize>, registered: impl FnOnce(Chunk) -> Result<usize>) -> Result<usize> {
         if !self.moves_bytes() {
             return move_bytes(chunk);
         }
@@ -242,7 +254,7 @@ impl Relay {
         let Some(slots) = self.slots.get() else { return Err(crate::error::Error::Internal("a relayed task ran before its ring".into())) };
         let at_slot = Chunk { buf_offset: slots.chunk_offset(slot, self.buffer), ..chunk };
         if let Some(q) = &self.queued {
-            return self.run_queued_task(q, index, at_slot, move_bytes);
+            return self.run_queued_task(q, index, (chunk, at_slot), move_bytes, registered);
         }
         match self.kernel {
             RelayKernel::In => {
@@ -308,7 +320,7 @@ impl Drop for Relay {
     fn drop(&mut self) {
         self.stop();
         if self.in_flight.is_some() {
-            relay::retire(self.control.clone(), self.slots.take());
+            relay::retire(self.control.clone(), self.slots.take(), self.keep.take());
         }
     }
 }

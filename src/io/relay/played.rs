@@ -37,11 +37,15 @@ pub(crate) fn shape(direction: RelayKernel) -> (u32, u32) {
 /// memory standing for the device's), through a packed ring that is not pooled, and a thread
 /// playing the stream: it runs the very operations `QueuedCopies::stream_ops` lists for the GPU (`play_ops`).
 pub(crate) fn queued(direction: RelayKernel, buffer: u64, len: u64) -> (Arc<Relay>, std::thread::JoinHandle<()>) {
+    queued_with_registered(direction, buffer, len, None)
+}
+
+/// `queued`, where a read's pieces that lie wholly in `registered`'s runs (host memory standing
+/// for registered page-cache windows) are copied from there (`QueuedCopies::take_from_registered`).
+pub(crate) fn queued_with_registered(direction: RelayKernel, buffer: u64, len: u64, registered: Option<RegisteredRuns>) -> (Arc<Relay>, std::thread::JoinHandle<()>) {
     let page: &'static Page = Box::leak(Box::new(std::array::from_fn(|_| AtomicU32::new(0))));
-    let (piece_slots, groups) = shape(direction);
-    let copies = QueuedCopies::new(len, piece_slots, groups);
-    let (ops, slots) = (copies.stream_ops(direction, SLOT), copies.slots());
-    let relay = Relay::new(Control::for_tests(page, 1), direction, Some(copies), SLOT, slots, StreamKey::for_tests(page.as_ptr() as usize), buffer, None);
+    let key = StreamKey::for_tests(page.as_ptr() as usize);
+    let (relay, ops) = Relay::with_queued_copies(Control::for_tests(page, 1), direction, len, shape(direction), SLOT, key, buffer, None, registered);
     let memory: &'static mut [u8] = Box::leak(vec![0xA5u8; (SLOT * NSLOTS) as usize].into_boxed_slice());
     let ring = memory.as_ptr() as usize;
     relay.slots.set(Arc::new(Slots::for_tests(memory, SLOT, NSLOTS, true))).unwrap();
@@ -68,6 +72,10 @@ fn play_ops(page: &'static Page, ops: &[StreamOp], ring: usize, buffer: usize) {
             },
             StreamOp::ToRing { ring_offset, buffer_offset, len } => unsafe {
                 std::ptr::copy_nonoverlapping((buffer + buffer_offset as usize) as *const u8, (ring + ring_offset) as *mut u8, len)
+            },
+            // SAFETY: the test's memory standing for registered windows, kept by the relay.
+            StreamOp::FromRegistered { host, buffer_offset, len } => unsafe {
+                std::ptr::copy_nonoverlapping(host as *const u8, (buffer + buffer_offset as usize) as *mut u8, len)
             },
         }
     }

@@ -2,10 +2,11 @@
 //! (`Relay::queue`): the operations queued on the caller's stream at the call (`stream_ops`) and a
 //! task's part between them (`Relay::run_queued_task`).
 
-use super::Relay;
+use super::{Relay, StreamInFlight};
 use crate::error::Result;
+use crate::io::stream_order::StreamKey;
 use crate::io::task_split::Chunk;
-use crate::sys::cuda::relay::{MAX_SLOTS, RelayKernel, StreamOp};
+use crate::sys::cuda::relay::{Control, KeepAlive, MAX_SLOTS, RelayKernel, StreamOp};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The copy engine's ring (`QueuedCopies`): slots of a task each (4 MiB, the default task size, as
@@ -29,6 +30,20 @@ pub(super) fn shape(direction: RelayKernel) -> (u32, u32) {
 }
 const _: () = assert!(QUEUED_SLOTS.is_multiple_of(4) && QUEUED_SLOTS / 4 <= MAX_SLOTS);
 
+/// The parts of a read's range that lie in the file's registered page-cache windows at the call
+/// (`page_cache`), planned by the engine (`engine::registered_runs`). A piece wholly in them is
+/// copied by the copy engine straight from there, as a synchronous read of those windows is
+/// (54-55 GB/s where `pread` into a ring reaches about 51 on the H100s), and no task reads it.
+pub(crate) struct RegisteredRuns {
+    /// (offset in the call, bytes, host address of the first), in order, not overlapping.
+    pub(crate) runs: Vec<(u64, usize, usize)>,
+    /// The windows' generation: once the stream reached the call the engine asks whether they
+    /// still hold the file's bytes (`PageCache::unchanged_since`), and fails the call if not.
+    pub(crate) generation: u64,
+    /// Keeps the windows registered until the stream has passed the call (`relay::retire`).
+    pub(crate) keep: KeepAlive,
+}
+
 /// The copy engine's way of relaying a call whose size is known at the call: its copies between
 /// the ring and the caller's buffer queued on the caller's stream at the call (`stream_ops`,
 /// `relay::queue`) between waits and stores on the control block's words, so that the copy engine
@@ -42,12 +57,57 @@ pub(super) struct QueuedCopies {
     pub(super) piece_slots: u32,
     /// Per group: tasks done of the piece it holds now.
     pub(super) done: Box<[AtomicU32]>,
+    /// A read's pieces copied from registered windows (`RegisteredRuns`): per piece, the parts
+    /// (host address, offset in the call, bytes) that tile it; empty for a piece through the ring
+    /// (and for every piece of a call without registered runs).
+    registered: Vec<Vec<(usize, u64, usize)>>,
 }
 
 impl QueuedCopies {
     /// A call of `len` bytes through a ring of `groups` groups of `piece_slots` slots.
     pub(super) fn new(len: u64, piece_slots: u32, groups: u32) -> QueuedCopies {
-        QueuedCopies { len, piece_slots, done: (0..groups).map(|_| AtomicU32::new(0)).collect() }
+        QueuedCopies { len, piece_slots, done: (0..groups).map(|_| AtomicU32::new(0)).collect(), registered: Vec::new() }
+    }
+
+    /// Takes the pieces (of slots of `slot_bytes`) that lie wholly in `runs` (`RegisteredRuns`)
+    /// from registered memory instead of the ring. Returns how many pieces that is.
+    pub(super) fn take_from_registered(&mut self, runs: &[(u64, usize, usize)], slot_bytes: u32) -> u64 {
+        let piece_bytes = self.piece_bytes(slot_bytes);
+        let mut taken = 0;
+        self.registered = (0..self.pieces(slot_bytes))
+            .map(|j| {
+                let (start, end) = (j * piece_bytes, ((j + 1) * piece_bytes).min(self.len));
+                let mut parts = Vec::new();
+                let mut covered = start;
+                for &(at, len, host) in runs {
+                    let run_end = at + len as u64;
+                    if run_end <= covered || at >= end {
+                        continue;
+                    }
+                    if at > covered {
+                        break; // a gap: the piece goes through the ring
+                    }
+                    let part_end = run_end.min(end);
+                    parts.push((host + (covered - at) as usize, covered, (part_end - covered) as usize));
+                    covered = part_end;
+                    if covered == end {
+                        break;
+                    }
+                }
+                if covered == end {
+                    taken += 1;
+                    parts
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        taken
+    }
+
+    /// True when piece `j` is copied from registered memory.
+    pub(super) fn is_registered(&self, j: u64) -> bool {
+        self.registered.get(j as usize).is_some_and(|parts| !parts.is_empty())
     }
 
     /// The slots of the ring the call uses (a write uses part of it): its tasks' chunk `i` lies
@@ -73,7 +133,8 @@ impl QueuedCopies {
     /// - the stream stores `started`; the relay waiter then hands the call to the relay pool;
     /// - `In`: for piece `j` of group `g = j % groups`, it waits for the group's header to reach
     ///   `j + 1` (its tasks filled it), copies it to the buffer, and stores `progress = j + 1`
-    ///   (the group is free for piece `j + groups`);
+    ///   (the group is free for piece `j + groups`); a piece in registered memory is copied from
+    ///   there at once, and its group is left as it is;
     /// - `Out`: for piece `j`, once the tasks wrote piece `j - groups` of the group to the file
     ///   (header `j - groups + 1`), it copies the buffer's piece into the group and stores
     ///   `progress = j + 1` (the tasks may write it);
@@ -92,6 +153,10 @@ impl QueuedCopies {
             let n = (len - buffer_offset).min(piece_bytes) as usize;
             let header = W_HEADERS + 2 * group;
             match direction {
+                RelayKernel::In if self.is_registered(j) => {
+                    let parts = &self.registered[j as usize];
+                    ops.extend(parts.iter().map(|&(host, buffer_offset, len)| StreamOp::FromRegistered { host, buffer_offset, len }));
+                }
                 RelayKernel::In => {
                     ops.push(StreamOp::Wait { word: header, value: j as u32 + 1 });
                     ops.push(StreamOp::ToBuffer { ring_offset, buffer_offset, len: n });
@@ -112,12 +177,59 @@ impl QueuedCopies {
 }
 
 impl Relay {
-    /// `run_task` for queued copies: task `index` (at `at_slot` in the ring) belongs to piece
-    /// `index / piece_slots`; the task that finishes its piece publishes it.
-    pub(super) fn run_queued_task(&self, q: &QueuedCopies, index: u64, at_slot: Chunk, move_bytes: impl FnOnce(Chunk) -> Result<usize>) -> Result<usize> {
+    /// A relay of queued copies for a call of `len` bytes in `direction` through a ring of
+    /// `slot_bytes` slots used as `(piece_slots, groups)` (`shape`), where a read takes the
+    /// pieces that lie wholly in `registered`'s runs from there; and the operations to queue on
+    /// its stream (`QueuedCopies::stream_ops`).
+    #[allow(clippy::too_many_arguments)] // the call, its ring, its stream and its registered runs
+    pub(super) fn with_queued_copies(
+        control: Control,
+        direction: RelayKernel,
+        len: u64,
+        (piece_slots, groups): (u32, u32),
+        slot_bytes: u32,
+        key: StreamKey,
+        buffer: u64,
+        in_flight: Option<StreamInFlight>,
+        registered: Option<RegisteredRuns>,
+    ) -> (Relay, Vec<StreamOp>) {
+        let mut copies = QueuedCopies::new(len, piece_slots, groups);
+        let registered = registered.filter(|r| direction == RelayKernel::In && copies.take_from_registered(&r.runs, slot_bytes) > 0);
+        let (ops, slots) = (copies.stream_ops(direction, slot_bytes), copies.slots());
+        let mut relay = Relay::new(control, direction, Some(copies), slot_bytes, slots, key, buffer, in_flight);
+        if let Some(registered) = registered {
+            relay.registered_generation = Some(registered.generation);
+            relay.keep = Some(registered.keep);
+        }
+        (relay, ops)
+    }
+
+    /// `run_task` for queued copies: task `index` (at `at_slot` in the ring; `chunk` in the call)
+    /// belongs to piece `index / piece_slots`; the task that finishes its piece publishes it. A
+    /// task of a piece copied from registered memory moves nothing: `registered` counts it.
+    pub(super) fn run_queued_task(
+        &self,
+        q: &QueuedCopies,
+        index: u64,
+        (chunk, at_slot): (Chunk, Chunk),
+        move_bytes: impl FnOnce(Chunk) -> Result<usize>,
+        registered: impl FnOnce(Chunk) -> Result<usize>,
+    ) -> Result<usize> {
         let piece = index / q.piece_slots as u64;
         let group = (piece % q.groups() as u64) as u32;
         let pieces = q.pieces(self.slot_bytes);
+        if self.kernel == RelayKernel::In && q.is_registered(piece) {
+            // The engine checked that the windows still hold the file's bytes (they lie in the
+            // file as it was at the call, which is still its size).
+            let from = (index * self.slot_bytes as u64) as usize;
+            let want = self.read_len().saturating_sub(from).min(chunk.len);
+            let counted = registered(Chunk { len: want, ..chunk }).inspect_err(|_| self.abort())?;
+            // A read settles once its last byte is in device memory.
+            if piece + 1 == pieces {
+                self.wait_for_kernel(pieces);
+            }
+            return Ok(counted);
+        }
         let moved = match self.kernel {
             RelayKernel::In => {
                 // The group is free once the stream copied the piece that used it before.

@@ -14,22 +14,35 @@ fn buffer(len: usize, fill: u8) -> &'static mut [u8] {
     &mut memory[lead..lead + len + 100]
 }
 
-/// Runs the call's chunks on `threads` threads claiming them in order, as the pool's jobs do.
+/// Runs the call's chunks on `threads` threads claiming them in order, as the pool's jobs do; no
+/// chunk may come from registered memory.
 fn run_chunks(relay: &Arc<Relay>, len: usize, threads: usize, read: impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static) -> Vec<Result<usize>> {
+    run_chunks_with_registered(relay, len, threads, read, |c| panic!("chunk at {} is not in registered memory", c.file_offset))
+}
+
+/// `run_chunks`, where `registered` counts the chunks that the queued copies take from
+/// registered memory.
+fn run_chunks_with_registered(
+    relay: &Arc<Relay>,
+    len: usize,
+    threads: usize,
+    read: impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static,
+    registered: impl Fn(Chunk) -> Result<usize> + Send + Sync + 'static,
+) -> Vec<Result<usize>> {
     let chunks = len.div_ceil(SLOT as usize);
     let next = Arc::new(AtomicU64::new(0));
-    let read = Arc::new(read);
+    let (read, registered) = (Arc::new(read), Arc::new(registered));
     let results = Arc::new(std::sync::Mutex::new(vec![None; chunks]));
     let workers: Vec<_> = (0..threads)
         .map(|_| {
-            let (relay, next, read, results) = (Arc::clone(relay), Arc::clone(&next), Arc::clone(&read), Arc::clone(&results));
+            let (relay, next, read, registered, results) = (Arc::clone(relay), Arc::clone(&next), Arc::clone(&read), Arc::clone(&registered), Arc::clone(&results));
             std::thread::spawn(move || loop {
                 let i = next.fetch_add(1, Ordering::SeqCst) as usize;
                 if i >= chunks {
                     return;
                 }
                 let chunk = Chunk { buf_offset: i * SLOT as usize, file_offset: (i * SLOT as usize) as u64, len: (len - i * SLOT as usize).min(SLOT as usize) };
-                let result = relay.run_task(chunk, |c| read(c));
+                let result = relay.run_task(chunk, |c| read(c), |c| registered(c));
                 results.lock().unwrap()[i] = Some(result);
             })
         })
@@ -231,4 +244,81 @@ fn a_write_takes_every_chunk_the_kernel_fills() {
     relay.control.stop();
     kernel.join().unwrap();
     assert!(file.lock().unwrap()[..] == src[..len]);
+}
+
+/// Runs of host memory standing for registered windows of `file` (a copy of its bytes, leaked:
+/// the played stream may copy from it until joined), for the call's ranges `[at, end)`.
+fn registered_runs(file: &[u8], ranges: &[(usize, usize)]) -> RegisteredRuns {
+    let windows: &'static [u8] = Box::leak(file.to_vec().into_boxed_slice());
+    let runs = ranges.iter().map(|&(at, end)| (at as u64, end - at, windows.as_ptr() as usize + at)).collect();
+    RegisteredRuns { runs, generation: 7, keep: Box::new(()) }
+}
+
+#[test]
+fn registered_runs_take_only_the_pieces_they_cover_wholly() {
+    let piece = (SLOT * super::played::shape(RelayKernel::In).0) as usize;
+    let len = piece * 6 + 100;
+    let runs = registered_runs(&vec![0u8; len], &[(0, piece), (2 * piece + 1, 3 * piece), (3 * piece, 4 * piece + 9), (4 * piece + 9, 5 * piece), (6 * piece, len)]);
+    let (piece_slots, groups) = super::played::shape(RelayKernel::In);
+    let mut copies = QueuedCopies::new(len as u64, piece_slots, groups);
+    // Pieces 0 and 3 (inside one run each), 4 (two runs meeting inside it) and 6 (the short last
+    // one); piece 2 has a gap at its start, pieces 1 and 5 no run at all.
+    assert_eq!(copies.take_from_registered(&runs.runs, SLOT), 4);
+    assert_eq!((0..7).filter(|&j| copies.is_registered(j)).collect::<Vec<_>>(), [0, 3, 4, 6]);
+    let ops = copies.stream_ops(RelayKernel::In, SLOT);
+    let base = runs.runs[0].2;
+    let from_registered: Vec<(usize, u64, usize)> = ops
+        .iter()
+        .filter_map(|op| match *op {
+            StreamOp::FromRegistered { host, buffer_offset, len } => Some((host - base, buffer_offset, len)),
+            _ => None,
+        })
+        .collect();
+    let p = piece as u64;
+    assert_eq!(from_registered, [(0, 0, piece), (3 * piece, 3 * p, piece), (4 * piece, 4 * p, 9), (4 * piece + 9, 4 * p + 9, piece - 9), (6 * piece, 6 * p, 100)]);
+    let ring_copies = ops.iter().filter(|op| matches!(op, StreamOp::ToBuffer { .. })).count();
+    let waits = ops.iter().filter(|op| matches!(op, StreamOp::Wait { .. })).count();
+    assert_eq!((ring_copies, waits), (3, 3 + 1), "the ring's pieces wait for their tasks, the registered ones for nothing (and the end for stop)");
+    assert_eq!(ops.iter().filter(|op| matches!(op, StreamOp::Write { word: crate::sys::cuda::relay::W_PROGRESS, .. })).count(), 7, "every piece stores its progress");
+}
+
+#[test]
+fn a_read_copies_registered_pieces_from_there_and_reads_only_the_others() {
+    let piece = (SLOT * super::played::shape(RelayKernel::In).0) as usize;
+    let len = SLOT as usize * 23 + 17; // 12 pieces, the last short
+    let file: Arc<Vec<u8>> = Arc::new((0..len).map(|i| (i * 13 + 1) as u8).collect());
+    // Registered: pieces 0-1, 3-5 (piece 4 in two runs), 11 (the last); piece 2 only in part.
+    let ranges = [(0, 2 * piece), (2 * piece + 100, 3 * piece), (3 * piece, 4 * piece + 500), (4 * piece + 500, 6 * piece), (11 * piece, len)];
+    let registered_pieces = [0, 1, 3, 4, 5, 11];
+    for threads in [1, 3, 8] {
+        let dst = buffer(len, 0xEE);
+        let runs = registered_runs(&file, &ranges);
+        let (relay, stream) = super::played::queued_with_registered(RelayKernel::In, dst.as_ptr() as u64, len as u64, Some(runs));
+        assert_eq!(relay.registered_generation(), Some(7));
+        wait_started(&relay);
+        relay.go(len as u64);
+        let (read_at, registered_at) = (Arc::new(std::sync::Mutex::new(Vec::new())), Arc::new(std::sync::Mutex::new(Vec::new())));
+        let (reads, counted) = (Arc::clone(&read_at), Arc::clone(&registered_at));
+        let read = reader(&relay, Arc::clone(&file));
+        let results = run_chunks_with_registered(&relay, len, threads, move |c| {
+            reads.lock().unwrap().push(c.file_offset as usize / piece);
+            read(c)
+        }, move |c| {
+            counted.lock().unwrap().push((c.file_offset as usize / piece, c.len));
+            Ok(c.len)
+        });
+        let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
+        assert_eq!(total, len);
+        assert_eq!(relay.control.chunks_moved() as usize, len.div_ceil(piece), "the last task waited for the last copy");
+        relay.stop();
+        stream.join().unwrap();
+        assert!(dst[..len] == file[..], "every byte, on {threads} threads");
+        assert!(dst[len..].iter().all(|&b| b == 0xEE), "nothing past the range");
+        let read_pieces: std::collections::BTreeSet<usize> = read_at.lock().unwrap().iter().copied().collect();
+        let registered_chunks = registered_at.lock().unwrap().clone();
+        assert!(read_pieces.iter().all(|p| !registered_pieces.contains(p)), "no registered piece is read: {read_pieces:?}");
+        assert_eq!(read_pieces.len(), 12 - registered_pieces.len());
+        let registered_bytes: usize = registered_chunks.iter().map(|(_, n)| n).sum();
+        assert_eq!(registered_bytes, 5 * piece + (len - 11 * piece), "the registered pieces' chunks are counted with their bytes");
+    }
 }

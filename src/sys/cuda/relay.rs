@@ -166,12 +166,16 @@ fn mapped_host_memory(bytes: usize) -> Result<(usize, u64), CudaFailure> {
     Ok((host as usize, address))
 }
 
+/// What a retired call keeps alive until the stream has passed it (`retire`), beside its control
+/// block and ring: the memory its queued copies read (registered page-cache windows).
+pub(crate) type KeepAlive = Box<dyn Send + Sync>;
+
 /// Free control blocks and slot rings, and those whose kernel may still run (`retired`).
 #[derive(Default)]
 struct Pools {
     controls: Vec<(usize, u64)>,
     rings: Vec<Slots>,
-    retired: Vec<(Control, Option<Arc<Slots>>)>,
+    retired: Vec<(Control, Option<Arc<Slots>>, Option<KeepAlive>)>,
 }
 
 impl Pools {
@@ -192,18 +196,25 @@ impl Pools {
 static POOLS: Mutex<Option<Pools>> = Mutex::new(None);
 
 fn with_pools<R>(f: impl FnOnce(&mut Pools) -> R) -> R {
-    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
-    let pools = pools.get_or_insert_with(Pools::default);
-    // What the kernels have left is free again.
-    let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut pools.retired).into_iter().partition(|(c, _)| c.all_left());
-    pools.retired = waiting;
-    for (control, slots) in done {
-        pools.controls.push((control.host, control.device));
-        if let Some(ring) = slots {
-            pools.give_back(ring);
+    // What retired calls kept alive is let go after the lock.
+    let mut let_go = Vec::new();
+    let result = {
+        let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+        let pools = pools.get_or_insert_with(Pools::default);
+        // What the kernels have left is free again.
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut pools.retired).into_iter().partition(|(c, _, _)| c.all_left());
+        pools.retired = waiting;
+        for (control, slots, keep) in done {
+            pools.controls.push((control.host, control.device));
+            if let Some(ring) = slots {
+                pools.give_back(ring);
+            }
+            let_go.extend(keep);
         }
-    }
-    f(pools)
+        f(pools)
+    };
+    drop(let_go);
+    result
 }
 
 /// The control block of one relayed call: a page of pinned, mapped host memory whose words the
@@ -420,9 +431,10 @@ pub(crate) fn give_back_ring(ring: Arc<Slots>) {
 }
 
 /// Hands a call's control block and its share of a ring back: reused once what the stream runs
-/// for it (its kernel, or its queued copies) has left.
-pub(crate) fn retire(control: Control, slots: Option<Arc<Slots>>) {
-    with_pools(|p| p.retired.push((control, slots)));
+/// for it (its kernel, or its queued copies) has left; `keep` is let go then, on whichever thread
+/// finds it so (its drop must make no CUDA call that could wait for a stream).
+pub(crate) fn retire(control: Control, slots: Option<Arc<Slots>>, keep: Option<KeepAlive>) {
+    with_pools(|p| p.retired.push((control, slots, keep)));
 }
 
 /// Launches `kernel` on `stream` (of `context`, current on this thread) for `buffer` (the

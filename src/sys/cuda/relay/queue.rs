@@ -24,6 +24,10 @@ pub(crate) enum StreamOp {
     ToBuffer { ring_offset: usize, buffer_offset: u64, len: usize },
     /// Copies `len` bytes from the caller's buffer at `buffer_offset` to the ring at `ring_offset`.
     ToRing { ring_offset: usize, buffer_offset: u64, len: usize },
+    /// Copies `len` bytes from registered host memory at `host` (a registered page-cache window,
+    /// kept registered until the stream has passed the call) to the caller's buffer at
+    /// `buffer_offset`.
+    FromRegistered { host: usize, buffer_offset: u64, len: usize },
 }
 
 /// True when the driver has the stream memory operations `queue` needs (checked once).
@@ -72,6 +76,11 @@ pub(crate) fn queue(ops: &[StreamOp], stream: CallerStream, control: &Control, r
             })?,
             StreamOp::ToRing { ring_offset, buffer_offset, len } => check("cuMemcpyDtoHAsync", unsafe {
                 sys::cuMemcpyDtoHAsync_v2((ring.host + ring_offset) as *mut c_void, buffer + buffer_offset, len, stream.as_raw())
+            })?,
+            // SAFETY: as above; the host range is registered and stays so until the call is
+            // retired and the stream has left it (`retire`'s `keep`).
+            StreamOp::FromRegistered { host, buffer_offset, len } => check("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(buffer + buffer_offset, host as *const c_void, len, stream.as_raw())
             })?,
         }
     }
