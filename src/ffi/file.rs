@@ -442,7 +442,10 @@ pub unsafe extern "C" fn gdsroute_file_pwrite(
 /// kernel for host memory), so that a synchronous legacy-stream call of the program cannot
 /// deadlock with it (counted in `stream_calls_relayed`; its tasks through the POSIX route). A
 /// relayed read into device memory writes zeros into the requested range past the end of the
-/// file. Otherwise (the setting off, compat mode OFF where cuFile must serve, nothing can be
+/// file, and copies the parts of the file in registered page-cache windows straight from them
+/// (`posix_mapped_bytes`); should the file be written or changed between the call and the stream
+/// reaching it, such a read fails with `IO_ERROR` (`ESTALE`) instead of delivering what the
+/// windows held (docs/routing.md, "Relayed stream-ordered calls"). Otherwise (the setting off, compat mode OFF where cuFile must serve, nothing can be
 /// queued) it blocks as above, counted in `stream_calls_blocking_legacy_waits`. At exit, the stream waits of calls not
 /// done are released (docs/routing.md, "Stream-ordered calls at exit").
 /// Ownership: free the operation with `gdsroute_op_free`.

@@ -154,7 +154,7 @@ impl Counters {
         }
         let mut out = format!("; {}: {} queued on their streams", plural(total, "stream-ordered call"), self.stream_calls_ordered + self.stream_calls_relayed);
         if self.stream_calls_relayed > 0 {
-            out.push_str(&format!(" ({} through relay kernels)", self.stream_calls_relayed));
+            out.push_str(&format!(" ({} relayed: their bytes moved by the stream itself)", self.stream_calls_relayed));
         }
         if self.stream_calls_cufile_async > 0 {
             out.push_str(&format!(", {} through cuFileReadAsync/WriteAsync", self.stream_calls_cufile_async));
