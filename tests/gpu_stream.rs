@@ -548,12 +548,15 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
     // The default: queued behind a flag wait where the legacy stream does not wait, behind a relay
     // kernel where it does (docs/routing.md, "Relayed stream-ordered calls"); `on` deadlocks here
     // on blocking and default streams.
+    // With relaying off, `auto` takes KvikIO's blocking fallback on the streams the legacy stream
+    // waits for instead.
     settings::set_stream_ordered(StreamOrdered::Auto);
-    settings::set_stream_relay(true);
+    let relay_was = settings::stream_relay().unwrap();
     let _ctx = on_device0();
     let data = random_bytes(8 * MIB, 245);
     let tmp = file_with(&data);
-    for mode in [CompatMode::On, CompatMode::Auto] {
+    for (mode, relay) in [(CompatMode::On, true), (CompatMode::Auto, true), (CompatMode::Auto, false)] {
+        settings::set_stream_relay(relay);
         let file = open_rw(&tmp, mode);
         for kind in [StreamKind::Blocking, StreamKind::Legacy, StreamKind::PerThread, StreamKind::NonBlocking] {
             let before = file.stats();
@@ -580,11 +583,16 @@ fn synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock() {
                     after.stream_calls_relayed - before.stream_calls_relayed,
                     after.stream_calls_blocking_legacy_waits - before.stream_calls_blocking_legacy_waits
                 ),
-                if ordered { (1, 0, 0) } else { (0, 1, 0) },
-                "{mode:?} {kind:?}: queued behind a flag wait on the non-blocking stream, behind a relay kernel on the others, never blocking"
+                match (ordered, relay) {
+                    (true, _) => (1, 0, 0),
+                    (false, true) => (0, 1, 0),
+                    (false, false) => (0, 0, 1),
+                },
+                "{mode:?} {kind:?} relay={relay}: queued behind a flag wait on the non-blocking stream; on the others relayed, or blocking with relaying off"
             );
         }
     }
+    settings::set_stream_relay(relay_was);
 }
 
 #[test]
