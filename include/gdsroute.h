@@ -1040,6 +1040,13 @@ typedef struct {
    * slots). Not in `stream_calls_ordered`.
    */
   uint64_t stream_calls_relayed;
+  /**
+   * Bytes of host memory pinned now for relayed calls: each stream's ring (128 MiB for queued
+   * copies, 64 MiB for a relay kernel's) and the calls' control blocks, kept for reuse until
+   * the process exits (not a count: a reset leaves it). Process-wide; 0 in a handle's
+   * counters. Not in `pinned_bytes`, which counts bounce buffers.
+   */
+  uint64_t relay_pinned_bytes;
 } gdsroute_stats;
 
 /**

@@ -450,6 +450,11 @@ pub struct Counters {
     /// stream-ordered calls"). Their tasks count as POSIX tasks into host memory (the relay's
     /// slots). Not in `stream_calls_ordered`.
     pub stream_calls_relayed: u64,
+    /// Bytes of host memory pinned now for relayed calls: each stream's ring (128 MiB for queued
+    /// copies, 64 MiB for a relay kernel's) and the calls' control blocks, kept for reuse until
+    /// the process exits (not a count: a reset leaves it). Process-wide; 0 in a handle's
+    /// counters. Not in `pinned_bytes`, which counts bounce buffers.
+    pub relay_pinned_bytes: u64,
 }
 
 /// Output formats of `gdsroute_stats_render`.

@@ -49,6 +49,7 @@ pub fn process_counters() -> Counters {
     counters.page_cache_registrations = page_cache.registrations;
     counters.page_cache_refusals = page_cache.refusals;
     counters.buffer_registered_bytes = super::memory::registered_bytes();
+    counters.relay_pinned_bytes = crate::sys::cuda::relay::pinned_bytes();
     if let Some(gds) = gds::opened() {
         let (state, deltas) = gds.per_gpu_deltas();
         counters.cufile_stats_state = state as u64;

@@ -99,7 +99,7 @@ impl Counters {
             stream_calls_ordered, stream_calls_blocking_no_stream_wait, stream_calls_blocking_setting, stream_registrations_skipped,
             stream_calls_cufile_async, stream_registrations_cufile,
             buffer_registrations_cufile, buffer_registrations_skipped, buffer_registered_bytes,
-            stream_calls_blocking_legacy_waits, stream_calls_relayed,
+            stream_calls_blocking_legacy_waits, stream_calls_relayed, relay_pinned_bytes,
         );
         in_layout_order(&[&ours, &self.cufile_fields()])
     }

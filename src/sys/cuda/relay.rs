@@ -150,9 +150,18 @@ fn function(context: ContextHandle, kernel: RelayKernel) -> Result<sys::CUfuncti
     Ok(loaded[index] as sys::CUfunction)
 }
 
+/// Bytes of host memory pinned for relayed calls (rings and control blocks), which are kept for
+/// reuse until the process exits: the counters' `relay_pinned_bytes`.
+static PINNED_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `PINNED_BYTES` now.
+pub(crate) fn pinned_bytes() -> u64 {
+    PINNED_BYTES.load(Ordering::Relaxed)
+}
+
 /// Pinned host memory mapped into every context (`cuMemHostAlloc(PORTABLE | DEVICEMAP)`),
 /// allocated in the primary context of the current context's device, which the library retains
-/// for the process's life.
+/// for the process's life; counted in `PINNED_BYTES`.
 fn mapped_host_memory(bytes: usize) -> Result<(usize, u64), CudaFailure> {
     let device = current_device()?.ok_or(CudaFailure::NoContext("relay memory"))?;
     let _scope = ScopedContext::push(primary_context(device)?)?;
@@ -163,6 +172,7 @@ fn mapped_host_memory(bytes: usize) -> Result<(usize, u64), CudaFailure> {
     let mut address: sys::CUdeviceptr = 0;
     // SAFETY: the allocation above, mapped (DEVICEMAP); valid out-pointer.
     check("cuMemHostGetDevicePointer", unsafe { sys::cuMemHostGetDevicePointer_v2(&mut address, host, 0) })?;
+    PINNED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
     Ok((host as usize, address))
 }
 
@@ -418,6 +428,7 @@ pub(crate) fn take_packed_ring(slot_bytes: u32, nslots: u32) -> Result<Arc<Slots
             // touch it on the GPU's side, and host threads `pread` into it and `pwrite` from it.
             // Never released: rings live as long as the process.
             let (memory, _refused) = PinnedAllocation::allocate(Slots::bytes(slot_bytes, nslots, true), None)?;
+            PINNED_BYTES.fetch_add(memory.pinned_bytes(), Ordering::Relaxed);
             Slots { host: memory.as_ptr() as usize, device: 0, slot_bytes, nslots, packed: true }
         }
     };
