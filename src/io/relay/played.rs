@@ -24,8 +24,9 @@ pub(crate) fn relay(kernel: RelayKernel, buffer: u64) -> (Arc<Relay>, &'static P
     (Arc::new(relay), page)
 }
 
-/// Slots per copy and groups of the played queued copies, as `queued::shape` over a ring of
-/// `NSLOTS`: a read uses the whole ring (two groups of two), a write half of it (two of one).
+/// Slots per copy and groups of the played queued copies, over a ring of `NSLOTS`: a read uses
+/// the whole ring (two groups of two), as `queued::shape`'s reads do; a write part of it (two
+/// groups of one), as `queued::shape`'s writes use part of theirs.
 pub(crate) fn shape(direction: RelayKernel) -> (u32, u32) {
     match direction {
         RelayKernel::In => (2, NSLOTS / 2),

@@ -17,15 +17,17 @@ pub(super) const QUEUED_SLOTS: u32 = 32;
 /// How a call in `direction` uses the ring: (slots per copy, groups). A read copies four slots
 /// (16 MiB) at a time through the whole ring, so that the relay pool's 16 threads find a free slot
 /// while the copy engine drains others (a 1 GiB call queues 64 copies); a write copies two at a
-/// time through half of it, since a write's piece is refilled only once all its slots were
-/// written to the file. Measured on an H100 (docs/performance.md, "The ring's shape and memory"):
-/// reads in a row at 0.96 of `pread` with 32 slots copied four at a time against 0.87-0.90 with 16
-/// copied two at a time; writes at 0.84-0.95 of `pwrite` with 16 copied two at a time against 0.79
-/// with 32 copied four at a time.
+/// time through four slots (16 MiB), so that a slot's bytes are still in the CPU's cache when a
+/// task `pwrite`s them (a file's buffered writes go one at a time, `buffered_write_workers`, so a
+/// deeper ring only lets the copies run further ahead). Measured: reads in a row at 0.96 of
+/// `pread` with 32 slots copied four at a time against 0.87-0.90 with 16 copied two at a time (an
+/// H100); writes on the H200 at 0.86-1.03 of `pwrite` through 16 MiB of the ring against
+/// 0.73-0.86 through 64 MiB and 0.77-0.82 through 32 (docs/performance.md, "Relayed reads from
+/// registered windows, and the writes' ring").
 pub(super) fn shape(direction: RelayKernel) -> (u32, u32) {
     match direction {
         RelayKernel::In => (4, QUEUED_SLOTS / 4),
-        _ => (2, QUEUED_SLOTS / 4),
+        _ => (2, 2),
     }
 }
 const _: () = assert!(QUEUED_SLOTS.is_multiple_of(4) && QUEUED_SLOTS / 4 <= MAX_SLOTS);
