@@ -3,8 +3,10 @@
 //! `GDSROUTE_STREAM_ORDERED=auto`. Everything the stream does for the call is queued on it at the
 //! call, and the call returns at once:
 //! - **queued copies** where the size is given at the call (`Relay::queue`): copies between a
-//!   ring of pinned, mapped host memory and the caller's device buffer, between waits and stores
-//!   on the call's control words (`QueuedCopies::stream_ops`), so that the copy engine moves the bytes;
+//!   ring of pinned host memory and the caller's device buffer, between waits and stores on the
+//!   call's control words (`QueuedCopies::stream_ops`), so that the copy engine moves the bytes; a
+//!   read's pieces that lie in the file's registered page-cache windows are copied straight from
+//!   them (`RegisteredRuns`);
 //! - **a relay kernel** otherwise (the pointer form, whose size is read when the stream gets
 //!   there; a gate for host memory; `Relay::launch`, `sys::cuda::relay`), whose SMs move them.
 //!
