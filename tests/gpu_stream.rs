@@ -1107,6 +1107,26 @@ fn legacy_call_behind() {
     ok("cuMemcpyDtoH (legacy stream)", unsafe { sys::cuMemcpyDtoH_v2(host.as_mut_ptr().cast(), other.base, 64) });
 }
 
+/// One relayed read checked: GPU work, then the buffer poisoned, the read queued (not settled at
+/// once), the buffer XORed after it, a synchronous legacy call behind it; then the count, every
+/// byte and the guards.
+fn relayed_read(file: &File, buf: &Buffer, stream: &Stream, data: &[u8], size: usize, offset: u64, what: &str) {
+    spin(stream.raw, 20_000_000);
+    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+    let t = Instant::now();
+    let op = unsafe { file.read_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let blocked = t.elapsed();
+    assert!(!op.is_done(), "{what}: settled before the stream reached it (blocked {blocked:?})");
+    xor(stream.raw, buf.base, buf.total(), KEY);
+    legacy_call_behind();
+    stream.sync();
+    assert!(op.is_done(), "{what}: the stream passed the call but the operation is not settled");
+    let start = (offset as usize).min(data.len());
+    let expect = &data[start..(start + size).min(data.len())];
+    assert_eq!(op.wait().unwrap(), expect.len(), "{what}");
+    check_read_bytes(&buf.contents(), expect, size, what);
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn relayed_reads_are_ordered_beside_synchronous_legacy_calls() {
@@ -1122,22 +1142,8 @@ fn relayed_reads_are_ordered_beside_synchronous_legacy_calls() {
             let stream = Stream::new(kind);
             for memory in MEMORIES {
                 for (size, offset) in [(5 * MIB + 3, 4097u64), (8191, 13), (4 * MIB, (7 * MIB) as u64), (3 * MIB, (9 * MIB + 777) as u64)] {
-                    let buf = Buffer::new(memory, size);
                     let what = format!("relayed {mode:?} {kind:?} {memory:?} read {size} at {offset}");
-                    spin(stream.raw, 20_000_000);
-                    ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
-                    let t = Instant::now();
-                    let op = unsafe { file.read_async_raw(buf.data_ptr(), size, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
-                    let blocked = t.elapsed();
-                    assert!(!op.is_done(), "{what}: settled before the stream reached it (blocked {blocked:?})");
-                    xor(stream.raw, buf.base, buf.total(), KEY);
-                    legacy_call_behind();
-                    stream.sync();
-                    assert!(op.is_done(), "{what}: the stream passed the call but the operation is not settled");
-                    let start = (offset as usize).min(data.len());
-                    let expect = &data[start..(start + size).min(data.len())];
-                    assert_eq!(op.wait().unwrap(), expect.len(), "{what}");
-                    check_read_bytes(&buf.contents(), expect, size, &what);
+                    relayed_read(&file, &Buffer::new(memory, size), &stream, &data, size, offset, &what);
                 }
             }
         }
@@ -1180,19 +1186,10 @@ fn relayed_reads_copy_from_registered_windows_and_fail_once_the_file_changed() {
     }
     let stream = Stream::new(StreamKind::Legacy);
     for (len, offset) in [(size, 0u64), (100 * MIB + 3, 4097), (8 * MIB, (64 * MIB - 5) as u64), (20 * MIB, (size - 5 * MIB) as u64)] {
-        let buf = Buffer::new(Memory::Device, len);
         let what = format!("relayed read of {len} at {offset} from registered windows");
         let before = file.stats();
-        spin(stream.raw, 20_000_000);
-        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
-        let op = unsafe { file.read_async_raw(buf.data_ptr(), len, offset, stream.addr()) }.unwrap_or_else(|e| panic!("{what}: {e}"));
-        xor(stream.raw, buf.base, buf.total(), KEY);
-        legacy_call_behind();
-        stream.sync();
-        let start = offset as usize;
-        let expect = &data[start..(start + len).min(size)];
-        assert_eq!(op.wait().unwrap(), expect.len(), "{what}");
-        check_read_bytes(&buf.contents(), expect, len, &what);
+        relayed_read(&file, &Buffer::new(Memory::Device, len), &stream, &data, len, offset, &what);
+        let expect = &data[offset as usize..(offset as usize + len).min(size)];
         let c = file.stats();
         let mapped = c.posix_mapped_bytes - before.posix_mapped_bytes;
         eprintln!("{what}: {mapped} bytes counted from registered windows");

@@ -118,6 +118,17 @@ fn a_failing_chunk_stops_the_kernel_and_the_other_tasks() {
     kernel.join().unwrap();
 }
 
+/// The end of a read through queued copies: its tasks delivered `bytes` in all, the last one
+/// having waited for the last of the `pieces` copies; then the call settles and the played
+/// stream leaves.
+fn settle_queued_read(relay: &Relay, stream: std::thread::JoinHandle<()>, results: &[Result<usize>], bytes: usize, pieces: usize) {
+    let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
+    assert_eq!(total, bytes);
+    assert_eq!(relay.control.chunks_moved() as usize, pieces, "the last task waited for the last copy");
+    relay.stop();
+    stream.join().unwrap();
+}
+
 /// Plays the stream reaching the call (the waiter's part): once it stored `started`.
 fn wait_started(relay: &Relay) {
     while !relay.control.started() {
@@ -136,11 +147,7 @@ fn queued_copies_of_a_read_move_every_byte_and_zeros_past_the_end_of_the_file() 
         let file: Arc<Vec<u8>> = Arc::new((0..file_len).map(|i| (i * 7 + 3) as u8).collect());
         relay.go(file_len as u64);
         let results = run_chunks(&relay, relay.tasks_len(file_len), threads, reader(&relay, Arc::clone(&file)));
-        let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
-        assert_eq!(total, file_len);
-        assert_eq!(relay.control.chunks_moved() as usize, len.div_ceil(piece), "the last task waited for the last copy");
-        relay.stop();
-        stream.join().unwrap();
+        settle_queued_read(&relay, stream, &results, file_len, len.div_ceil(piece));
         assert!(dst[..file_len] == file[..], "{len} bytes on {threads} threads");
         assert!(dst[file_len..len].iter().all(|&b| b == 0), "zeros past the end of the file");
         assert!(dst[len..].iter().all(|&b| b == 0xEE), "nothing past the range");
@@ -307,11 +314,7 @@ fn a_read_copies_registered_pieces_from_there_and_reads_only_the_others() {
             counted.lock().unwrap().push((c.file_offset as usize / piece, c.len));
             Ok(c.len)
         });
-        let total: usize = results.iter().map(|r| *r.as_ref().unwrap()).sum();
-        assert_eq!(total, len);
-        assert_eq!(relay.control.chunks_moved() as usize, len.div_ceil(piece), "the last task waited for the last copy");
-        relay.stop();
-        stream.join().unwrap();
+        settle_queued_read(&relay, stream, &results, len, len.div_ceil(piece));
         assert!(dst[..len] == file[..], "every byte, on {threads} threads");
         assert!(dst[len..].iter().all(|&b| b == 0xEE), "nothing past the range");
         let read_pieces: std::collections::BTreeSet<usize> = read_at.lock().unwrap().iter().copied().collect();
