@@ -417,14 +417,14 @@ fn relayed_reads_count_registered_pieces_and_fail_once_the_file_changed() {
     let windows: &'static [u8] = Box::leak(data.clone().into_boxed_slice());
     let size = data.len();
     // Pieces 0-1 and 3 registered; 2 and 4-5 through the ring.
-    let runs = |generation| RegisteredRuns {
+    let runs = |changes| RegisteredRuns {
         runs: vec![(0, 2 * piece, windows.as_ptr() as usize), (3 * piece as u64, piece, windows.as_ptr() as usize + 3 * piece)],
-        generation,
+        changes,
         keep: Box::new(()),
     };
     for changed in [false, true] {
-        // The plan at the call: the windows' generation as the page cache has it now.
-        let generation = open_file.page_cache.plan_in_generation(open_file.fd.as_raw_fd(), 0, 0, 0, 1 << 30).1.unwrap();
+        // The plan at the call: the file's change count as the page cache has it now.
+        let changes = open_file.page_cache.plan_noting_changes(open_file.fd.as_raw_fd(), 0, 0, 0, 1 << 30).1.unwrap();
         if changed {
             // A write through another handle of the file drops its windows (the same bytes: the
             // read would be right, but nothing can tell from here).
@@ -433,7 +433,7 @@ fn relayed_reads_count_registered_pieces_and_fail_once_the_file_changed() {
         }
         let buf = relay_buffer(size);
         let dst = buf[GUARD_BYTES..].as_mut_ptr();
-        let (relay, stream) = played::queued_with_registered(RelayKernel::In, dst as u64, size as u64, Some(runs(generation)));
+        let (relay, stream) = played::queued_with_registered(RelayKernel::In, dst as u64, size as u64, Some(runs(changes)));
         let before = file.stats();
         let op = queue(&file, Direction::Read, dst, size, 0, StreamSource::FakeRelay(relay), Params::Given).unwrap();
         let result = op.wait();

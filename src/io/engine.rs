@@ -107,8 +107,8 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     if let Some(w) = &mut watch {
         w.file(&file);
     }
-    if let Some(generation) = relay.as_ref().and_then(|r| r.registered_generation())
-        && !file.page_cache.unchanged_since(file.fd.as_raw_fd(), generation)
+    if let Some(changes) = relay.as_ref().and_then(|r| r.registered_changes())
+        && !file.page_cache.unchanged_since(file.fd.as_raw_fd(), changes)
     {
         // Its queued copies read registered windows that may no longer hold the file's bytes
         // (the file changed between the call and now): the call fails rather than deliver them.
@@ -284,7 +284,7 @@ fn registered_runs(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64) ->
     if snapshot.direct_io(Direction::Read) || file.page_cache.queued_write_pending() {
         return None;
     }
-    let (segments, generation) = file.page_cache.plan_in_generation(file.fd.as_raw_fd(), offset, usize::try_from(len).ok()?, ordinal, budget);
+    let (segments, changes) = file.page_cache.plan_noting_changes(file.fd.as_raw_fd(), offset, usize::try_from(len).ok()?, ordinal, budget);
     let (mut runs, mut windows) = (Vec::new(), Vec::new());
     for segment in segments {
         if let Segment::Registered { mapping, file_offset, len } = segment {
@@ -292,8 +292,8 @@ fn registered_runs(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64) ->
             windows.push(mapping);
         }
     }
-    let generation = generation.filter(|_| !runs.is_empty())?;
-    Some(RegisteredRuns { runs, generation, keep: Box::new(KeptWindows::new(windows)) })
+    let changes = changes.filter(|_| !runs.is_empty())?;
+    Some(RegisteredRuns { runs, changes, keep: Box::new(KeptWindows::new(windows)) })
 }
 
 /// A stream-ordered call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`,

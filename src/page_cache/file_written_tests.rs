@@ -92,21 +92,27 @@ fn a_truncation_drops_the_registered_windows_of_every_handle_of_the_file() {
 }
 
 #[test]
-fn windows_planned_in_a_generation_hold_until_the_file_is_written_or_changes() {
+fn windows_planned_at_a_change_count_hold_until_the_file_is_written_or_changes() {
     // A stream-ordered read plans its registered runs at the call and copies them later: it asks
     // `unchanged_since` once the stream got there.
     let tmp = temp_file_in(None, &random_bytes(MIB, 8));
     let (a, b) = (std::fs::File::open(tmp.path()).unwrap(), std::fs::File::open(tmp.path()).unwrap());
     let (cache_a, cache_b) = (PageCache::for_descriptor(a.as_raw_fd()), PageCache::for_descriptor(b.as_raw_fd()));
-    let generation = cache_a.plan_in_generation(a.as_raw_fd(), 0, 4096, 0, 0).1.unwrap();
-    assert!(cache_a.unchanged_since(a.as_raw_fd(), generation));
-    assert!(!cache_a.unchanged_since(a.as_raw_fd(), generation + 1), "another generation's windows");
+    let changes = cache_a.plan_noting_changes(a.as_raw_fd(), 0, 4096, 0, 0).1.unwrap();
+    assert!(cache_a.unchanged_since(a.as_raw_fd(), changes));
+    assert!(!cache_a.unchanged_since(a.as_raw_fd(), changes + 1), "planned at another count");
+    // Dropping the windows to unpin them (`drop_file_page_cache`) is no change of the file.
+    super::drop_windows_of(cache_a.file);
+    assert_eq!(cache_a.window_count(), 0);
+    assert!(cache_a.unchanged_since(a.as_raw_fd(), changes), "windows dropped without a write");
     cache_b.file_written();
-    assert!(!cache_a.unchanged_since(a.as_raw_fd(), generation), "a write through another handle of the file");
-    let generation = cache_a.plan_in_generation(a.as_raw_fd(), 0, 4096, 0, 0).1.unwrap();
-    assert!(cache_a.unchanged_since(a.as_raw_fd(), generation));
+    assert!(!cache_a.unchanged_since(a.as_raw_fd(), changes), "a write through another handle of the file");
+    let changes = cache_a.plan_noting_changes(a.as_raw_fd(), 0, 4096, 0, 0).1.unwrap();
+    assert!(cache_a.unchanged_since(a.as_raw_fd(), changes));
     std::fs::OpenOptions::new().append(true).open(tmp.path()).and_then(|mut f| std::io::Write::write_all(&mut f, b"more")).unwrap();
-    assert!(!cache_a.unchanged_since(a.as_raw_fd(), generation), "a change from outside (its size)");
+    assert!(!cache_a.unchanged_since(a.as_raw_fd(), changes), "a change from outside (its size)");
+    let after = cache_a.plan_noting_changes(a.as_raw_fd(), 0, 4096, 0, 0).1.unwrap();
+    assert_eq!(after, changes + 1, "the next plan counts the change it found");
 }
 
 #[test]

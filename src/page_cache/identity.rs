@@ -65,9 +65,16 @@ impl State {
         std::mem::take(&mut self.windows)
     }
 
-    /// `forget_windows` if the file is no longer the one on record (`now` differs); else nothing.
+    /// `forget_windows` if the file is no longer the one on record (`now` differs), a change;
+    /// else nothing.
     pub(super) fn forget_windows_if_changed(&mut self, now: Identity) -> HashMap<u64, WindowState> {
-        if self.identity == Some(now) { HashMap::new() } else { self.forget_windows(Some(now)) }
+        if self.identity == Some(now) {
+            return HashMap::new();
+        }
+        if self.identity.is_some() {
+            self.changes += 1;
+        }
+        self.forget_windows(Some(now))
     }
 }
 
@@ -109,14 +116,15 @@ impl PageCache {
         open_files().queued_writes.contains_key(&self.queue_key())
     }
 
-    /// True when the windows registered in `generation` (`plan_in_generation`) still hold the
-    /// file's bytes: none was dropped since (no write through any handle of the file in this
-    /// process) and the file open on `fd` is unchanged by `fstat`. For a copy planned earlier and
-    /// made later (a stream-ordered read's queued copies), asked once the stream got there.
-    pub(crate) fn unchanged_since(&self, fd: RawFd, generation: u64) -> bool {
+    /// True when windows planned at `changes` (`plan_noting_changes`) still hold the file's
+    /// bytes: no write through any handle of the file in this process since, and the file open on
+    /// `fd` unchanged by `fstat`. For a copy planned earlier and made later (a stream-ordered
+    /// read's queued copies), asked once the stream got there; the copy holds its windows
+    /// registered itself, so a drop of the windows that is no change does not count.
+    pub(crate) fn unchanged_since(&self, fd: RawFd, changes: u64) -> bool {
         let Ok(now) = identity_of(fd) else { return false };
         let state = self.lock();
-        state.generation == generation && state.identity == Some(now)
+        state.changes == changes && state.identity == Some(now)
     }
 }
 
@@ -183,16 +191,26 @@ impl PageCache {
             None => Vec::new(),
         };
         if caches.is_empty() {
-            self.drop_windows();
+            self.drop_windows(true);
         }
         for cache in caches {
-            cache.drop_windows();
+            cache.drop_windows(true);
         }
     }
 
-    /// Forgets this cache's windows and identity; the mappings are unregistered after the lock.
-    fn drop_windows(&self) {
-        let stale = self.lock().forget_windows(None);
+    /// Forgets this cache's windows, and its identity where the file was `written` (a change);
+    /// the mappings are unregistered after the lock.
+    fn drop_windows(&self, written: bool) {
+        let stale = {
+            let mut state = self.lock();
+            if written {
+                state.changes += 1;
+                state.forget_windows(None)
+            } else {
+                let identity = state.identity;
+                state.forget_windows(identity)
+            }
+        };
         release_windows(stale);
     }
 }
@@ -210,7 +228,7 @@ pub(crate) fn drop_windows_of(file: Option<(u64, u64)>) {
         chosen.into_iter().flatten().filter_map(std::sync::Weak::upgrade).collect()
     };
     for cache in caches {
-        cache.drop_windows();
+        cache.drop_windows(false);
     }
 }
 

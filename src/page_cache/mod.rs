@@ -121,6 +121,10 @@ struct State {
     /// Bumped whenever the windows are dropped, so a registration that finishes afterwards is
     /// discarded instead of installed under a new identity.
     generation: u64,
+    /// Bumped whenever the file is known to have changed (a write through a handle of it, or a
+    /// new identity): what a copy planned earlier asks about (`unchanged_since`). A drop of the
+    /// windows that is no change (`drop_windows_of`) leaves it.
+    changes: u64,
     windows: HashMap<u64, WindowState>,
 }
 

@@ -60,26 +60,26 @@ impl PageCache {
     /// reads, and queues windows that became hot for registration for device `ordinal`, within
     /// `limit` pinned bytes (> 0).
     pub(crate) fn plan(self: &Arc<Self>, fd: RawFd, offset: u64, len: usize, ordinal: i32, limit: u64) -> Vec<Segment> {
-        self.plan_in_generation(fd, offset, len, ordinal, limit).0
+        self.plan_noting_changes(fd, offset, len, ordinal, limit).0
     }
 
-    /// `plan`, and the generation of the windows its `Registered` segments come from (for
+    /// `plan`, and the count of the file's known changes its `Registered` segments belong to (for
     /// `unchanged_since`; `None` where the file could not be `fstat`ed: no segment is registered).
-    pub(crate) fn plan_in_generation(self: &Arc<Self>, fd: RawFd, offset: u64, len: usize, ordinal: i32, limit: u64) -> (Vec<Segment>, Option<u64>) {
+    pub(crate) fn plan_noting_changes(self: &Arc<Self>, fd: RawFd, offset: u64, len: usize, ordinal: i32, limit: u64) -> (Vec<Segment>, Option<u64>) {
         let Ok(now) = identity_of(fd) else {
             return (vec![Segment::Bounce { file_offset: offset, len }].into_iter().filter(|s| !s.is_empty()).collect(), None);
         };
-        let (segments, hot, stale, generation) = self.plan_under_lock(now, offset, len, limit);
+        let (segments, hot, stale, changes) = self.plan_under_lock(now, offset, len, limit);
         super::identity::release_windows(stale); // unregisters outside the lock
         self.start_registrations(fd, ordinal, hot);
-        (segments, Some(generation))
+        (segments, Some(changes))
     }
 
     /// `plan`'s bookkeeping under the lock: a file that changed (`now` is not the identity on
     /// record) drops its windows (returned as `stale`, to be unregistered after the lock), then
     /// each window of the range gives its segments, counts its bytes read and, once read often
     /// enough and within the pinning `limit`, becomes `Pending` with a reservation (`hot`). Also
-    /// returns the generation the segments belong to.
+    /// returns the count of the file's known changes the segments belong to.
     fn plan_under_lock(&self, now: Identity, offset: u64, len: usize, limit: u64) -> (Vec<Segment>, Vec<Hot>, HashMap<u64, WindowState>, u64) {
         let end = offset.saturating_add(len as u64);
         let mut segments: Vec<Segment> = Vec::new();
@@ -124,7 +124,7 @@ impl PageCache {
             }
             pos = window_end;
         }
-        (segments, hot, stale, generation)
+        (segments, hot, stale, state.changes)
     }
 
     /// Maps the windows `plan` found hot and hands them to the background registrar.

@@ -70,9 +70,9 @@ pub(crate) struct Relay {
     /// Its stream's count in `IN_FLIGHT`; with it, its control block and ring go back to the
     /// pools when dropped. `None` for a test's relay, whose memory is the test's.
     in_flight: Option<StreamInFlight>,
-    /// Where queued copies read pieces from registered windows (`RegisteredRuns`): their
-    /// generation, to be confirmed once the stream reached the call (`registered_generation`).
-    registered_generation: Option<u64>,
+    /// Where queued copies read pieces from registered windows (`RegisteredRuns`): the file's
+    /// change count they were planned at, to be confirmed once the stream reached the call.
+    registered_changes: Option<u64>,
     /// What keeps those windows registered, retired with the control block.
     keep: Option<KeepAlive>,
 }
@@ -163,14 +163,15 @@ impl Relay {
 
     #[allow(clippy::too_many_arguments)]
     fn new(control: Control, kernel: RelayKernel, queued: Option<QueuedCopies>, slot_bytes: u32, nslots: u32, key: StreamKey, buffer: u64, in_flight: Option<StreamInFlight>) -> Relay {
-        Relay { control, kernel, queued, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, buffer, in_flight, registered_generation: None, keep: None }
+        Relay { control, kernel, queued, slot_bytes, nslots, slots: OnceLock::new(), short_chunk: AtomicU64::new(u64::MAX), planned: AtomicU64::new(0), key, buffer, in_flight, registered_changes: None, keep: None }
     }
 
-    /// The generation of the registered windows its queued copies read (`RegisteredRuns`), if
+    /// The file's change count at which the registered windows its queued copies read were
+    /// planned (`RegisteredRuns`), if
     /// any: once the stream reached the call, the engine confirms that they still hold the
     /// file's bytes, or fails the call.
-    pub(crate) fn registered_generation(&self) -> Option<u64> {
-        self.registered_generation
+    pub(crate) fn registered_changes(&self) -> Option<u64> {
+        self.registered_changes
     }
 
     /// The bytes per task of the call: one slot.

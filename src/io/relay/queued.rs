@@ -39,9 +39,10 @@ const _: () = assert!(QUEUED_SLOTS.is_multiple_of(4) && QUEUED_SLOTS / 4 <= MAX_
 pub(crate) struct RegisteredRuns {
     /// (offset in the call, bytes, host address of the first), in order, not overlapping.
     pub(crate) runs: Vec<(u64, usize, usize)>,
-    /// The windows' generation: once the stream reached the call the engine asks whether they
-    /// still hold the file's bytes (`PageCache::unchanged_since`), and fails the call if not.
-    pub(crate) generation: u64,
+    /// The count of the file's known changes when they were planned: once the stream reached the
+    /// call the engine asks whether the windows still hold the file's bytes
+    /// (`PageCache::unchanged_since`), and fails the call if not.
+    pub(crate) changes: u64,
     /// Keeps the windows registered until the stream has passed the call (`relay::retire`).
     pub(crate) keep: KeepAlive,
 }
@@ -200,7 +201,7 @@ impl Relay {
         let (ops, slots) = (copies.stream_ops(direction, slot_bytes), copies.slots());
         let mut relay = Relay::new(control, direction, Some(copies), slot_bytes, slots, key, buffer, in_flight);
         if let Some(registered) = registered {
-            relay.registered_generation = Some(registered.generation);
+            relay.registered_changes = Some(registered.changes);
             relay.keep = Some(registered.keep);
         }
         (relay, ops)

@@ -258,7 +258,7 @@ fn a_write_takes_every_chunk_the_kernel_fills() {
 fn registered_runs(file: &[u8], ranges: &[(usize, usize)]) -> RegisteredRuns {
     let windows: &'static [u8] = Box::leak(file.to_vec().into_boxed_slice());
     let runs = ranges.iter().map(|&(at, end)| (at as u64, end - at, windows.as_ptr() as usize + at)).collect();
-    RegisteredRuns { runs, generation: 7, keep: Box::new(()) }
+    RegisteredRuns { runs, changes: 7, keep: Box::new(()) }
 }
 
 #[test]
@@ -301,7 +301,7 @@ fn a_read_copies_registered_pieces_from_there_and_reads_only_the_others() {
         let dst = buffer(len, 0xEE);
         let runs = registered_runs(&file, &ranges);
         let (relay, stream) = super::played::queued_with_registered(RelayKernel::In, dst.as_ptr() as u64, len as u64, Some(runs));
-        assert_eq!(relay.registered_generation(), Some(7));
+        assert_eq!(relay.registered_changes(), Some(7));
         wait_started(&relay);
         relay.go(len as u64);
         let (read_at, registered_at) = (Arc::new(std::sync::Mutex::new(Vec::new())), Arc::new(std::sync::Mutex::new(Vec::new())));
