@@ -18,7 +18,7 @@ use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
 use crate::backend::cufile;
 use crate::io::relay::{self, RegisteredRuns, RelayPlan};
-use crate::page_cache::{KeptWindows, QueuedWrite, Segment};
+use crate::page_cache::{KeptWindows, Segment};
 use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::warm_up;
 use crate::io::task_source::Task;
@@ -214,7 +214,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         queued_write = Some(file.page_cache.write_queued());
     }
     // SAFETY: forwarded from the caller.
-    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call, &mut queued_write)? } {
+    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call)? } {
         counted.handed_over();
         return Ok(operation);
     }
@@ -303,7 +303,7 @@ fn registered_runs(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64) ->
 ///
 /// # Safety
 /// As `submit`, until the stream has passed the call.
-unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall, queued_write: &mut Option<QueuedWrite>) -> Result<Option<Operation>> {
+unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall) -> Result<Option<Operation>> {
     let Some(stream) = call.stream.cuda() else { return Ok(None) };
     let snapshot = settings::global()?.snapshot();
     if snapshot.cufile_async != CufileAsync::Native || !matches!(call.params, Params::Given) || !cufile::stream_ordered::is_registered(stream) {
@@ -324,7 +324,10 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         // stream's context is current (`run_native`); the buffer is its own base (offset 0).
         unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) }
     };
-    let (handle, file, queued_write) = (Arc::clone(stats), Arc::clone(file), queued_write.take());
+    // A write counts as queued until cuFile has written it (the caller's own count ends when this
+    // returns, whether cuFile took the call or not).
+    let queued_write = (direction == Direction::Write).then(|| file.page_cache.write_queued());
+    let (handle, file) = (Arc::clone(stats), Arc::clone(file));
     let finish = move |submitted: cufile::stream_ordered::Submitted| {
         let _queued_write = queued_write;
         // On the waiter thread, which must not wait for the device (other streams wait for it).
