@@ -517,7 +517,11 @@ fn waiter(watch: Watch) -> Result<&'static Arc<Waiter>> {
         let running = Arc::clone(&waiter);
         std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || running.run())
+            .spawn(move || {
+                // Streams wait for what this thread releases: nothing it drops may wait for the device.
+                crate::sys::cuda::streams_wait_for_this_thread();
+                running.run()
+            })
             .map_err(|e| Error::Internal(format!("cannot start the {name} waiter thread: {e}")))?;
         static AT_EXIT: std::sync::Once = std::sync::Once::new();
         AT_EXIT.call_once(|| {

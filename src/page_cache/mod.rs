@@ -196,5 +196,15 @@ impl PageCache {
     }
 }
 
+impl Drop for PageCache {
+    fn drop(&mut self) {
+        // The last handle of a file may go on a thread that streams wait for (a stream-ordered
+        // call's waiter or relay worker held the file): its windows are let go as dropped
+        // windows are (`release_windows`), not unregistered there.
+        let windows = std::mem::take(&mut self.state.get_mut().unwrap_or_else(|p| p.into_inner()).windows);
+        identity::release_windows(windows);
+    }
+}
+
 #[cfg(test)]
 mod file_written_tests;

@@ -107,7 +107,8 @@ pub(crate) fn pool() -> Result<&'static ThreadPool> {
         return Ok(pool);
     }
     let threads = crate::io::thread_pool::global()?.num_threads();
-    let pool = ThreadPool::new(threads)?;
+    // Callers' streams wait for its workers whatever they run.
+    let pool = ThreadPool::with_thread_start(threads, crate::sys::cuda::streams_wait_for_this_thread)?;
     Ok(POOL.get_or_init(|| pool))
 }
 

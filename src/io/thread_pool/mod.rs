@@ -46,6 +46,8 @@ struct Shared {
     /// The CPUs every worker runs on (`sched_setaffinity` at its start); `None`: wherever the
     /// process may run.
     cpus: Option<Vec<usize>>,
+    /// Run by every worker at its start (`with_thread_start`).
+    thread_start: Option<fn()>,
 }
 
 thread_local! {
@@ -73,12 +75,22 @@ impl ThreadPool {
         Self::placed(threads, None)
     }
 
+    /// Starts a pool with `threads` workers, each of which runs `start` first (to mark itself,
+    /// say).
+    pub(crate) fn with_thread_start(threads: usize, start: fn()) -> Result<ThreadPool> {
+        Self::made(threads, None, Some(start))
+    }
+
     /// Starts a pool with `threads` workers, each running only on `cpus` when given (checked
     /// against the CPUs this process may use).
     ///
     /// Errors: `InvalidArgument` for no threads, an empty CPU list, or a CPU the process may not
     /// run on; `Internal` when no thread could be started.
     pub(crate) fn placed(threads: usize, cpus: Option<Vec<usize>>) -> Result<ThreadPool> {
+        Self::made(threads, cpus, None)
+    }
+
+    fn made(threads: usize, cpus: Option<Vec<usize>>, thread_start: Option<fn()>) -> Result<ThreadPool> {
         if let Some(cpus) = &cpus {
             crate::sys::cpus::check(cpus)?;
         }
@@ -96,6 +108,7 @@ impl ThreadPool {
                 work_ready: Condvar::new(),
                 generations: AtomicU64::new(0),
                 cpus,
+                thread_start,
             }),
         };
         pool.resize(threads)?;
@@ -195,6 +208,9 @@ fn run_job(job: impl FnOnce()) {
 /// `run_due_broadcasts` advances too).
 fn worker_loop(shared: Arc<Shared>, due: u64) {
     ON_POOL_THREAD.with(|c| c.set(true));
+    if let Some(start) = shared.thread_start {
+        start();
+    }
     if let Some(cpus) = &shared.cpus {
         // Checked when the pool was made; a refusal now (the process's CPUs changed) leaves the
         // worker wherever the process may run.

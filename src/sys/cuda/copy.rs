@@ -33,6 +33,16 @@ thread_local! {
     static STREAMS: RefCell<HashMap<(usize, bool), Stream>> = RefCell::new(HashMap::new());
     /// Set while the thread runs a task of a stream-ordered call (`StreamOrderedTask`).
     static NON_BLOCKING: Cell<bool> = const { Cell::new(false) };
+    /// Set for the life of a thread that callers' streams may wait for (`streams_wait_for_this_thread`).
+    static STREAMS_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread, for its life, as one that callers' streams may be waiting for
+/// whatever it runs: the stream-ordered calls' waiters and the relay pool's workers. What
+/// `outside_stream_ordered_task` runs is left to another thread there even between tasks (the
+/// last handle of a file whose page-cache windows are registered can go on such a thread).
+pub(crate) fn streams_wait_for_this_thread() {
+    STREAMS_WAIT.set(true);
 }
 
 /// Marks the calling thread, while alive, as running a task of a stream-ordered call: a caller's
@@ -54,10 +64,11 @@ impl StreamOrderedTask {
 }
 
 /// Runs `f`, a call that may wait for the device to go idle (`cuMemHostUnregister`), now; or, in a
-/// task of a stream-ordered call (`StreamOrderedTask`), on a thread of its own, since the caller's
-/// stream waits for the task. (Without a thread, should the spawn fail, it runs here after all.)
+/// task of a stream-ordered call (`StreamOrderedTask`) or on a thread streams wait for
+/// (`streams_wait_for_this_thread`), on a thread of its own, since a caller's stream may wait for
+/// this one. (Without a thread, should the spawn fail, it runs here after all.)
 pub(crate) fn outside_stream_ordered_task(f: impl FnOnce() + Send + 'static) {
-    if !NON_BLOCKING.get() {
+    if !NON_BLOCKING.get() && !STREAMS_WAIT.get() {
         return f();
     }
     // A failed spawn drops the closure, which holds what `f` would release: it is released here.
