@@ -323,8 +323,12 @@ impl Relay {
 impl Drop for Relay {
     fn drop(&mut self) {
         self.stop();
+        // Registered windows are let go now once the stream has made every copy (a read that
+        // settled); else with the control block, once the stream has left the call.
+        let copies_made = self.queued.as_ref().is_some_and(|q| u64::from(self.control.chunks_moved()) >= q.pieces(self.slot_bytes));
+        let keep = if copies_made { None } else { self.keep.take() };
         if self.in_flight.is_some() {
-            relay::retire(self.control.clone(), self.slots.take(), self.keep.take());
+            relay::retire(self.control.clone(), self.slots.take(), keep);
         }
     }
 }
