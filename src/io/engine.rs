@@ -324,8 +324,8 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         // stream's context is current (`run_native`); the buffer is its own base (offset 0).
         unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) }
     };
-    // A write counts as queued until cuFile has written it (the caller's own count ends when this
-    // returns, whether cuFile took the call or not).
+    // A write counts as queued until cuFile has written it: this count is the call's own, since
+    // the caller's ends when a call cuFile took returns (and goes on where cuFile did not).
     let queued_write = (direction == Direction::Write).then(|| file.page_cache.write_queued());
     let (handle, file) = (Arc::clone(stats), Arc::clone(file));
     let finish = move |submitted: cufile::stream_ordered::Submitted| {
