@@ -2,7 +2,8 @@
 //! stream does (a call's point is reached once the stream's earlier work is done, i.e. the work
 //! before the first call and every earlier call's release), through the real engine, pool,
 //! waiter and operations, into host memory; and relayed calls whose kernel a thread plays
-//! (`io::relay::played`), through the real engine, relay waiter and relay pool.
+//! (`io::relay::played`), through the real engine, relay waiter and relay pool. One job, although
+//! over 450 lines: the stream mode's behaviour through the engine, on CPU.
 
 use super::file::File;
 use crate::direction::Direction;

@@ -18,7 +18,6 @@ use crate::io::route::{self, Plan};
 use crate::io::schedule::{Runner, Start};
 use crate::backend::cufile;
 use crate::io::relay::{self, RegisteredRuns, RelayPlan};
-use crate::page_cache::{KeptWindows, Segment};
 use crate::io::stream_order::{self, Marked, Params, StreamCall};
 use crate::io::warm_up;
 use crate::io::task_source::Task;
@@ -210,7 +209,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     if request.direction == Direction::Write {
         // A handle opened "r" is refused at the call, as `submit` refuses it.
         file.extent(Direction::Write, 0, request.offset)?;
-        // Until it starts, no relayed read takes the file's registered windows (`registered_runs`).
+        // Until it starts, no relayed read takes the file's registered windows (`RegisteredRuns::plan`).
         queued_write = Some(file.page_cache.write_queued());
     }
     // SAFETY: forwarded from the caller.
@@ -237,7 +236,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
             _ if cufile_required || !relay_setting => None,
             (Target::Host(_), _) => Some(RelayPlan { kernel: RelayKernel::Gate, buffer: 0, known_len, registered: None }),
             (Target::Device { address, kind, .. }, Direction::Read) => {
-                let registered = known_len.filter(|_| call.will_relay(ordered_setting)).and_then(|len| registered_runs(&file, kind, request.offset, len));
+                let registered = known_len.filter(|_| call.will_relay(ordered_setting)).and_then(|len| RegisteredRuns::plan(&file, kind, request.offset, len));
                 Some(RelayPlan { kernel: RelayKernel::In, buffer: *address, known_len, registered })
             }
             (Target::Device { address, .. }, Direction::Write) => Some(RelayPlan { kernel: RelayKernel::Out, buffer: *address, known_len, registered: None }),
@@ -270,30 +269,6 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         unsafe { submit_on_file(&handle, compat_mode, file, request, start) }
     };
     stream_order::run_marked(marked, params, request, Arc::clone(stats), transfer)
-}
-
-/// The parts of a relayed read's range (`len` bytes at `offset` into device memory of `kind`)
-/// that lie in `file`'s registered page-cache windows now, for its queued copies to read from
-/// there (`relay::RegisteredRuns`), planned as a synchronous task plans its segments (so the read
-/// counts towards its windows' registration too). `None` where the registered page cache does
-/// not serve the read (turned off, direct I/O, no windows registered) or a stream-ordered write
-/// of the file is queued: it will drop the windows before the stream gets to the read.
-fn registered_runs(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64) -> Option<RegisteredRuns> {
-    let snapshot = settings::global().ok()?.snapshot();
-    let (Some(ordinal), budget @ 1..) = (kind.device_ordinal(), snapshot.page_cache_pin_max) else { return None };
-    if snapshot.direct_io(Direction::Read) || file.page_cache.queued_write_pending() {
-        return None;
-    }
-    let (segments, changes) = file.page_cache.plan_noting_changes(file.fd.as_raw_fd(), offset, usize::try_from(len).ok()?, ordinal, budget);
-    let (mut runs, mut windows) = (Vec::new(), Vec::new());
-    for segment in segments {
-        if let Segment::Registered { mapping, file_offset, len } = segment {
-            runs.push((file_offset - offset, len, mapping.address_of(file_offset) as usize));
-            windows.push(mapping);
-        }
-    }
-    let changes = changes.filter(|_| !runs.is_empty())?;
-    Some(RegisteredRuns { runs, changes, keep: Box::new(KeptWindows::new(windows)) })
 }
 
 /// A stream-ordered call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`,

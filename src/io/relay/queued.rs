@@ -3,7 +3,12 @@
 //! task's part between them (`Relay::run_queued_task`).
 
 use super::{Relay, StreamInFlight};
+use crate::direction::Direction;
 use crate::error::Result;
+use crate::io::open_file::OpenFile;
+use crate::page_cache::{KeptWindows, Segment};
+use crate::sys::cuda::MemoryKind;
+use std::os::fd::AsRawFd;
 use crate::io::stream_order::StreamKey;
 use crate::io::task_split::Chunk;
 use crate::sys::cuda::relay::{Control, KeepAlive, MAX_SLOTS, RelayKernel, StreamOp};
@@ -33,7 +38,7 @@ pub(super) fn shape(direction: RelayKernel) -> (u32, u32) {
 const _: () = assert!(QUEUED_SLOTS.is_multiple_of(4) && QUEUED_SLOTS / 4 <= MAX_SLOTS);
 
 /// The parts of a read's range that lie in the file's registered page-cache windows at the call
-/// (`page_cache`), planned by the engine (`engine::registered_runs`). A piece wholly in them is
+/// (`page_cache`), planned at the call (`RegisteredRuns::plan`). A piece wholly in them is
 /// copied by the copy engine straight from there, as a synchronous read of those windows is
 /// (54-55 GB/s where `pread` into a ring reaches about 51 on the H100s), and no task reads it.
 pub(crate) struct RegisteredRuns {
@@ -45,6 +50,32 @@ pub(crate) struct RegisteredRuns {
     pub(crate) changes: u64,
     /// Keeps the windows registered until the stream has passed the call (`relay::retire`).
     pub(crate) keep: KeepAlive,
+}
+
+impl RegisteredRuns {
+    /// The parts of a relayed read's range (`len` bytes at `offset` into device memory of `kind`)
+    /// that lie in `file`'s registered windows now, planned as a synchronous task plans its
+    /// segments (so the read counts towards its windows' registration too). `None` where the
+    /// registered page cache does not serve the read (turned off, direct I/O, no window
+    /// registered) or a stream-ordered write of the file is queued: it will drop the windows
+    /// before the stream gets to the read.
+    pub(crate) fn plan(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64) -> Option<RegisteredRuns> {
+        let snapshot = crate::settings::global().ok()?.snapshot();
+        let (Some(ordinal), budget @ 1..) = (kind.device_ordinal(), snapshot.page_cache_pin_max) else { return None };
+        if snapshot.direct_io(Direction::Read) || file.page_cache.queued_write_pending() {
+            return None;
+        }
+        let (segments, changes) = file.page_cache.plan_noting_changes(file.fd.as_raw_fd(), offset, usize::try_from(len).ok()?, ordinal, budget);
+        let (mut runs, mut windows) = (Vec::new(), Vec::new());
+        for segment in segments {
+            if let Segment::Registered { mapping, file_offset, len } = segment {
+                runs.push((file_offset - offset, len, mapping.address_of(file_offset) as usize));
+                windows.push(mapping);
+            }
+        }
+        let changes = changes.filter(|_| !runs.is_empty())?;
+        Some(RegisteredRuns { runs, changes, keep: Box::new(KeptWindows::new(windows)) })
+    }
 }
 
 /// The copy engine's way of relaying a call whose size is known at the call: its copies between
