@@ -462,6 +462,24 @@ mod tests {
     }
 
     #[test]
+    fn every_worker_runs_its_start_first_and_workers_added_later_too() {
+        thread_local! {
+            static STARTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+        let pool = ThreadPool::with_thread_start(2, || STARTED.set(true)).unwrap();
+        pool.resize(4).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..16 {
+            let tx = tx.clone();
+            pool.submit(move || tx.send(STARTED.get()).unwrap());
+        }
+        for _ in 0..16 {
+            assert!(rx.recv_timeout(Duration::from_secs(120)).unwrap(), "a job ran on a worker that had not run its start");
+        }
+        assert!(!STARTED.get(), "only the workers");
+    }
+
+    #[test]
     fn a_retired_pool_runs_what_was_queued_and_its_workers_leave() {
         let pool = ThreadPool::new(3).unwrap();
         let (tx, rx) = mpsc::channel();

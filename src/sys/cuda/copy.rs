@@ -225,4 +225,24 @@ mod tests {
             assert!(unsafe { copy_host_to_device_sync(0x1000, &src) }.is_err());
         }
     }
+
+    /// The name of the thread `outside_stream_ordered_task` runs its work on, asked from a new
+    /// thread after `setup`.
+    fn released_on(setup: fn()) -> String {
+        std::thread::spawn(move || {
+            setup();
+            let (sender, receiver) = std::sync::mpsc::channel();
+            outside_stream_ordered_task(move || sender.send(std::thread::current().name().unwrap_or("").to_string()).unwrap());
+            receiver.recv_timeout(std::time::Duration::from_secs(20)).unwrap()
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn what_may_wait_for_the_device_leaves_the_threads_streams_wait_for() {
+        assert_eq!(released_on(|| {}), "", "an unmarked thread runs it itself");
+        assert_eq!(released_on(|| std::mem::forget(StreamOrderedTask::enter())), "gdsroute-release", "in a stream-ordered task");
+        assert_eq!(released_on(streams_wait_for_this_thread), "gdsroute-release", "on a thread streams wait for, between tasks too");
+    }
 }
