@@ -98,8 +98,7 @@ impl Drop for KeptWindows {
         // unregistered here even when the cache lets go of it at the same time.
         let last: Vec<Mapping> = self.0.drain(..).filter_map(Arc::into_inner).collect();
         if !last.is_empty() {
-            // A failed spawn drops them here after all: better than keeping them pinned for ever.
-            let _ = std::thread::Builder::new().name("gdsroute-release".into()).spawn(move || drop(last));
+            cuda::on_release_thread(move || drop(last));
         }
     }
 }

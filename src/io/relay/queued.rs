@@ -252,12 +252,12 @@ impl Relay {
         let piece = index / q.piece_slots as u64;
         let group = (piece % q.groups() as u64) as u32;
         let pieces = q.pieces(self.slot_bytes);
+        // A read takes only what the file held once the stream reached the call (`go`).
+        let read_want = self.read_len().saturating_sub((index * self.slot_bytes as u64) as usize).min(chunk.len);
         if self.kernel == RelayKernel::In && q.is_registered(piece) {
             // The engine checked that the windows still hold the file's bytes (they lie in the
             // file as it was at the call, which is still its size).
-            let from = (index * self.slot_bytes as u64) as usize;
-            let want = self.read_len().saturating_sub(from).min(chunk.len);
-            let counted = registered(Chunk { len: want, ..chunk }).inspect_err(|_| self.abort())?;
+            let counted = registered(Chunk { len: read_want, ..chunk }).inspect_err(|_| self.abort())?;
             // A read settles once its last byte is in device memory.
             if piece + 1 == pieces {
                 self.wait_for_kernel(pieces);
@@ -270,11 +270,8 @@ impl Relay {
                 if piece >= q.groups() as u64 && !self.wait_for_kernel(piece - q.groups() as u64 + 1) {
                     return Ok(0);
                 }
-                // Only what the file held once the stream reached the call (`go`) is read; the
-                // rest of the slot becomes zeros, which the queued copy moves.
-                let from = (index * self.slot_bytes as u64) as usize;
-                let want = self.read_len().saturating_sub(from).min(at_slot.len);
-                let moved = if want == 0 { 0 } else { move_bytes(Chunk { len: want, ..at_slot }).inspect_err(|_| self.abort())? };
+                // The rest of the slot becomes zeros, which the queued copy moves.
+                let moved = if read_want == 0 { 0 } else { move_bytes(Chunk { len: read_want, ..at_slot }).inspect_err(|_| self.abort())? };
                 if moved < at_slot.len {
                     // SAFETY: the task's part of its slot, inside the ring, which only this task
                     // writes until it publishes the piece.

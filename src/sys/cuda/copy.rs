@@ -71,7 +71,13 @@ pub(crate) fn outside_stream_ordered_task(f: impl FnOnce() + Send + 'static) {
     if !NON_BLOCKING.get() && !STREAMS_WAIT.get() {
         return f();
     }
-    // A failed spawn drops the closure, which holds what `f` would release: it is released here.
+    on_release_thread(f);
+}
+
+/// Runs `f`, a release that may wait for the device, on a thread of its own (`gdsroute-release`),
+/// whatever the calling thread. A failed spawn drops the closure, which holds what `f` would
+/// release: it is released here after all.
+pub(crate) fn on_release_thread(f: impl FnOnce() + Send + 'static) {
     let _ = std::thread::Builder::new().name("gdsroute-release".into()).spawn(f);
 }
 

@@ -23,7 +23,7 @@ mod stream;
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use context::{ContextHandle, ScopedContext, current_context, primary_context};
 pub(crate) use context::active_primary_context;
-pub(crate) use copy::{Stream, StreamOrderedTask, outside_stream_ordered_task, stock_for_stream_ordered_tasks, streams_wait_for_this_thread, copy_device_to_host, copy_host_to_device, synchronize, thread_stream};
+pub(crate) use copy::{Stream, StreamOrderedTask, on_release_thread, outside_stream_ordered_task, stock_for_stream_ordered_tasks, streams_wait_for_this_thread, copy_device_to_host, copy_host_to_device, synchronize, thread_stream};
 #[cfg(test)]
 pub(crate) use copy::copy_host_to_device_sync;
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
