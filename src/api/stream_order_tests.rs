@@ -180,6 +180,32 @@ fn end_of_file_is_a_short_count_and_errors_come_through_the_operation() {
     assert_eq!(file.stats().calls_failed, 1);
 }
 
+/// A stream-ordered write counts as queued (keeping relayed reads off the file's registered
+/// windows) until it starts, and also when a fault of its stream fails it before it started: the
+/// count is not lost with the call's forgotten transfer.
+#[test]
+fn a_write_failed_by_a_stream_fault_no_longer_counts_as_queued() {
+    let tmp = temp_file_in(None, &[3u8; 8192]);
+    let file = open(&tmp, "r+");
+    let page_cache = &file.open_file_for_tests().page_cache;
+    let data = random_bytes(4096, 36);
+    let faulty = FakeStream::new();
+    let op = queue(&file, Direction::Write, data.as_ptr().cast_mut(), 4096, 0, faulty.gate(), Params::Given).unwrap();
+    assert!(page_cache.queued_write_pending(), "a queued write counts");
+    faulty.state.lock().unwrap().fault = Some("CUDA_ERROR_LAUNCH_FAILED".into());
+    assert!(matches!(op.wait().unwrap_err(), Error::Cuda(_)));
+    faulty.wait_released(1);
+    assert!(!page_cache.queued_write_pending(), "the failed write still counts as queued");
+    // And one the stream reached counts no longer once it started.
+    let stream = FakeStream::new();
+    let op = queue(&file, Direction::Write, data.as_ptr().cast_mut(), 4096, 4096, stream.gate(), Params::Given).unwrap();
+    assert!(page_cache.queued_write_pending());
+    stream.finish_earlier_work();
+    assert_eq!(op.wait().unwrap(), 4096);
+    assert!(!page_cache.queued_write_pending());
+    assert_eq!(std::fs::read(tmp.path()).unwrap()[4096..], data[..], "the written bytes");
+}
+
 #[test]
 fn bad_arguments_fail_at_the_call_and_a_read_only_handle_refuses_writes() {
     let tmp = temp_file_in(None, &[1u8; 100]);

@@ -263,12 +263,11 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     };
     let handle = Arc::clone(stats);
     let transfer = move |request: Request| {
-        // A write counts as queued until it has started (its planning drops the windows).
-        let _queued_write = queued_write;
         // SAFETY: the caller keeps the buffer valid until the stream passed the call.
         unsafe { submit_on_file(&handle, compat_mode, file, request, start) }
     };
-    stream_order::run_marked(marked, params, request, Arc::clone(stats), transfer)
+    // A write counts as queued until it has started (its planning drops the windows).
+    stream_order::run_marked(marked, params, request, Arc::clone(stats), queued_write, transfer)
 }
 
 /// A stream-ordered call that cuFile queues on the stream itself (`GDSROUTE_CUFILE_ASYNC=native`,
@@ -304,7 +303,6 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
     let queued_write = (direction == Direction::Write).then(|| file.page_cache.write_queued());
     let (handle, file) = (Arc::clone(stats), Arc::clone(file));
     let finish = move |submitted: cufile::stream_ordered::Submitted| {
-        let _queued_write = queued_write;
         // On the waiter thread, which must not wait for the device (other streams wait for it).
         let _task = cuda::StreamOrderedTask::enter();
         let result = submitted.result();
@@ -320,7 +318,7 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         }
         result
     };
-    stream_order::run_native(stream, request, Arc::clone(stats), submit, finish)
+    stream_order::run_native(stream, request, Arc::clone(stats), queued_write, submit, finish)
 }
 
 /// The tasks of a planned call's `len` bytes at `offset`: one on the calling thread (a device

@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Settler};
 use crate::io::relay::{Relay, RelayGate, RelayPlan};
 use crate::io::request::Request;
+use crate::page_cache::QueuedWrite;
 use crate::settings::StreamOrdered;
 use crate::stats::{self, StatsCell, StreamMode};
 use crate::sys::cuda::{self, CallerStream, FlagWord, MemoryKind, StreamEvent};
@@ -327,17 +328,19 @@ static MARKS: Mutex<u64> = Mutex::new(0);
 /// Runs `start` (the transfer, a parallel call of the engine) with the request resolved once the
 /// stream reached the call; for a blocking call, now, waiting for it. Returns the caller's
 /// operation. `start` is the engine's, with `Start::StreamReached` (or `Start::Now` for a
-/// blocking call).
+/// blocking call). A write's `queued_write` count ends once `start` returned, or the call failed.
 pub(crate) fn run_marked(
     marked: Marked,
     params: Params,
     request: Request,
     stats: Arc<StatsCell>,
+    queued_write: Option<QueuedWrite>,
     start: impl FnOnce(Request) -> Result<Operation> + Send + 'static,
 ) -> Result<Operation> {
     let (gate, mark, waiter) = match marked {
         Marked::Blocking => {
             let operation = start(params.resolve(request)).inspect_err(|e| params.report(&Err(e.clone())))?;
+            drop(queued_write);
             params.report(&operation.wait_in(crate::io::thread_pool::global().ok()));
             return Ok(operation);
         }
@@ -354,7 +357,7 @@ pub(crate) fn run_marked(
     };
     let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
     let ticket = Arc::new(Ticket { gate, released: AtomicBool::new(false) });
-    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params, settler, stats, mark };
+    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params, settler, stats, mark, queued_write };
     waiter.queue(queued);
     Ok(operation)
 }
@@ -364,10 +367,12 @@ pub(crate) fn run_marked(
 /// returns what gives its result once the stream passed it; an event recorded after it tells
 /// the waiter when, and the caller's operation settles then with that result (`finish` counts
 /// it). `None` from `submit`: cuFile cannot take it after all (the caller takes the stream mode).
+/// A write's `queued_write` count ends once `finish` returned, or the call failed.
 pub(crate) fn run_native<R: Send + 'static>(
     stream: CallerStream,
     request: Request,
     stats: Arc<StatsCell>,
+    queued_write: Option<QueuedWrite>,
     submit: impl FnOnce() -> Option<Result<R>>,
     finish: impl FnOnce(R) -> Result<usize> + Send + 'static,
 ) -> Result<Option<Operation>> {
@@ -400,7 +405,7 @@ pub(crate) fn run_native<R: Send + 'static>(
     let (operation, settler) = Operation::awaiting(request.direction, Arc::clone(&stats));
     let key = StreamKey::of(stream, context);
     let ticket = Arc::new(Ticket { gate: Box::new(EventGate { event, key }), released: AtomicBool::new(false) });
-    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params: Params::Given, settler, stats, mark };
+    let queued = Queued { ticket, start: Box::new(start), request: SendRequest(request), params: Params::Given, settler, stats, mark, queued_write };
     waiter.queue(queued);
     Ok(Some(operation))
 }
@@ -443,6 +448,9 @@ struct Queued {
     /// Where the call is counted when it fails before its transfer started.
     stats: Arc<StatsCell>,
     mark: Mark,
+    /// A write's count among its file's queued writes (`PageCache::write_queued`): kept out of
+    /// `start`, which a failed call forgets, so that it ends however the call does.
+    queued_write: Option<QueuedWrite>,
 }
 
 impl Queued {
@@ -451,14 +459,17 @@ impl Queued {
     /// a caller who saw the stream pass the call, e.g. after `cuStreamSynchronize`, finds the
     /// operation settled).
     fn start(self) {
-        let Queued { ticket, start, request, params, settler, .. } = self;
+        let Queued { ticket, start, request, params, settler, queued_write, .. } = self;
         let request = params.resolve(request.0);
         let finish = move |outcome: &Result<usize>| {
             params.report(outcome);
             settler.settle(outcome.clone());
             ticket.release();
         };
-        match start(request) {
+        let started = start(request);
+        // The write has planned its tasks (and dropped the file's windows), or failed.
+        drop(queued_write);
+        match started {
             Ok(transfer) => transfer.when_settled(finish),
             Err(e) => finish(&Err(e)),
         }
@@ -467,10 +478,11 @@ impl Queued {
     /// The stream failed before the call (an earlier fault on it), or the process is exiting:
     /// the call fails with that, counted as a call that moved nothing.
     fn fail(self, error: Error) {
-        let Queued { ticket, start, request, params, settler, stats, .. } = self;
+        let Queued { ticket, start, request, params, settler, stats, queued_write, .. } = self;
         // Not dropped: a call cuFile queued owns its argument block through it, and cuFile may
         // still write it (leaked instead, with the file it holds: on faults and at exit only).
         std::mem::forget(start);
+        drop(queued_write);
         stats::record_rejected_call(Some(&stats), request.0.direction);
         params.report(&Err(error.clone()));
         settler.settle(Err(error));

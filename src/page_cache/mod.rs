@@ -36,7 +36,7 @@ mod registrar;
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use budget::{Usage, usage};
 pub(crate) use budget::default_pin_max;
-pub(crate) use identity::drop_windows_of;
+pub(crate) use identity::{QueuedWrite, drop_windows_of};
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use plan::WINDOW;
 pub(crate) use plan::Segment;
