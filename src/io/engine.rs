@@ -198,7 +198,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
 /// # Safety
 /// As `submit`, until the stream has passed the call.
 unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, call: StreamCall) -> Result<Operation> {
-    let counted = stats::PendingCall::new(stats, request.direction);
+    let counted = stats::PendingCall::queued_on_stream(stats, request.direction);
     match call.params {
         Params::Given => check_range(request.size, request.offset)?,
         Params::Behind(pointers) => pointers.check()?,
@@ -312,7 +312,8 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         }
         let outcome = TaskOutcome { bytes: *result.as_ref().unwrap_or(&0), ..TaskOutcome::default() };
         stats::record_task(&handle, direction, Route::Cufile, kind.device_ordinal(), &outcome, result.is_err());
-        stats::record_call(&handle, direction, request.size as u64, outcome.bytes as u64, result.is_err());
+        // Moved by cuFile on the stream, so never seen in flight: started and ended here.
+        stats::PendingCall::new(&handle, direction).finish(request.size as u64, outcome.bytes as u64, result.is_err());
         if let Some(w) = watch {
             w.end(&result);
         }

@@ -483,7 +483,8 @@ impl Queued {
         // still write it (leaked instead, with the file it holds: on faults and at exit only).
         std::mem::forget(start);
         drop(queued_write);
-        stats::record_rejected_call(Some(&stats), request.0.direction);
+        // Counted at the call as not in flight yet (`PendingCall::queued_on_stream`).
+        stats::record_refused_call(Some(&stats), request.0.direction);
         params.report(&Err(error.clone()));
         settler.settle(Err(error));
         ticket.release();

@@ -193,7 +193,8 @@ pub(crate) fn record_rejected_call(handle: Option<&StatsCell>, direction: Direct
 }
 
 /// `record_rejected_call` for a call refused before it started (a NULL argument at the C
-/// boundary): counted the same, and never in flight.
+/// boundary, a stream-ordered call that failed before its stream reached it): counted the same,
+/// and never in flight.
 pub(crate) fn record_refused_call(handle: Option<&StatsCell>, direction: Direction) {
     global().lock().totals.add_call(direction, 0, 0, true);
     if let Some(handle) = handle {
@@ -259,17 +260,27 @@ pub(crate) fn record_buffer_registration(with_cufile: bool, skipped: bool) {
 pub(crate) struct PendingCall<'a> {
     handle: Option<&'a StatsCell>,
     direction: Direction,
+    /// Counted among the calls in flight (`activity`) from its start.
+    in_flight: bool,
 }
 
 impl<'a> PendingCall<'a> {
     /// A call on `handle` starts.
     pub(crate) fn new(handle: &'a StatsCell, direction: Direction) -> Self {
         super::activity::call_started(direction);
-        PendingCall { handle: Some(handle), direction }
+        PendingCall { handle: Some(handle), direction, in_flight: true }
+    }
+
+    /// A stream-ordered call at its call: not in flight until its transfer starts, once the
+    /// stream reached it (as a call of its own, `PendingCall::new`), so that a call queued behind
+    /// other GPU work neither makes lone reads look concurrent nor counts as busy time.
+    pub(crate) fn queued_on_stream(handle: &'a StatsCell, direction: Direction) -> Self {
+        PendingCall { handle: Some(handle), direction, in_flight: false }
     }
 
     /// Records the call's result.
     pub(crate) fn finish(mut self, requested: u64, delivered: u64, failed: bool) {
+        debug_assert!(self.in_flight, "a queued call's result is recorded by its transfer");
         if let Some(handle) = self.handle.take() {
             record_call(handle, self.direction, requested, delivered, failed);
         }
@@ -284,7 +295,11 @@ impl<'a> PendingCall<'a> {
 impl Drop for PendingCall<'_> {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
-            record_rejected_call(Some(handle), self.direction);
+            if self.in_flight {
+                record_rejected_call(Some(handle), self.direction);
+            } else {
+                record_refused_call(Some(handle), self.direction);
+            }
         }
     }
 }
