@@ -23,5 +23,5 @@ pub use crate::direction::Direction;
 pub use counters::{PosixReason, Route, TaskOutcome};
 #[allow(unreachable_pub)] // the public surface (src/lib.rs, src/api/) re-exports these through this path
 pub use counting::{StatsCell, record_task};
-pub(crate) use counting::{PendingCall, StreamMode, call_started, global, record_batch_call, record_buffer_registration, record_call, record_handle_call, record_refused_call, record_rejected_call, record_stream_call, record_stream_registration};
+pub(crate) use counting::{PendingCall, StreamMode, call_started, global, record_batch_call, record_buffer_registration, record_call, record_handle_call, record_refused_call, record_stream_call, record_stream_registration};
 pub use device::{DeviceCounters, render_devices_json, render_devices_text};
