@@ -64,9 +64,14 @@ impl FakeStream {
     }
 
     fn gate(self: &Arc<Self>) -> StreamSource {
+        StreamSource::Fake(self.gate_for_tests())
+    }
+
+    /// The gate of the stream's next call.
+    fn gate_for_tests(self: &Arc<Self>) -> Box<dyn Gate> {
         let mut state = self.state.lock().unwrap();
         state.calls += 1;
-        StreamSource::Fake(Box::new(FakeGate { stream: Arc::clone(self), index: state.calls - 1 }))
+        Box::new(FakeGate { stream: Arc::clone(self), index: state.calls - 1 })
     }
 
     fn finish_earlier_work(&self) {
@@ -246,6 +251,29 @@ fn in_flight_child() {
     let c = file.stats();
     assert_eq!((c.calls, c.calls_failed, c.write_calls), (2, 1, 1));
     println!("in flight after settling: {} reads, {} writes", calls_in_flight(Direction::Read), calls_in_flight(Direction::Write));
+}
+
+/// A panic while the waiter starts a call fails that call and lets its stream go, and the
+/// waiter goes on: a later call on another stream still runs.
+#[test]
+fn a_panic_starting_a_call_fails_it_releases_its_stream_and_spares_the_waiter() {
+    use crate::io::stream_order::queue_behind_for_tests;
+    let request = Request { direction: Direction::Read, buf: std::ptr::null_mut(), size: 1, offset: 0 };
+    let doomed = FakeStream::new();
+    let op = queue_behind_for_tests(doomed.gate_for_tests(), request, |_| panic!("a panic inside a transfer's start")).unwrap();
+    doomed.finish_earlier_work();
+    let err = op.wait().unwrap_err();
+    assert!(matches!(err, Error::Internal(ref m) if m.contains("without a result")), "{err}");
+    doomed.wait_released(1);
+    let data = random_bytes(4096, 38);
+    let tmp = temp_file_in(None, &data);
+    let file = open(&tmp, "r");
+    let stream = FakeStream::new();
+    let mut buf = vec![POISON; 4096];
+    let later = queue(&file, Direction::Read, buf.as_mut_ptr(), 4096, 0, stream.gate(), Params::Given).unwrap();
+    stream.finish_earlier_work();
+    assert_eq!(later.wait().unwrap(), 4096);
+    assert!(buf == data);
 }
 
 #[test]

@@ -325,6 +325,13 @@ impl Mark {
 /// The last mark given; held while a call is marked on its stream.
 static MARKS: Mutex<u64> = Mutex::new(0);
 
+/// A call queued behind `gate` whose transfer is `start` (the CPU tests' own transfers).
+#[cfg(test)]
+pub(crate) fn queue_behind_for_tests(gate: Box<dyn Gate>, request: Request, start: impl FnOnce(Request) -> Result<Operation> + Send + 'static) -> Result<Operation> {
+    let mark = Mark::next(&mut MARKS.lock().unwrap());
+    run_marked(Marked::Ordered(gate, mark), Params::Given, request, Arc::new(StatsCell::default()), None, start)
+}
+
 /// Runs `start` (the transfer, a parallel call of the engine) with the request resolved once the
 /// stream reached the call; for a blocking call, now, waiting for it. Returns the caller's
 /// operation. `start` is the engine's, with `Start::StreamReached` (or `Start::Now` for a
@@ -429,6 +436,13 @@ impl Ticket {
         if !self.released.swap(true, Ordering::SeqCst) {
             self.gate.release();
         }
+    }
+}
+
+impl Drop for Ticket {
+    /// A call dropped without its release (a panic while it started or failed) lets its stream go.
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -607,12 +621,14 @@ impl Waiter {
             }
             drop(state);
             let found = !ready.is_empty() || !failed.is_empty();
-            // Outside the lock: a transfer that settles at once releases and settles in here.
+            // Outside the lock: a transfer that settles at once releases and settles in here. A
+            // panic there fails that call (its settler and ticket are dropped: `Settler`'s and
+            // `Ticket`'s `Drop`), and the waiter goes on with the other streams' calls.
             for queued in ready {
-                queued.start();
+                survive_panic(|| queued.start());
             }
             for (queued, e) in failed {
-                queued.fail(e);
+                survive_panic(|| queued.fail(e));
             }
             pause = if found { POLL_MIN.min(self.poll_max) } else { (pause * 2).min(self.poll_max) };
             if !found {
@@ -620,6 +636,12 @@ impl Waiter {
             }
         }
     }
+}
+
+/// Runs `f`, a queued call's start or failure on a waiter thread, which must go on whatever
+/// happens to one call.
+fn survive_panic(f: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
 }
 
 /// At exit: stops the waiter and releases every gate still held, so that no stream is left

@@ -246,6 +246,14 @@ impl Settler {
     }
 }
 
+impl Drop for Settler {
+    /// A call whose result never came (a panic on the thread that was to give it) fails, rather
+    /// than leave whoever waits for it waiting forever.
+    fn drop(&mut self) {
+        self.0.settle_external(Err(crate::error::Error::Internal("the call ended without a result (a panic inside the library)".into())));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
