@@ -289,11 +289,24 @@ fn bad_arguments_fail_at_the_call_and_a_read_only_handle_refuses_writes() {
     let params = Params::Behind(ParamPointers { size: std::ptr::null(), offset: &0, bytes: &mut 0 });
     let err = queue(&file, Direction::Read, buf.as_mut_ptr(), 0, 0, stream.gate(), params).err().unwrap();
     assert!(matches!(err, Error::NullArgument("size_p")), "{err}");
+    // The bytes' pointer is named as the C function names it, and a pointer not aligned for its
+    // word is refused before anything reads it.
+    let params = Params::Behind(ParamPointers { size: &1, offset: &0, bytes: std::ptr::null_mut() });
+    let err = queue(&file, Direction::Read, buf.as_mut_ptr(), 0, 0, stream.gate(), params).err().unwrap();
+    assert!(matches!(err, Error::NullArgument("bytes_read_p")), "{err}");
+    let words = [0u64; 3];
+    let misaligned = words.as_ptr().cast::<u8>().wrapping_add(1);
+    let params = Params::Behind(ParamPointers { size: misaligned.cast(), offset: &0, bytes: &mut 0 });
+    let err = queue(&file, Direction::Read, buf.as_mut_ptr(), 0, 0, stream.gate(), params).err().unwrap();
+    assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("`size_p` is not aligned")), "{err}");
+    let params = Params::Behind(ParamPointers { size: &1, offset: misaligned.cast(), bytes: &mut 0 });
+    let err = queue(&file, Direction::Read, buf.as_mut_ptr(), 0, 0, stream.gate(), params).err().unwrap();
+    assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("`file_offset_p` is not aligned")), "{err}");
     file.close();
     let err = queue(&file, Direction::Read, buf.as_mut_ptr(), 8, 0, stream.gate(), Params::Given).err().unwrap();
     assert!(matches!(err, Error::ClosedHandle { .. }), "{err}");
     let c = file.stats();
-    assert_eq!((c.calls, c.calls_failed, c.write_calls, c.write_calls_failed, c.stream_calls_ordered), (3, 3, 1, 1, 0));
+    assert_eq!((c.calls, c.calls_failed, c.write_calls, c.write_calls_failed, c.stream_calls_ordered), (6, 6, 1, 1, 0));
 }
 
 #[test]
@@ -336,6 +349,20 @@ fn the_pointer_form_reads_size_and_offset_when_the_stream_gets_there() {
     assert_eq!(*bytes, -1);
     stream.wait_released(3);
     assert_eq!(stream.released(), [0, 1, 2]);
+
+    // The same on a stream the call blocks on: the operation fails, not the call.
+    let (size, offset, bytes) = (Box::new(10usize), Box::new(u64::MAX - 3), Box::new(0isize));
+    let params = Params::Behind(ParamPointers { size: &*size, offset: &*offset, bytes: (&*bytes as *const isize).cast_mut() });
+    let op = queue(&file, Direction::Read, buf.as_mut_ptr(), 0, 0, StreamSource::FakeBlocking, params).unwrap();
+    assert!(matches!(op.wait(), Err(Error::Overflow(_))));
+    assert_eq!(*bytes, -1);
+    // And a good one moves its bytes before the call returns.
+    let (size, offset, bytes) = (Box::new(100usize), Box::new(7u64), Box::new(0isize));
+    let params = Params::Behind(ParamPointers { size: &*size, offset: &*offset, bytes: (&*bytes as *const isize).cast_mut() });
+    let op = queue(&file, Direction::Read, buf.as_mut_ptr(), 0, 0, StreamSource::FakeBlocking, params).unwrap();
+    assert_eq!(*bytes, 100);
+    assert_eq!(op.wait().unwrap(), 100);
+    assert!(buf[..100] == back[7..107]);
 }
 
 #[test]

@@ -502,12 +502,14 @@ pub unsafe extern "C" fn gdsroute_file_write_async(
 /// `gdsroute_file_read_async` in KvikIO's pointer form: the size and the file offset are read
 /// through `size_p` and `file_offset_p` when the stream reaches the call (so work queued before
 /// it may compute them), and the bytes read are written through `bytes_read_p` (-1 on error)
-/// before the stream's later work runs. The three pointers must be memory the host can access
-/// while the stream waits: pageable or pinned host memory, or managed memory on a system where
-/// the CPU may access it while GPU work runs (concurrent managed access); device memory is
-/// refused (`INVALID_ARGUMENT`). They must stay valid until the stream has passed the call (the
-/// operation's settling tells it too). The size and offset are checked when read: an invalid
-/// value fails the operation (`OVERFLOW`), not the call. `buf` must be valid for the size read.
+/// before the stream's later work runs. The three pointers must be aligned for their types
+/// and memory the host can access while the stream waits: pageable or pinned host memory, or
+/// managed memory on a system where the CPU may access it while GPU work runs (concurrent
+/// managed access); device memory and misaligned pointers are refused (`INVALID_ARGUMENT`).
+/// They must stay valid until the stream has passed the call (the operation's settling tells it
+/// too). The size and offset are checked when read: an invalid value fails the operation
+/// (`OVERFLOW`), not the call, also where the call blocks instead of being ordered on the stream.
+/// `buf` must be valid for the size read.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_file_read_async_ptr(

@@ -201,7 +201,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     let counted = stats::PendingCall::queued_on_stream(stats, request.direction);
     match call.params {
         Params::Given => check_range(request.size, request.offset)?,
-        Params::Behind(pointers) => pointers.check()?,
+        Params::Behind(pointers) => pointers.check(request.direction)?,
     }
     let ordered_setting = settings::global()?.stream_ordered();
     let file = open_file()?;

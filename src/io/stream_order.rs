@@ -31,6 +31,7 @@
 //! One job: the stream mode's queues, their waiter threads and the release of every
 //! flag at exit, which share the queues' state.
 
+use crate::direction::Direction;
 use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Settler};
 use crate::io::relay::{Relay, RelayGate, RelayPlan};
@@ -146,12 +147,25 @@ unsafe impl Send for ParamPointers {}
 unsafe impl Sync for ParamPointers {}
 
 impl ParamPointers {
-    /// Checks at the call that each pointer is there and is memory the host can read or write
-    /// (not device memory).
-    pub(crate) fn check(&self) -> Result<()> {
-        for (pointer, name) in [(self.size as *const u8, "size_p"), (self.offset as *const u8, "file_offset_p"), (self.bytes as *const u8, "bytes_p")] {
+    /// Checks at the call that each pointer is there, aligned for its type (the values are read
+    /// and written as whole words), and memory the host can read or write (not device memory).
+    /// `direction` names the bytes' pointer as the C function does.
+    pub(crate) fn check(&self, direction: Direction) -> Result<()> {
+        let bytes_name = match direction {
+            Direction::Read => "bytes_read_p",
+            Direction::Write => "bytes_written_p",
+        };
+        let pointers = [
+            (self.size as *const u8, "size_p", std::mem::align_of::<usize>(), "size_t"),
+            (self.offset as *const u8, "file_offset_p", std::mem::align_of::<u64>(), "off_t"),
+            (self.bytes as *const u8, bytes_name, std::mem::align_of::<isize>(), "ssize_t"),
+        ];
+        for (pointer, name, align, c_type) in pointers {
             if pointer.is_null() {
                 return Err(Error::NullArgument(name));
+            }
+            if !(pointer as usize).is_multiple_of(align) {
+                return Err(Error::InvalidArgument(format!("`{name}` is not aligned for a {c_type} ({align} bytes)")));
             }
             if let Ok(MemoryKind::Device { .. }) = cuda::classify(pointer.cast()) {
                 return Err(Error::InvalidArgument(format!("`{name}` points to device memory; it must be host, pinned or managed memory")));
@@ -198,6 +212,9 @@ pub(crate) enum StreamSource {
     /// A relay whose kernel a test's thread plays (`io::relay::played`).
     #[cfg(test)]
     FakeRelay(Arc<Relay>),
+    /// A stream the call blocks on (as one with the `stream_ordered` setting off).
+    #[cfg(test)]
+    FakeBlocking,
 }
 
 impl StreamSource {
@@ -206,7 +223,7 @@ impl StreamSource {
         match self {
             StreamSource::Cuda(stream) => Some(*stream),
             #[cfg(test)]
-            StreamSource::Fake(_) | StreamSource::FakeRelay(_) => None,
+            StreamSource::Fake(_) | StreamSource::FakeRelay(_) | StreamSource::FakeBlocking => None,
         }
     }
 }
@@ -253,6 +270,11 @@ impl StreamCall {
             StreamSource::FakeRelay(relay) => {
                 stats::record_stream_call(stats, StreamMode::Relayed);
                 return Ok((Marked::Relayed(relay, Mark::next(&mut MARKS.lock().unwrap_or_else(|p| p.into_inner()))), self.params));
+            }
+            #[cfg(test)]
+            StreamSource::FakeBlocking => {
+                stats::record_stream_call(stats, StreamMode::BlockingSetting);
+                return Ok((Marked::Blocking, self.params));
             }
         };
         let (context, _scope) = cuda::enter_context_of(stream)?;
@@ -346,7 +368,17 @@ pub(crate) fn run_marked(
 ) -> Result<Operation> {
     let (gate, mark, waiter) = match marked {
         Marked::Blocking => {
-            let operation = start(params.resolve(request)).inspect_err(|e| params.report(&Err(e.clone())))?;
+            let operation = match start(params.resolve(request)) {
+                Ok(operation) => operation,
+                // The pointer form's size and offset are checked when read, and fail the
+                // operation, not the call, whether the stream orders the call or not.
+                Err(e) if matches!(params, Params::Behind(_)) => {
+                    let (operation, settler) = Operation::awaiting(request.direction, stats);
+                    settler.settle(Err(e));
+                    operation
+                }
+                Err(e) => return Err(e),
+            };
             drop(queued_write);
             params.report(&operation.wait_in(crate::io::thread_pool::global().ok()));
             return Ok(operation);
