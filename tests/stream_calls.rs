@@ -33,8 +33,12 @@ fn without_cuda_stream_calls_fail_with_a_status_and_registration_is_a_counted_no
     assert!(settings::cufile_async_native().unwrap());
     let err = gdsroute::stream::register_stream(0x1234, 0).unwrap_err();
     assert_eq!(err.status(), Status::CudaUnavailable, "{err}");
+    // The default streams are never registered, and their context is not asked for.
+    for default in [0usize, 1, 2] {
+        assert!(!gdsroute::stream::register_stream(default, 0).unwrap(), "stream {default}");
+    }
     settings::set_cufile_async_native(false);
     let after = counters::process_counters();
-    assert_eq!(after.stream_registrations_skipped - before.stream_registrations_skipped, 1);
+    assert_eq!(after.stream_registrations_skipped - before.stream_registrations_skipped, 4);
     assert_eq!(after.stream_registrations_cufile, before.stream_registrations_cufile);
 }

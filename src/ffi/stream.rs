@@ -24,7 +24,8 @@ pub extern "C" fn gdsroute_stream_register(stream: *mut c_void, flags: u32) -> S
 
 /// Undoes `gdsroute_stream_register` (KvikIO's `stream_deregister`): `cuFileStreamDeregister`
 /// for a stream registered with cuFile, nothing for another (a stream never registered is
-/// accepted). Errors: `CUDA_ERROR`, `CUFILE_ERROR`.
+/// accepted). Errors: `CUDA_ERROR` (the stream or its context was destroyed first: the
+/// registration is forgotten all the same), `CUFILE_ERROR`.
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_stream_deregister(stream: *mut c_void) -> Status {

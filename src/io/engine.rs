@@ -172,6 +172,9 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     if let Some(relay) = &relay {
         relay.go(len as u64);
     }
+    // A stream-ordered call's calling thread is a waiter, which must never move bytes itself: the
+    // other streams' calls would wait behind the transfer (a slow file system's as well).
+    let runner = if stream_ordered { Runner::Pool } else { runner };
     match runner {
         Runner::CallingThread => operation.run_here(),
         Runner::Pool => {

@@ -63,6 +63,21 @@ pub(crate) fn is_registered(stream: CallerStream) -> bool {
     REGISTERED.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|set| set.contains(&stream))
 }
 
+/// Forgets `stream`'s registration without asking cuFile: a stream that can no longer be
+/// deregistered (it, or its context, was destroyed first), so that a new stream made at its
+/// address is not taken for a registered one.
+pub(crate) fn forget(stream: CallerStream) {
+    if let Some(set) = REGISTERED.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        set.remove(&stream);
+    }
+}
+
+/// Counts `stream` as registered, as `register` does when cuFile took it (the CPU tests).
+#[cfg(test)]
+pub(crate) fn registered_for_tests(stream: CallerStream) {
+    REGISTERED.lock().unwrap().get_or_insert_with(HashSet::new).insert(stream);
+}
+
 /// What cuFile reads and writes when the stream reaches the call: boxed, so that its address
 /// stays put until the stream passed the call (the owner keeps it until then).
 struct Block {
