@@ -707,14 +707,19 @@ fn a_capturing_stream_is_refused_and_freeing_or_destroying_early_is_safe() {
     let tmp = file_with(&data);
     let file = open_rw(&tmp, CompatMode::Auto);
     let buf = Buffer::new(Memory::Device, 4 * MIB);
-    // Graph capture.
+    // Graph capture, in both modes. In the global mode (CUDA's default) first, while this
+    // process has made no stream-ordered call yet: the call is refused before it makes any of
+    // the route's CUDA objects or pinned memory, which would break the caller's capture (its end
+    // would fail).
     let stream = Stream::new(StreamKind::NonBlocking);
-    ok("cuStreamBeginCapture", unsafe { sys::cuStreamBeginCapture_v2(stream.raw, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) });
-    let err = unsafe { file.read_async_raw(buf.data_ptr(), 4 * MIB, 0, stream.addr()) }.err().unwrap();
-    assert_eq!(err.status(), gdsroute::Status::StreamCapturing, "{err}");
-    let mut graph: sys::CUgraph = std::ptr::null_mut();
-    ok("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(stream.raw, &mut graph) });
-    unsafe { sys::cuGraphDestroy(graph) };
+    for mode in [sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED] {
+        ok("cuStreamBeginCapture", unsafe { sys::cuStreamBeginCapture_v2(stream.raw, mode) });
+        let err = unsafe { file.read_async_raw(buf.data_ptr(), 4 * MIB, 0, stream.addr()) }.err().unwrap();
+        assert_eq!(err.status(), gdsroute::Status::StreamCapturing, "{mode:?}: {err}");
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        ok("cuStreamEndCapture", unsafe { sys::cuStreamEndCapture(stream.raw, &mut graph) });
+        unsafe { sys::cuGraphDestroy(graph) };
+    }
     // Freed early: the read still happens in stream order.
     ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
     spin(stream.raw, 100_000_000);

@@ -207,6 +207,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         Params::Behind(pointers) => pointers.check(request.direction)?,
     }
     let ordered_setting = settings::global()?.stream_ordered();
+    call.refuse_if_capturing()?;
     let file = open_file()?;
     let mut queued_write = None;
     if request.direction == Direction::Write {

@@ -239,6 +239,19 @@ pub(crate) enum Marked {
 }
 
 impl StreamCall {
+    /// Refuses a call on a stream being captured into a CUDA graph, first of all, before the
+    /// call makes any CUDA object or pinned memory (the route's preparation), which a capture
+    /// in the global mode does not allow and would be broken by. Errors: `StreamCapturing`; no
+    /// context for a default stream; the driver's errors.
+    pub(crate) fn refuse_if_capturing(&self) -> Result<()> {
+        let Some(stream) = self.stream.cuda() else { return Ok(()) };
+        let (_, _scope) = cuda::enter_context_of(stream)?;
+        if stream.is_capturing()? {
+            return Err(capturing());
+        }
+        Ok(())
+    }
+
     /// True when `mark` will relay the call, given a relay kernel for it: under `auto`, on a stream
     /// the legacy default stream waits for (not one being captured, which `mark` refuses).
     /// Asked before the preparation that relayed calls do not need; false where it cannot tell.
@@ -254,8 +267,8 @@ impl StreamCall {
     /// Marks the call's point on its stream, or (no stream wait, or the setting off) synchronises
     /// the stream, and counts which on `stats`. `relay`: how the call would be relayed (its queued
     /// copies or its kernel, `RelayPlan`), where it may be relayed (under `auto`, on a stream the
-    /// legacy stream waits for). Errors: the stream is being captured (`StreamCapturing`); no
-    /// context for a default stream; the driver's errors.
+    /// legacy stream waits for). The call was checked for graph capture first
+    /// (`refuse_if_capturing`). Errors: no context for a default stream; the driver's errors.
     // The match has one arm outside tests.
     #[allow(clippy::infallible_destructuring_match)]
     pub(crate) fn mark(self, stats: &StatsCell, ordered_setting: StreamOrdered, relay: Option<RelayPlan>) -> Result<(Marked, Params)> {
@@ -277,10 +290,8 @@ impl StreamCall {
                 return Ok((Marked::Blocking, self.params));
             }
         };
+        // A capturing stream was refused at the call (`refuse_if_capturing`).
         let (context, _scope) = cuda::enter_context_of(stream)?;
-        if stream.is_capturing()? {
-            return Err(capturing());
-        }
         let blocking = if ordered_setting == StreamOrdered::Off {
             Some(StreamMode::BlockingSetting)
         } else if !ordered_setting.queues_on(|| stream.legacy_stream_waits_for_it())? {
@@ -416,10 +427,8 @@ pub(crate) fn run_native<R: Send + 'static>(
     finish: impl FnOnce(R) -> Result<usize> + Send + 'static,
 ) -> Result<Option<Operation>> {
     let waiter = waiter(Watch::Events)?;
+    // A capturing stream was refused at the call (`StreamCall::refuse_if_capturing`).
     let (context, _scope) = cuda::enter_context_of(stream)?;
-    if stream.is_capturing()? {
-        return Err(capturing());
-    }
     let mut marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
     let Some(submitted) = submit() else { return Ok(None) };
     let submitted = submitted?;
