@@ -429,21 +429,30 @@ pub(crate) fn run_native<R: Send + 'static>(
     let waiter = waiter(Watch::Events)?;
     // A capturing stream was refused at the call (`StreamCall::refuse_if_capturing`).
     let (context, _scope) = cuda::enter_context_of(stream)?;
+    // Made before cuFile queues the call: once it has, the call must not fail (its bytes move).
+    let event = StreamEvent::new(context)?;
     let mut marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
     let Some(submitted) = submit() else { return Ok(None) };
     let submitted = submitted?;
-    let event = match StreamEvent::record(stream, context) {
-        Ok(event) => event,
-        Err(e) => {
+    stats::record_stream_call(&stats, StreamMode::CufileAsync);
+    if let Err(e) = event.record_on(stream) {
+        drop(marks);
+        // The waiter cannot be told when the stream passed the call: this thread waits for it,
+        // and the call settles as it would have there.
+        crate::log::log(crate::log::Level::Warn, || format!("a call cuFile queued blocks: its event could not be recorded: {e}"));
+        if let Err(e) = stream.synchronize() {
             // cuFile owns the argument block until the stream passed the call, which can no
             // longer be told: leaked rather than freed under it.
             std::mem::forget(submitted);
             return Err(e.into());
         }
-    };
+        let (operation, settler) = Operation::awaiting(request.direction, stats);
+        settler.settle(finish(submitted));
+        drop(queued_write);
+        return Ok(Some(operation));
+    }
     let mark = Mark::next(&mut marks);
     drop(marks);
-    stats::record_stream_call(&stats, StreamMode::CufileAsync);
     let (direction, handle) = (request.direction, Arc::clone(&stats));
     let start = move |_: Request| {
         let (operation, settler) = Operation::awaiting(direction, handle);

@@ -179,14 +179,28 @@ impl StreamEvent {
     ///
     /// Errors: `Unavailable`/`Forked`; the CUresult of `cuEventCreate` or `cuEventRecord`.
     pub(crate) fn record(stream: CallerStream, context: ContextHandle) -> Result<StreamEvent, CudaFailure> {
+        let event = StreamEvent::new(context)?;
+        event.record_on(stream)?;
+        Ok(event)
+    }
+
+    /// An event of `context`, not recorded yet (`record_on`). `context` must be current.
+    ///
+    /// Errors: `Unavailable`/`Forked`; the CUresult of `cuEventCreate`.
+    pub(crate) fn new(context: ContextHandle) -> Result<StreamEvent, CudaFailure> {
         cuda()?;
         let mut raw: CUevent = std::ptr::null_mut();
         // SAFETY: cuda() succeeded; `context` is current (the caller's contract); valid out-pointer.
         check("cuEventCreate", unsafe { sys::cuEventCreate(&mut raw, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32) })?;
-        let event = StreamEvent { raw: raw as usize, context };
-        // SAFETY: the event belongs to `context`, current on this thread, as is the stream's.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(raw, stream.as_raw()) })?;
-        Ok(event)
+        Ok(StreamEvent { raw: raw as usize, context })
+    }
+
+    /// Records the event on `stream` (of the event's context, current on this thread).
+    ///
+    /// Errors: the CUresult of `cuEventRecord`.
+    pub(crate) fn record_on(&self, stream: CallerStream) -> Result<(), CudaFailure> {
+        // SAFETY: the event belongs to its context, current on this thread, as is the stream's.
+        check("cuEventRecord", unsafe { sys::cuEventRecord(self.raw as CUevent, stream.as_raw()) })
     }
 
     /// True once the work before the event has finished; never blocks.
