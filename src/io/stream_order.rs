@@ -402,6 +402,8 @@ pub(crate) fn run_marked(
         Err(e) => {
             // The stream already waits for this call: it must not wait forever.
             gate.release();
+            // Counted here: the transfer that would have counted it never starts.
+            stats::record_refused_call(Some(&stats), request.direction);
             return Err(e);
         }
     };
