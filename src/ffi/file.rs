@@ -349,6 +349,9 @@ pub unsafe extern "C" fn gdsroute_file_pread(
 /// `gdsroute_last_error_errno`: `EBADF` at once, before anything runs, for a handle opened "r",
 /// whatever the size; `ENOSPC`, `EFBIG`, `EIO`, ... with the file offset of the failing `pwrite`
 /// in the message), and for device memory `CUDA_ERROR`, `CUFILE_ERROR`, `CUFILE_UNAVAILABLE`.
+/// A write across the process's file-size limit (`RLIMIT_FSIZE`) fails with `EFBIG` only where
+/// the program ignores `SIGXFSZ`; otherwise the kernel's signal ends the process (the library
+/// does not change signal dispositions).
 /// Routes: as reads (host memory through `pwrite`; device memory below the GDS threshold, under
 /// compat mode ON or AUTO's fallback through pinned bounce buffers; otherwise `cuFileWrite`).
 /// Registered page-cache windows of the file (in every handle of it in the process) are dropped
