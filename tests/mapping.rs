@@ -177,8 +177,9 @@ fn a_file_truncated_under_the_mapping_is_an_error_and_the_process_lives() {
     let new_len = 300_000usize;
     tmp.as_file().set_len(new_len as u64).unwrap();
     assert_eq!(map.file_size().unwrap(), new_len as u64);
-    // The page holding the new end stays (zeros past the end); the first lost byte is the next page's.
-    let lost = new_len.div_ceil(PAGE) * PAGE;
+    // The first byte lost is the file's new end: the page that holds it stays mapped (zeros past
+    // the end), but no read delivers those zeros as the file's bytes.
+    let lost = new_len;
     let size = data.len() - 100;
     for task_size in [None, Some(Some(1 << 20)), Some(Some(64 << 10)), Some(Some(4096))] {
         let mut buf = vec![POISON; size + 2 * GUARD];
@@ -195,14 +196,22 @@ fn a_file_truncated_under_the_mapping_is_an_error_and_the_process_lives() {
         assert!(got[..new_len - 100] == data[100..new_len], "bytes before the end ({task_size:?})");
         assert!(buf[..GUARD].iter().all(|&b| b == POISON));
         if task_size.is_none() {
-            // One copy: nothing at or after the lost page.
-            assert!(got[new_len - 100..lost - 100].iter().all(|&b| b == 0));
-            assert!(buf[GUARD + lost - 100..].iter().all(|&b| b == POISON), "written past the lost page");
+            // One copy: nothing at or after the file's end.
+            assert!(buf[GUARD + lost - 100..].iter().all(|&b| b == POISON), "written past the file's end");
         }
     }
     let mut buf = vec![POISON; 5000];
     assert_eq!(unsafe { map.read_raw(buf.as_mut_ptr(), 5000, new_len as u64 - 5000) }.unwrap(), 5000);
     assert!(buf[..] == data[new_len - 5000..new_len]);
+    // A read inside the page that holds the new end, past it: an error too, nothing written
+    // past the end (the kernel copies that page's zeros without a fault).
+    let mut buf = vec![POISON; 6000];
+    let err = unsafe { map.read_raw(buf.as_mut_ptr(), 6000, new_len as u64 - 1000) }.unwrap_err();
+    assert!(matches!(err, Error::MappedFileShrank { offset, size: 300_000, .. } if offset == new_len as u64), "{err:?}");
+    assert!(buf[..1000] == data[new_len - 1000..new_len] && buf[1000..].iter().all(|&b| b == POISON));
+    let within_page = (new_len.div_ceil(PAGE) * PAGE - new_len) as usize;
+    let err = unsafe { map.read_raw(buf.as_mut_ptr(), within_page.min(100), new_len as u64 + 1) }.unwrap_err();
+    assert!(matches!(err, Error::MappedFileShrank { offset, .. } if offset == new_len as u64 + 1), "{err:?}");
 }
 
 /// Anonymous memory of `pages` pages, page `bad` read-only.

@@ -101,9 +101,21 @@ impl MappedRange {
     /// # Safety
     /// As `read_host`.
     unsafe fn copy_out(&self, dst: *mut u8, len: usize, offset: u64) -> std::result::Result<(), (usize, Error)> {
-        // SAFETY: forwarded from the caller; either side may fault, which the call reports.
+        // A file truncated into the range's last page leaves that page mapped, reading zeros past
+        // the new end, where no copy faults: the file's size tells it, and only the bytes the
+        // file still has are copied. (A truncation during the copy is told by the fault, below.)
+        let end = offset + len as u64;
+        let (len, shrank) = match self.file_size() {
+            Ok(size) if size < end => ((size.saturating_sub(offset)) as usize, Some(size.max(offset))),
+            _ => (len, None),
+        };
+        // SAFETY: forwarded from the caller (a part of its range); either side may fault, which
+        // the call reports.
         match unsafe { copy_either_side_bad(dst, self.source(offset), len) } {
-            Ok(()) => Ok(()),
+            Ok(()) => match shrank {
+                Some(at) => Err((len, self.shrank(at))),
+                None => Ok(()),
+            },
             // SAFETY: forwarded from the caller.
             Err(stop) => unsafe { self.stopped(stop, dst, len, offset) },
         }

@@ -207,15 +207,14 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         Params::Behind(pointers) => pointers.check(request.direction)?,
     }
     let ordered_setting = settings::global()?.stream_ordered();
-    call.refuse_if_capturing()?;
     let file = open_file()?;
-    let mut queued_write = None;
     if request.direction == Direction::Write {
         // A handle opened "r" is refused at the call, as `submit` refuses it.
         file.extent(Direction::Write, 0, request.offset)?;
-        // Until it starts, no relayed read takes the file's registered windows (`RegisteredRuns::plan`).
-        queued_write = Some(file.page_cache.write_queued());
     }
+    call.refuse_if_capturing()?;
+    // Until it starts, no relayed read takes the file's registered windows (`RegisteredRuns::plan`).
+    let queued_write = (request.direction == Direction::Write).then(|| file.page_cache.write_queued());
     // SAFETY: forwarded from the caller.
     if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call)? } {
         counted.handed_over();

@@ -1123,10 +1123,13 @@ static void test_mapping(void) {
     CHECK_STATUS(gdsroute_mapping_open(big, 0, 0, &m), GDSROUTE_STATUS_OK);
     CHECK(truncate(big, 100) == 0);
     static char back[3 * 4096];
+    memset(back, 0x5A, sizeof back);
     CHECK_STATUS(gdsroute_mapping_read(m, back, sizeof back, 0, &n), GDSROUTE_STATUS_IO_ERROR);
     CHECK(gdsroute_last_error_errno() == EFAULT);
     CHECK_MESSAGE("shrank to 100 bytes under its mapping");
-    CHECK_MESSAGE("offset 4096");
+    CHECK_MESSAGE("offset 100 ");
+    CHECK(memcmp(back, pages, 100) == 0);
+    for (size_t i = 100; i < sizeof back; i++) CHECK(back[i] == 0x5A); /* nothing past the end written */
     CHECK_STATUS(gdsroute_mapping_pread(m, back, sizeof back, 0, 4096, &op), GDSROUTE_STATUS_OK);
     CHECK_STATUS(gdsroute_op_wait(op, &n), GDSROUTE_STATUS_IO_ERROR);
     CHECK_MESSAGE("shrank");
