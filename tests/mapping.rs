@@ -271,3 +271,32 @@ fn a_destination_page_that_cannot_be_written_is_an_efault_error() {
         }
     }
 }
+
+/// A block device's size is its ioctl's, not its `st_size` (0): the mapping handle maps all of it
+/// and reads its bytes, and a file handle's size is the same. Needs a loop device (root and
+/// `losetup`); skipped, saying so, where none can be attached.
+#[test]
+fn a_block_device_maps_and_reports_its_whole_size() {
+    let data = random_bytes(1 << 20, 12);
+    let tmp = common::temp_file_in(None, &data);
+    let attach = std::process::Command::new("losetup").args(["--find", "--show"]).arg(tmp.path()).output();
+    let device = match attach {
+        Ok(out) if out.status.success() => String::from_utf8(out.stdout).unwrap().trim().to_string(),
+        other => {
+            eprintln!("no loop device could be attached ({other:?}): skipped");
+            return;
+        }
+    };
+    let result = std::panic::catch_unwind(|| {
+        let map = MappedFile::open(device.as_bytes(), 0, 0).unwrap();
+        assert_eq!((map.map_size(), map.file_size().unwrap()), (data.len(), data.len() as u64));
+        check_read(&map, &data, data.len() - 4096 - 5, 4096 + 5, None);
+        check_read(&map, &data, 1 << 19, 1 << 18, Some(Some(64 << 10)));
+        let file = gdsroute::File::open(device.as_bytes(), "r", 0, None).unwrap();
+        assert_eq!(file.size().unwrap(), data.len() as u64);
+    });
+    let _ = std::process::Command::new("losetup").args(["--detach", &device]).status();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}

@@ -30,8 +30,11 @@ pub(super) fn open(path: &[u8]) -> Result<(OwnedFd, String, u64, (u64, u64))> {
     }
     // SAFETY: just opened, owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let st = crate::sys::fs::stat(fd.as_raw_fd()).map_err(|source| Error::Io { op: "fstat", path: display.clone(), offset: 0, source })?;
-    Ok((fd, display, st.st_size.max(0) as u64, (st.st_dev, st.st_ino)))
+    let fstat_error = |source| Error::Io { op: "fstat", path: display.clone(), offset: 0, source };
+    let st = crate::sys::fs::stat(fd.as_raw_fd()).map_err(fstat_error)?;
+    // A block device's size is its ioctl's (its `st_size` is 0).
+    let size = crate::sys::fs::size_of(fd.as_raw_fd(), &st).map_err(fstat_error)?;
+    Ok((fd, display, size, (st.st_dev, st.st_ino)))
 }
 
 /// The part of `[offset, offset + len)` inside a file of `size` bytes (`len` 0: to its end).

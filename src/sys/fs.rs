@@ -85,9 +85,18 @@ pub(crate) fn stat(fd: RawFd) -> io::Result<libc::stat> {
     Ok(unsafe { st.assume_init() })
 }
 
-/// The size of an open file, from `fstat`.
+/// The size of an open file, from `fstat` (a block device's from its `ioctl`: its `st_size` is
+/// 0), as KvikIO's `get_file_size`.
 pub(crate) fn file_size(fd: RawFd) -> io::Result<u64> {
-    Ok(stat(fd)?.st_size as u64)
+    size_of(fd, &stat(fd)?)
+}
+
+/// `file_size` from the file's status `st`.
+pub(crate) fn size_of(fd: RawFd, st: &libc::stat) -> io::Result<u64> {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFBLK => block_device_size(fd),
+        _ => Ok(st.st_size.max(0) as u64),
+    }
 }
 
 /// Where the bytes a read can find end, from the file's status `st` (one `ioctl` more for a block
