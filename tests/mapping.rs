@@ -209,7 +209,7 @@ fn a_file_truncated_under_the_mapping_is_an_error_and_the_process_lives() {
     let err = unsafe { map.read_raw(buf.as_mut_ptr(), 6000, new_len as u64 - 1000) }.unwrap_err();
     assert!(matches!(err, Error::MappedFileShrank { offset, size: 300_000, .. } if offset == new_len as u64), "{err:?}");
     assert!(buf[..1000] == data[new_len - 1000..new_len] && buf[1000..].iter().all(|&b| b == POISON));
-    let within_page = (new_len.div_ceil(PAGE) * PAGE - new_len) as usize;
+    let within_page = new_len.div_ceil(PAGE) * PAGE - new_len;
     let err = unsafe { map.read_raw(buf.as_mut_ptr(), within_page.min(100), new_len as u64 + 1) }.unwrap_err();
     assert!(matches!(err, Error::MappedFileShrank { offset, .. } if offset == new_len as u64 + 1), "{err:?}");
 }
