@@ -214,7 +214,8 @@ pub unsafe extern "C" fn gdsroute_file_cufile_verdict(
     })
 }
 
-/// Reads the file's current size in bytes (`fstat`) into `*size`.
+/// Reads the file's current size in bytes into `*size`: `fstat`'s, or for a block device its
+/// `BLKGETSIZE64` (its `st_size` is 0).
 /// Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
 #[must_use]
 #[unsafe(no_mangle)]
