@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -30,20 +31,27 @@ void report(const char *how, std::size_t bytes, std::chrono::duration<double> el
 int run(const char *path) {
     using clock = std::chrono::steady_clock;
     gdsroute::File file(path); // KvikIO: kvikio::FileHandle file(path, "r");
-    std::vector<unsigned char> buf(static_cast<std::size_t>(file.nbytes()));
+    const std::uint64_t nbytes = file.nbytes();
+    if (nbytes > SIZE_MAX - 1) {
+        std::fprintf(stderr, "read_file_cpp: %s is too large for this address space\n", path);
+        return 1;
+    }
+    const std::size_t size = static_cast<std::size_t>(nbytes);
+    // At least one byte: an empty vector's data() is NULL, which the library refuses as a buffer.
+    std::vector<unsigned char> buf(size > 0 ? size : 1);
 
     auto t0 = clock::now();
-    std::size_t got = file.pread(buf.data(), buf.size()).get(); // the Future waits and is freed here
+    std::size_t got = file.pread(buf.data(), size).get(); // the Future waits and is freed here
     auto t1 = clock::now();
     std::uint64_t parallel_sum = fnv1a(buf.data(), got);
     report("pread", got, t1 - t0, parallel_sum);
 
     t0 = clock::now();
-    std::size_t got_sync = file.read(buf.data(), buf.size());
+    std::size_t got_sync = file.read(buf.data(), size);
     t1 = clock::now();
     std::uint64_t sync_sum = fnv1a(buf.data(), got_sync);
     report("read", got_sync, t1 - t0, sync_sum);
-    if (got != buf.size() || got_sync != buf.size() || parallel_sum != sync_sum) {
+    if (got != size || got_sync != size || parallel_sum != sync_sum) {
         std::fprintf(stderr, "read_file_cpp: the two reads disagree\n");
         return 1;
     }

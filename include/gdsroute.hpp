@@ -13,7 +13,8 @@
  *   or throw gdsroute::Error (which carries the same status, errno and message). It exists only
  *   when exceptions are enabled (__cpp_exceptions); under -fno-exceptions those calls are not
  *   declared, and Result<T>::value() of a failed result prints the error on stderr and calls
- *   std::abort() (check ok() first).
+ *   std::abort() (check ok() first). Translation units of both modes may share a program: each
+ *   keeps its own Result and Monitor (see GDSROUTE_HPP_MODE below).
  * The error's message is gdsroute_last_error_message(), read right after the failing call on the
  * calling thread.
  *
@@ -46,6 +47,16 @@
 #define GDSROUTE_HPP_EXCEPTIONS 1
 #else
 #define GDSROUTE_HPP_EXCEPTIONS 0
+#endif
+
+/* What behaves differently with and without exceptions (detail::fail, Result, Monitor) lives in an
+ * inline namespace named after the mode: translation units of both modes can then be linked into
+ * one program without the linker keeping one mode's copy for both. Names are unchanged in the
+ * source (gdsroute::Result<T>). */
+#if GDSROUTE_HPP_EXCEPTIONS
+#define GDSROUTE_HPP_MODE exceptions_on
+#else
+#define GDSROUTE_HPP_MODE exceptions_off
 #endif
 
 namespace gdsroute {
@@ -163,6 +174,7 @@ class Error : public std::runtime_error {
 #endif
 
 namespace detail {
+inline namespace GDSROUTE_HPP_MODE {
 [[noreturn]] inline void fail(const ErrorInfo &error) {
 #if GDSROUTE_HPP_EXCEPTIONS
     throw Error(error);
@@ -173,7 +185,10 @@ namespace detail {
     std::abort();
 #endif
 }
+} // namespace GDSROUTE_HPP_MODE
 } // namespace detail
+
+inline namespace GDSROUTE_HPP_MODE {
 
 /**
  * The non-throwing form's result: a value of type T, or the ErrorInfo of the failed call.
@@ -240,14 +255,17 @@ template <> class [[nodiscard]] Result<void> {
     ErrorInfo error_;
 };
 
+} // namespace GDSROUTE_HPP_MODE
+
 namespace detail {
 /** OK, or the error of the call that returned `st`. */
 inline Result<void> check(Status st) {
     if (st == GDSROUTE_STATUS_OK) return Result<void>();
     return Result<void>(ErrorInfo::last(st));
 }
-/** `value` is read after `st` was computed: pass the variable the call wrote (by reference), not
- * an expression of it (function arguments are evaluated in no fixed order). */
+/** `value` is read after `st` was computed: pass the variable the call wrote (by reference), never
+ * an expression of it such as a cast (function arguments are evaluated in no fixed order: GCC
+ * would read the variable before the call wrote it). To convert, call first into a Status. */
 template <class T> inline Result<T> make(Status st, const T &value) {
     if (st == GDSROUTE_STATUS_OK) return Result<T>(value);
     return Result<T>(ErrorInfo::last(st));
@@ -281,9 +299,24 @@ template <class Fill> inline Result<std::string> text(Fill fill) {
         out.assign(got, '\0'); // it grew between the calls
     }
 }
-inline char *offset(void *p, std::size_t off) noexcept { return static_cast<char *>(p) + off; }
+/** `p + off`; NULL stays NULL, so the library reports NULL_ARGUMENT (arithmetic on a null pointer
+ * is undefined and would hand it a bogus address). */
+inline char *offset(void *p, std::size_t off) noexcept {
+    return p == nullptr ? nullptr : static_cast<char *>(p) + off;
+}
 inline const char *offset(const void *p, std::size_t off) noexcept {
-    return static_cast<const char *>(p) + off;
+    return p == nullptr ? nullptr : static_cast<const char *>(p) + off;
+}
+/** The error for a string with a NUL byte inside, which c_str() would silently cut short for the C
+ * API; nullopt when there is none. `what` names the string ("path", "flags", ...). */
+inline std::optional<ErrorInfo> nul_byte_error(Status st, const char *what, const std::string &value) {
+    std::size_t at = value.find('\0');
+    if (at == std::string::npos) return std::nullopt;
+    return own_error(st, std::string("gdsroute: the ") + what + " has a NUL byte at offset " + std::to_string(at) +
+                             " (after \"" + value.substr(0, at) + "\")");
+}
+inline std::optional<ErrorInfo> path_nul_error(const std::string &path) {
+    return nul_byte_error(GDSROUTE_STATUS_INVALID_PATH, "path", path);
 }
 } // namespace detail
 
@@ -588,6 +621,10 @@ class File {
      */
     static Result<File> try_open(const std::string &path, const std::string &flags = "r",
                                  unsigned mode = 0644, std::optional<CompatMode> compat_mode = std::nullopt) {
+        if (auto bad = detail::path_nul_error(path)) return Result<File>(std::move(*bad));
+        if (auto bad = detail::nul_byte_error(GDSROUTE_STATUS_INVALID_FLAGS, "flags", flags)) {
+            return Result<File>(std::move(*bad));
+        }
         gdsroute_file *raw = nullptr;
         Status st = compat_mode
                         ? gdsroute_file_open_with_compat_mode(path.c_str(), flags.c_str(), mode,
@@ -799,9 +836,17 @@ class File {
         if (file_ == nullptr) return detail::closed_error("gdsroute::File");
         return detail::check(gdsroute_file_unlock(file_));
     }
-    /** Runs the handle's parallel calls on `pool` from now on (KvikIO's thread_pool argument). */
+    /** Runs the handle's parallel calls on `pool` from now on (KvikIO's thread_pool argument). An
+     * empty Pool (default-constructed, moved from or released) is NULL_ARGUMENT and changes
+     * nothing: passing it to the C call would mean "the default pool", a surprise for a Pool that
+     * was meant to be a real one; try_reset_pool() says that explicitly. */
     Result<void> try_set_pool(const Pool &pool) const {
         if (file_ == nullptr) return detail::closed_error("gdsroute::File");
+        if (!pool.valid()) {
+            return detail::own_error(GDSROUTE_STATUS_NULL_ARGUMENT,
+                                     "gdsroute::File::set_pool: the Pool is empty (default-constructed, moved from "
+                                     "or released); reset_pool() goes back to the default pool");
+        }
         return detail::check(gdsroute_file_set_pool(file_, pool.native_handle()));
     }
     /** Back to the pool a handle opened now would get. */
@@ -937,10 +982,9 @@ class BatchHandle {
         std::vector<gdsroute_batch_entry> entries;
         entries.reserve(operations.size());
         for (const BatchOp &op : operations) {
-            entries.push_back(gdsroute_batch_entry{op.file_handle.native_handle(),
-                                                   static_cast<char *>(op.devPtr_base) + op.devPtr_offset, op.size,
-                                                   op.file_offset, static_cast<std::uint32_t>(op.opcode), 0,
-                                                   op.cookie});
+            char *buf = detail::offset(op.devPtr_base, static_cast<std::size_t>(op.devPtr_offset));
+            entries.push_back(gdsroute_batch_entry{op.file_handle.native_handle(), buf, op.size, op.file_offset,
+                                                   static_cast<std::uint32_t>(op.opcode), 0, op.cookie});
         }
         return detail::check(gdsroute_batch_submit(batch_, entries.data(), entries.size()));
     }
@@ -1022,6 +1066,7 @@ class MmapHandle {
                 GDSROUTE_STATUS_INVALID_FLAGS, "gdsroute::MmapHandle: flags \"" + flags +
                                                    "\": only \"r\" is supported (the mapping is read-only)"));
         }
+        if (auto bad = detail::path_nul_error(path)) return Result<MmapHandle>(std::move(*bad));
         gdsroute_mapping *raw = nullptr;
         Status st = gdsroute_mapping_open(path.c_str(), initial_map_offset, initial_map_size.value_or(0), &raw);
         if (st != GDSROUTE_STATUS_OK) return Result<MmapHandle>(ErrorInfo::last(st));
@@ -1268,7 +1313,8 @@ inline Result<std::uint64_t> try_buffer_references(const void *ptr) {
 /** Host, device or managed memory (KvikIO's is_host_memory); HOST while libcuda is not loaded. */
 inline Result<MemoryKind> try_memory_kind(const void *ptr) {
     std::uint32_t kind = GDSROUTE_OBSERVED_MEMORY_HOST;
-    return detail::make(gdsroute_memory_kind(ptr, &kind), static_cast<MemoryKind>(kind));
+    Status st = gdsroute_memory_kind(ptr, &kind);
+    return detail::make(st, static_cast<MemoryKind>(kind));
 }
 #if GDSROUTE_HPP_EXCEPTIONS
 inline MemoryKind memory_kind(const void *ptr) { return try_memory_kind(ptr).value(); }
@@ -1469,6 +1515,7 @@ inline Result<void> try_begin_device_setup() { return detail::check(gdsroute_beg
 inline Result<void> try_shutdown() { return detail::check(gdsroute_shutdown()); }
 /** The routing report (gdsroute_diagnose), for `path` when not empty. */
 inline Result<std::string> try_diagnose(const std::string &path = std::string()) {
+    if (auto bad = detail::path_nul_error(path)) return Result<std::string>(std::move(*bad));
     const char *p = path.empty() ? nullptr : path.c_str();
     return detail::text([p](char *b, std::size_t l, std::size_t *o) { return gdsroute_diagnose(p, b, l, o); });
 }
@@ -1493,6 +1540,9 @@ inline CufileVerdict cufile_usable() { return try_cufile_usable().value(); }
 inline Result<std::pair<std::uint64_t, std::uint64_t>> try_get_page_cache_info(const std::string &path,
                                                                                std::uint64_t offset = 0,
                                                                                std::uint64_t length = 0) {
+    if (auto bad = detail::path_nul_error(path)) {
+        return Result<std::pair<std::uint64_t, std::uint64_t>>(std::move(*bad));
+    }
     std::uint64_t resident = 0, total = 0;
     Status st = gdsroute_page_cache_info(path.c_str(), offset, length, &resident, &total);
     return detail::make(st, std::make_pair(resident, total));
@@ -1500,12 +1550,14 @@ inline Result<std::pair<std::uint64_t, std::uint64_t>> try_get_page_cache_info(c
 /** Drops the range from the page cache, after writing its dirty pages back if `sync_first`. */
 inline Result<void> try_drop_file_page_cache(const std::string &path, std::uint64_t offset = 0,
                                              std::uint64_t length = 0, bool sync_first = true) {
+    if (auto bad = detail::path_nul_error(path)) return Result<void>(std::move(*bad));
     return detail::check(gdsroute_page_cache_drop(path.c_str(), offset, length, sync_first));
 }
 /** Drops the system's page cache (needs root). */
 inline Result<void> try_drop_system_page_cache() { return detail::check(gdsroute_page_cache_drop_system()); }
 /** Whether the file at `path` can be opened with O_DIRECT. */
 inline Result<bool> try_supports_direct_io(const std::string &path) {
+    if (auto bad = detail::path_nul_error(path)) return Result<bool>(std::move(*bad));
     bool s = false;
     return detail::make(gdsroute_supports_direct_io(path.c_str(), &s), s);
 }
@@ -1529,6 +1581,12 @@ inline bool supports_direct_io(const std::string &path) { return try_supports_di
 /** Adds `delta` to the counter `name` of `section` in the exit report (gdsroute_report_add_counter):
  * a library built on gdsroute reports its own counters beside the routes. */
 inline Result<void> try_report_add_counter(const std::string &section, const std::string &name, std::uint64_t delta) {
+    if (auto bad = detail::nul_byte_error(GDSROUTE_STATUS_INVALID_ARGUMENT, "section", section)) {
+        return Result<void>(std::move(*bad));
+    }
+    if (auto bad = detail::nul_byte_error(GDSROUTE_STATUS_INVALID_ARGUMENT, "name", name)) {
+        return Result<void>(std::move(*bad));
+    }
     return detail::check(gdsroute_report_add_counter(section.c_str(), name.c_str(), delta));
 }
 /** The exit report now, as text or one JSON object (gdsroute_report_render). */
@@ -1537,6 +1595,8 @@ inline Result<std::string> try_report(bool json = false) {
     return detail::text([format](char *b, std::size_t l, std::size_t *o) { return gdsroute_report_render(format, b, l, o); });
 }
 
+inline namespace GDSROUTE_HPP_MODE {
+
 /**
  * A monitor (gdsroute_monitor_add) for as long as this object lives: `callback` sees every
  * logical call as it ends, and every task too when `tasks` is true (KvikIO 26.10's monitors, which
@@ -1544,6 +1604,8 @@ inline Result<std::string> try_report(bool json = false) {
  * waits for its callbacks running on other threads. The callback runs on the thread that ended
  * the call and must be short and not wait for the operation it observes; an exception it throws is
  * caught and dropped (it must not cross the C ABI). The observation is valid during the callback.
+ * The callback may remove (or destroy) its own Monitor: the callback and its captures then live
+ * until it returns.
  */
 class Monitor {
   public:
@@ -1551,7 +1613,7 @@ class Monitor {
 
     static Result<Monitor> try_add(Callback callback, bool tasks = false) {
         if (!callback) return Result<Monitor>(detail::own_error(GDSROUTE_STATUS_NULL_ARGUMENT, "the monitor's callback is empty"));
-        auto held = std::make_unique<Callback>(std::move(callback));
+        auto held = std::make_shared<Held>(std::move(callback));
         std::uint64_t id = 0;
         Status st = gdsroute_monitor_add(&Monitor::trampoline, held.get(), tasks ? GDSROUTE_MONITOR_TASKS : 0u, &id);
         if (st != GDSROUTE_STATUS_OK) return Result<Monitor>(detail::check(st).error());
@@ -1561,12 +1623,12 @@ class Monitor {
     static Monitor add(Callback callback, bool tasks = false) { return try_add(std::move(callback), tasks).value(); }
 #endif
 
-    Monitor(Monitor &&other) noexcept : id_(other.id_), callback_(std::move(other.callback_)) { other.id_ = 0; }
+    Monitor(Monitor &&other) noexcept : id_(other.id_), held_(std::move(other.held_)) { other.id_ = 0; }
     Monitor &operator=(Monitor &&other) noexcept {
         if (this != &other) {
             remove();
             id_ = other.id_;
-            callback_ = std::move(other.callback_);
+            held_ = std::move(other.held_);
             other.id_ = 0;
         }
         return *this;
@@ -1583,24 +1645,37 @@ class Monitor {
             (void)gdsroute_monitor_remove(id_);
             id_ = 0;
         }
-        callback_.reset();
+        // Other threads' callbacks have returned (gdsroute_monitor_remove waited for them); one
+        // running on this thread, which removed its own monitor, holds its own reference.
+        held_.reset();
     }
 
   private:
-    Monitor(std::uint64_t id, std::unique_ptr<Callback> callback) : id_(id), callback_(std::move(callback)) {}
+    /** The callback, shared between the Monitor and each of its invocations in progress. */
+    struct Held : std::enable_shared_from_this<Held> {
+        explicit Held(Callback cb) : callback(std::move(cb)) {}
+        Callback callback;
+    };
+
+    Monitor(std::uint64_t id, std::shared_ptr<Held> held) : id_(id), held_(std::move(held)) {}
     static void trampoline(const gdsroute_observation *observation, void *user_data) {
+        // Taken before the callback runs: a callback that removes its own Monitor frees the
+        // Monitor's reference, not the callback that is still running.
+        std::shared_ptr<Held> keep = static_cast<Held *>(user_data)->shared_from_this();
 #if GDSROUTE_HPP_EXCEPTIONS
         try {
-            (*static_cast<Callback *>(user_data))(*observation);
+            keep->callback(*observation);
         } catch (...) {
         }
 #else
-        (*static_cast<Callback *>(user_data))(*observation);
+        keep->callback(*observation);
 #endif
     }
     std::uint64_t id_ = 0;
-    std::unique_ptr<Callback> callback_;
+    std::shared_ptr<Held> held_;
 };
+
+} // namespace GDSROUTE_HPP_MODE
 
 #if GDSROUTE_HPP_EXCEPTIONS
 inline void report_add_counter(const std::string &section, const std::string &name, std::uint64_t delta) {
@@ -1610,5 +1685,7 @@ inline std::string report(bool json = false) { return try_report(json).value(); 
 #endif
 
 } // namespace gdsroute
+
+#undef GDSROUTE_HPP_MODE
 
 #endif /* GDSROUTE_HPP */

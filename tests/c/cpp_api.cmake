@@ -90,3 +90,39 @@ if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     endforeach()
   endif()
 endif()
+
+# Out-parameters: the wrappers return what the C call wrote. The C calls are defined in the test
+# itself (this machine's library reports HOST memory for every pointer), with and without
+# exceptions.
+foreach(_exc exceptions no_exceptions)
+  set(_target test_cpp_out_params_${_exc})
+  add_executable(${_target} test_cpp_out_params.cpp)
+  target_link_libraries(${_target} PRIVATE gdsroute::gdsroute)
+  target_compile_options(${_target} PRIVATE -std=c++17 ${_cxx_warnings})
+  if(_exc STREQUAL "no_exceptions")
+    target_compile_options(${_target} PRIVATE -fno-exceptions)
+  endif()
+  list(APPEND GDSROUTE_CPP_API_TESTS ${_target})
+  add_test(NAME cpp_api_out_params_${_exc} COMMAND ${_target})
+  set_tests_properties(cpp_api_out_params_${_exc} PROPERTIES LABELS cpp PASS_REGULAR_EXPRESSION "[0-9]+ passed, 0 failed")
+endforeach()
+
+# One program with a translation unit of each mode: each keeps its own value() and monitor
+# trampoline. -O0 keeps the header's calls out of line, so the linker sees both modes' copies; the
+# -fno-exceptions one comes first, the copy a shared name would make the linker keep.
+add_executable(test_cpp_mixed_modes cpp_modes_no_exceptions.cpp cpp_modes_exceptions.cpp)
+target_link_libraries(test_cpp_mixed_modes PRIVATE gdsroute::gdsroute)
+target_compile_options(test_cpp_mixed_modes PRIVATE -std=c++17 ${_cxx_warnings} -O0)
+set_source_files_properties(cpp_modes_no_exceptions.cpp PROPERTIES COMPILE_OPTIONS -fno-exceptions)
+list(APPEND GDSROUTE_CPP_API_TESTS test_cpp_mixed_modes)
+add_test(NAME cpp_api_mixed_modes COMMAND test_cpp_mixed_modes)
+set_tests_properties(cpp_api_mixed_modes PROPERTIES LABELS cpp PASS_REGULAR_EXPRESSION "[0-9]+ passed, 0 failed")
+
+# The C++ example on an empty file (an empty std::vector has no data() to pass), beside the C one.
+foreach(_example read_file read_file_cpp)
+  add_test(NAME cpp_api_example_${_example}_empty
+           COMMAND sh -c ": > \"$1\" && exec \"$0\" \"$1\"" $<TARGET_FILE:${_example}>
+                   "${CMAKE_CURRENT_BINARY_DIR}/empty-${_example}.bin")
+  set_tests_properties(cpp_api_example_${_example}_empty PROPERTIES LABELS "cpp;example"
+                       PASS_REGULAR_EXPRESSION "pread +0 bytes in .*read +0 bytes in ")
+endforeach()

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -250,6 +251,37 @@ void test_errors(const std::string &dir) {
         // A read on a "w" handle: IO_ERROR with EBADF.
         EXPECT_ERROR(w.value().try_read(buf.data(), 10, 0), GDSROUTE_STATUS_IO_ERROR, EBADF, "");
         EXPECT_ERROR(w.value().try_read(nullptr, 10, 0), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "");
+        // A NULL buffer stays NULL whatever the buffer offset: the library refuses it.
+        EXPECT_ERROR(w.value().try_write(nullptr, 10, 0, 5), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "");
+        EXPECT_ERROR(w.value().try_write_async(nullptr, 10, 0, 5), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "");
+    }
+    {
+        auto rw = gdsroute::File::try_open(path, "r");
+        CHECK(rw.ok());
+        if (rw.ok()) {
+            EXPECT_ERROR(rw.value().try_read(nullptr, 10, 0, 5), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "");
+            EXPECT_ERROR(rw.value().try_read_async(nullptr, 10, 0, 5), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "");
+        }
+    }
+    // A NUL byte inside a path, flags or name is refused, not cut short where the C API would stop.
+    {
+        const std::string cut = path + std::string(1, '\0') + "-tail";
+        EXPECT_ERROR(gdsroute::File::try_open(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte at offset");
+        EXPECT_ERROR(gdsroute::File::try_open(path, std::string("r\0+", 3)), GDSROUTE_STATUS_INVALID_FLAGS, -1,
+                     "NUL byte at offset 1");
+        EXPECT_ERROR(gdsroute::MmapHandle::try_open(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte");
+        EXPECT_ERROR(gdsroute::try_get_page_cache_info(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte");
+        EXPECT_ERROR(gdsroute::try_drop_file_page_cache(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte");
+        EXPECT_ERROR(gdsroute::try_supports_direct_io(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte");
+        EXPECT_ERROR(gdsroute::try_diagnose(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte");
+        EXPECT_ERROR(gdsroute::try_report_add_counter(std::string("cpp\0test", 8), "files", 1),
+                     GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "NUL byte at offset 3");
+        EXPECT_ERROR(gdsroute::try_report_add_counter("cpp-test", std::string("\0", 1), 1),
+                     GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "NUL byte at offset 0");
+#if GDSROUTE_HPP_EXCEPTIONS
+        EXPECT_THROW(gdsroute::File g(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte");
+        EXPECT_THROW(gdsroute::MmapHandle m(cut), GDSROUTE_STATUS_INVALID_PATH, -1, "NUL byte");
+#endif
     }
     auto f = gdsroute::File::try_open(path, "r");
     CHECK(f.ok());
@@ -592,6 +624,17 @@ void test_pools(const std::string &dir) {
     CHECK(f.value().try_reset_pool().ok());
     name = f.value().try_pool_name();
     CHECK(name.ok() && name.value() != "caller");
+    // An empty Pool (moved from) is an error, not a way back to the default pool.
+    {
+        auto again = gdsroute::Pool::try_create(1);
+        CHECK(again.ok() && f.value().try_set_pool(again.value()).ok());
+    }
+    EXPECT_ERROR(f.value().try_set_pool(pool.value()), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "the Pool is empty");
+    EXPECT_ERROR(f.value().try_set_pool(gdsroute::Pool()), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "reset_pool()");
+    name = f.value().try_pool_name();
+    CHECK(name.ok() && name.value() == "caller"); // the error changed nothing
+    CHECK(f.value().try_reset_pool().ok());
+    EXPECT_ERROR(gdsroute::File().try_set_pool(gdsroute::Pool()), GDSROUTE_STATUS_CLOSED_HANDLE, -1, "");
     EXPECT_ERROR(gdsroute::Pool::try_create(0), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "");
     EXPECT_ERROR(gdsroute::Pool::try_create(2, std::vector<std::size_t>{100000}), GDSROUTE_STATUS_INVALID_ARGUMENT,
                  -1, "");
@@ -602,6 +645,7 @@ void test_pools(const std::string &dir) {
     f.value().set_pool(p);
     CHECK(f.value().pool_name() == "caller");
     f.value().reset_pool();
+    EXPECT_THROW(f.value().set_pool(gdsroute::Pool()), GDSROUTE_STATUS_NULL_ARGUMENT, -1, "the Pool is empty");
     EXPECT_THROW(gdsroute::Pool q(GDSROUTE_MAX_THREADS + 1), GDSROUTE_STATUS_INVALID_ARGUMENT, -1, "");
 #endif
 }
@@ -747,6 +791,41 @@ void test_observing(const std::string &dir) {
         std::vector<unsigned char> back(16);
         CHECK(f.ok() && f.value().try_read(back.data(), back.size(), 0).ok());
         CHECK(calls == 1); /* the monitor went with its object */
+    }
+    // A callback that removes its own monitor keeps its captures until it returns.
+    {
+        std::optional<gdsroute::Monitor> self;
+        const std::string captured(200, 'm'); // on the heap: a use after free shows
+        std::string seen;
+        int runs = 0;
+        auto added = gdsroute::Monitor::try_add([&self, &seen, &runs, captured](const gdsroute_observation &) {
+            runs++;
+            self.reset();
+            seen = captured;
+        });
+        CHECK(added.ok());
+        if (added.ok()) self.emplace(std::move(added.value()));
+        auto f = gdsroute::File::try_open(path, "r");
+        std::vector<unsigned char> back(16);
+        CHECK(f.ok() && f.value().try_read(back.data(), back.size(), 0).ok());
+        CHECK(f.ok() && f.value().try_read(back.data(), back.size(), 0).ok());
+        CHECK(runs == 1 && !self && seen == captured);
+    }
+    // The same through remove(), the Monitor object staying alive.
+    {
+        std::optional<gdsroute::Monitor> self;
+        const std::string captured(300, 'r');
+        std::string seen;
+        auto added = gdsroute::Monitor::try_add([&self, &seen, captured](const gdsroute_observation &) {
+            self->remove();
+            seen = captured;
+        });
+        CHECK(added.ok());
+        if (added.ok()) self.emplace(std::move(added.value()));
+        auto f = gdsroute::File::try_open(path, "r");
+        std::vector<unsigned char> back(16);
+        CHECK(f.ok() && f.value().try_read(back.data(), back.size(), 0).ok());
+        CHECK(self && self->id() == 0 && seen == captured);
     }
     auto nothing = gdsroute::Monitor::try_add(nullptr);
     CHECK(!nothing.ok() && nothing.error().status == GDSROUTE_STATUS_NULL_ARGUMENT);
