@@ -1319,20 +1319,24 @@ extern "C" {
 GDSROUTE_MUST_USE gdsroute_status gdsroute_batch_create(size_t max_entries, gdsroute_batch **batch);
 
 /**
- * Submits `count` entries at `entries` (read from there during the call only), all or none,
- * and returns at once; their bytes move on the pool. Every entry is checked first: on
- * `NULL_ARGUMENT` (`entries` with `count` > 0, an entry's `file`, or its `buf` with `size` >
- * 0), `INVALID_ENUM` (`opcode`), `INVALID_ARGUMENT` (`reserved` not 0, or more than
- * `max_entries` in flight after the submission) nothing is submitted, and the message names the
- * entry. An entry that cannot start (a closed handle: `CLOSED_HANDLE`; a write to a handle
- * opened "r": `IO_ERROR`, `EBADF`; a range past `off_t`: `OVERFLOW`) is submitted and completes
- * at once with that status. Each entry's buffer must stay valid, and a write's unchanged, until
- * its completion has been returned by `gdsroute_batch_wait` (or `gdsroute_batch_free`
- * returned). A handle may be closed or freed while its entries run: they keep its descriptor.
- * `count` 0 does nothing. Counters: a submission is one call for its reads (`calls`) and one for
- * its writes (`write_calls`), process-wide and on each handle with entries of that direction,
- * counted once all of them settled (failed if any did); each entry's tasks and bytes are its
- * handle's.
+ * Submits `count` entries at `entries` (read from there during the call only), all or none.
+ * The call plans every entry on the calling thread, then returns without waiting for any bytes
+ * to move (they move on the pool), but planning may wait: a file's first device entry routed
+ * to cuFile may open cuFile's driver and register the file, and every device entry routed to
+ * cuFile synchronises the CUDA null stream of its context first (cuFile is not ordered with
+ * it), as `gdsroute_file_pread` does. Every entry is checked first: on `NULL_ARGUMENT`
+ * (`entries` with `count` > 0, an entry's `file`, or its `buf` with `size` > 0),
+ * `INVALID_ENUM` (`opcode`), `INVALID_ARGUMENT` (`reserved` not 0, or more than `max_entries`
+ * in flight after the submission, checked before `entries` is read) nothing is submitted, and
+ * the message names the entry (`entries[i]`). An entry that cannot start (a closed handle:
+ * `CLOSED_HANDLE`; a write to a handle opened "r": `IO_ERROR`, `EBADF`; a range past `off_t`:
+ * `OVERFLOW`) is submitted and completes at once with that status. Each entry's buffer must
+ * stay valid, and a write's unchanged, until its completion has been returned by
+ * `gdsroute_batch_wait` (or `gdsroute_batch_free` returned). A handle may be closed or freed
+ * while its entries run: they keep its descriptor. `count` 0 does nothing. Counters: a
+ * submission is one call for its reads (`calls`) and one for its writes (`write_calls`),
+ * process-wide and on each handle with entries of that direction, counted once all of them
+ * settled (failed if any did); each entry's tasks and bytes are its handle's.
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_batch_submit(gdsroute_batch *batch,
@@ -1585,7 +1589,8 @@ gdsroute_status gdsroute_file_cufile_verdict(const gdsroute_file *file,
                                              size_t *length);
 
 /**
- * Reads the file's current size in bytes (`fstat`) into `*size`.
+ * Reads the file's current size in bytes into `*size`: `fstat`'s, or for a block device its
+ * `BLKGETSIZE64` (its `st_size` is 0).
  * Errors: `NULL_ARGUMENT`, `CLOSED_HANDLE`, `IO_ERROR`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_file_size(const gdsroute_file *file, uint64_t *size);
@@ -1684,6 +1689,9 @@ gdsroute_status gdsroute_file_pread(const gdsroute_file *file,
  * `gdsroute_last_error_errno`: `EBADF` at once, before anything runs, for a handle opened "r",
  * whatever the size; `ENOSPC`, `EFBIG`, `EIO`, ... with the file offset of the failing `pwrite`
  * in the message), and for device memory `CUDA_ERROR`, `CUFILE_ERROR`, `CUFILE_UNAVAILABLE`.
+ * A write across the process's file-size limit (`RLIMIT_FSIZE`) fails with `EFBIG` only where
+ * the program ignores `SIGXFSZ`; otherwise the kernel's signal ends the process (the library
+ * does not change signal dispositions).
  * Routes: as reads (host memory through `pwrite`; device memory below the GDS threshold, under
  * compat mode ON or AUTO's fallback through pinned bounce buffers; otherwise `cuFileWrite`).
  * Registered page-cache windows of the file (in every handle of it in the process) are dropped
@@ -1793,12 +1801,14 @@ gdsroute_status gdsroute_file_write_async(const gdsroute_file *file,
  * `gdsroute_file_read_async` in KvikIO's pointer form: the size and the file offset are read
  * through `size_p` and `file_offset_p` when the stream reaches the call (so work queued before
  * it may compute them), and the bytes read are written through `bytes_read_p` (-1 on error)
- * before the stream's later work runs. The three pointers must be memory the host can access
- * while the stream waits: pageable or pinned host memory, or managed memory on a system where
- * the CPU may access it while GPU work runs (concurrent managed access); device memory is
- * refused (`INVALID_ARGUMENT`). They must stay valid until the stream has passed the call (the
- * operation's settling tells it too). The size and offset are checked when read: an invalid
- * value fails the operation (`OVERFLOW`), not the call. `buf` must be valid for the size read.
+ * before the stream's later work runs. The three pointers must be aligned for their types
+ * and memory the host can access while the stream waits: pageable or pinned host memory, or
+ * managed memory on a system where the CPU may access it while GPU work runs (concurrent
+ * managed access); device memory and misaligned pointers are refused (`INVALID_ARGUMENT`).
+ * They must stay valid until the stream has passed the call (the operation's settling tells it
+ * too). The size and offset are checked when read: an invalid value fails the operation
+ * (`OVERFLOW`), not the call, also where the call blocks instead of being ordered on the stream.
+ * `buf` must be valid for the size read.
  */
 GDSROUTE_MUST_USE
 gdsroute_status gdsroute_file_read_async_ptr(const gdsroute_file *file,
@@ -2647,7 +2657,8 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_stream_register(void *stream, uint32_
 /**
  * Undoes `gdsroute_stream_register` (KvikIO's `stream_deregister`): `cuFileStreamDeregister`
  * for a stream registered with cuFile, nothing for another (a stream never registered is
- * accepted). Errors: `CUDA_ERROR`, `CUFILE_ERROR`.
+ * accepted). Errors: `CUDA_ERROR` (the stream or its context was destroyed first: the
+ * registration is forgotten all the same), `CUFILE_ERROR`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_stream_deregister(void *stream);
 

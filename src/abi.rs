@@ -145,6 +145,7 @@ impl Error {
             Error::InvalidSetting(_) => Status::InvalidSetting,
             Error::Panic(_) => Status::Panic,
             Error::Internal(_) => Status::Internal,
+            Error::BatchEntry { source, .. } => source.status(),
         }
     }
 }

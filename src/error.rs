@@ -101,6 +101,15 @@ pub enum Error {
     /// Resource exhaustion or a broken invariant.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A batch entry refused at its submission (so nothing of the submission was submitted):
+    /// which one (`entries[index]` of the C call) and why; its status and errno are the cause's.
+    #[error("entries[{index}]: {source}")]
+    BatchEntry {
+        /// The entry's index in the submitted array.
+        index: usize,
+        /// Why it was refused.
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -108,6 +117,7 @@ impl Error {
     pub fn os_error(&self) -> Option<i32> {
         match self {
             Error::Open { source, .. } | Error::Io { source, .. } | Error::MappedFileShrank { source, .. } => source.raw_os_error(),
+            Error::BatchEntry { source, .. } => source.os_error(),
             _ => None,
         }
     }
@@ -145,6 +155,7 @@ impl Clone for Error {
             Error::Canceled(s) => Error::Canceled(s.clone()),
             Error::Panic(s) => Error::Panic(s.clone()),
             Error::Internal(s) => Error::Internal(s.clone()),
+            Error::BatchEntry { index, source } => Error::BatchEntry { index: *index, source: source.clone() },
         }
     }
 }

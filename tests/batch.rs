@@ -9,8 +9,10 @@
 mod common;
 
 use common::{POISON, random_bytes};
-use gdsroute::{Batch, BatchCompletion, BatchOp, Direction, Error, File, Pool, counters, settings};
+use gdsroute::batch::{BATCH_MAX_ENTRIES, BATCH_READ, BatchEntry};
+use gdsroute::{Batch, BatchCompletion, BatchOp, Direction, Error, File, Pool, Status, counters, settings};
 use std::collections::HashMap;
+use std::ffi::c_char;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -192,6 +194,76 @@ fn more_entries_than_the_batch_takes_are_refused_whole() {
     for b in &bufs {
         assert!(b.body() == &data[..4096]);
     }
+}
+
+// The C ABI's batch calls, as include/gdsroute.h declares them; `Batch` and `File` cross only as
+// pointers, opaque as in C.
+#[allow(improper_ctypes)]
+unsafe extern "C" {
+    fn gdsroute_batch_create(max_entries: usize, batch: *mut *mut Batch) -> Status;
+    fn gdsroute_batch_submit(batch: *mut Batch, entries: *const BatchEntry, count: usize) -> Status;
+    fn gdsroute_batch_free(batch: *mut Batch);
+    fn gdsroute_last_error_message(buf: *mut c_char, buf_len: usize) -> usize;
+}
+
+fn last_error_message() -> String {
+    let mut buf = [0 as c_char; 512];
+    let n = unsafe { gdsroute_last_error_message(buf.as_mut_ptr(), buf.len()) }.min(buf.len() - 1);
+    String::from_utf8_lossy(&buf[..n].iter().map(|&c| c as u8).collect::<Vec<u8>>()).into_owned()
+}
+
+#[test]
+fn a_count_past_the_room_left_is_refused_before_the_entries_are_read() {
+    let _serial = serial();
+    let data = random_bytes(4096, 8);
+    let tmp = common::temp_file_in(None, &data);
+    let file = open(tmp.path(), "r");
+    let mut buf = Guarded::new(4096);
+    let entry = BatchEntry { file: &file, buf: buf.ptr().cast(), size: 4096, file_offset: 0, opcode: BATCH_READ, reserved: 0, cookie: 1 };
+    let mut batch: *mut Batch = std::ptr::null_mut();
+    assert_eq!(unsafe { gdsroute_batch_create(4, &mut batch) }, Status::Ok);
+    // One entry in memory, counts that claim more: none may be read, nor an array of them sized.
+    for count in [5, BATCH_MAX_ENTRIES + 1, 1 << 40, usize::MAX / std::mem::size_of::<BatchEntry>() + 1, usize::MAX] {
+        assert_eq!(unsafe { gdsroute_batch_submit(batch, &entry, count) }, Status::InvalidArgument, "count {count}");
+        let message = last_error_message();
+        assert!(message.contains(&format!("{count} entries submitted with 0 in flight")) && message.contains("at most 4"), "{message}");
+    }
+    assert_eq!(file.stats().calls, 0, "nothing ran");
+    // What is left of the room counts: 3 of 4 are taken.
+    let three = [entry; 3];
+    assert_eq!(unsafe { gdsroute_batch_submit(batch, three.as_ptr(), 3) }, Status::Ok);
+    assert_eq!(unsafe { gdsroute_batch_submit(batch, &entry, 1 << 40) }, Status::InvalidArgument);
+    assert!(last_error_message().contains("with 3 in flight"), "{}", last_error_message());
+    unsafe { gdsroute_batch_free(batch) };
+}
+
+#[test]
+fn refused_entries_are_named_by_their_index() {
+    let _serial = serial();
+    let tmp = common::temp_file_in(None, &[7u8; 100]);
+    let file = open(tmp.path(), "r");
+    let mut buf = Guarded::new(100);
+    let good = BatchEntry { file: &file, buf: buf.ptr().cast(), size: 100, file_offset: 0, opcode: BATCH_READ, reserved: 0, cookie: 1 };
+    let mut batch: *mut Batch = std::ptr::null_mut();
+    assert_eq!(unsafe { gdsroute_batch_create(8, &mut batch) }, Status::Ok);
+    /// Makes an entry bad.
+    type Spoil = fn(&mut BatchEntry);
+    let cases: [(usize, Spoil, Status, &str); 4] = [
+        (2, |e| e.file = std::ptr::null(), Status::NullArgument, "entries[2]: argument `file`"),
+        (1, |e| e.buf = std::ptr::null_mut(), Status::NullArgument, "entries[1]: argument `buf`"),
+        (3, |e| e.opcode = 7, Status::InvalidEnum, "entries[3]: invalid value 7 for opcode"),
+        (4, |e| e.reserved = 1, Status::InvalidArgument, "entries[4]: `reserved` is 1"),
+    ];
+    for (index, spoil, status, name) in cases {
+        let mut entries = [good; 5];
+        spoil(&mut entries[index]);
+        assert_eq!(unsafe { gdsroute_batch_submit(batch, entries.as_ptr(), entries.len()) }, status, "{name}");
+        let message = last_error_message();
+        assert!(message.contains(name), "{name}: {message}");
+    }
+    assert_eq!(file.stats().calls, 0, "nothing was submitted");
+    assert!(buf.untouched_after(0));
+    unsafe { gdsroute_batch_free(batch) };
 }
 
 #[test]

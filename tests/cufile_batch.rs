@@ -22,9 +22,10 @@ use std::sync::{Mutex, OnceLock};
 /// Every test holds this: they set the environment the fake reads and share its counters.
 static LOCK: Mutex<()> = Mutex::new(());
 
-const ENV_VARS: [&str; 7] = [
+const ENV_VARS: [&str; 8] = [
     "FAKE_CUFILE_MAX_BATCH",
     "FAKE_CUFILE_BATCH_SETUP_RESULT",
+    "FAKE_CUFILE_BATCH_SUBMIT_RESULT",
     "FAKE_CUFILE_BATCH_STATUS_RESULT",
     "FAKE_CUFILE_BATCH_FAIL_COOKIE",
     "FAKE_CUFILE_BATCH_SHORT_COOKIE",
@@ -316,6 +317,33 @@ fn a_refused_set_up_means_nothing_ran() {
     let err = unsafe { run(&old, &ios, |_, _| called += 1) }.unwrap_err();
     assert!(matches!(err, Error::CufileUnavailable(_)), "{err}");
     assert_eq!(called, 0);
+}
+
+#[test]
+fn a_refused_first_submit_means_nothing_ran_and_its_handle_is_destroyed() {
+    let env = env();
+    env.set("FAKE_CUFILE_BATCH_SUBMIT_RESULT", "5048");
+    let (lib, hooks) = load(None);
+    let data = pattern(4000, 16);
+    let src = file_with(&data);
+    let src_file = std::fs::File::open(src.path()).unwrap();
+    let handle = lib.register_handle(src_file.as_raw_fd()).unwrap();
+    let mut buf = vec![0u8; 4000];
+    let ios = reads(&handle, &mut buf, 4, 1000);
+    let mut called = 0;
+    // SAFETY: host memory that outlives the call.
+    let err = unsafe { run(&lib, &ios, |_, _| called += 1) }.unwrap_err();
+    assert!(matches!(&err, Error::Cufile(t) if t.contains("5048")), "{err}");
+    assert_eq!(called, 0);
+    assert_eq!(
+        [hooks.int("fake_cufile_batch_setups"), hooks.int("fake_cufile_batch_submits"), hooks.int("fake_cufile_batch_live")],
+        [1, 0, 0],
+        "a handle cuFile refused a submission on is destroyed, not kept for the next batch"
+    );
+    env.remove("FAKE_CUFILE_BATCH_SUBMIT_RESULT");
+    assert!(run_all(&lib, &ios).unwrap().iter().all(|r| matches!(r, Ok(1000))));
+    assert!(buf == data);
+    assert_eq!((hooks.int("fake_cufile_batch_setups"), hooks.int("fake_cufile_batch_live")), (2, 1), "the next batch set up a handle of its own");
 }
 
 #[test]

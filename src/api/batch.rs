@@ -58,6 +58,13 @@ impl Batch {
         self.queue.in_flight()
     }
 
+    /// Whether `count` more entries fit beside those in flight: `InvalidArgument`, with the
+    /// message a refused submission has, when they do not. The C ABI asks before it reads a
+    /// caller's array of `count` entries.
+    pub(crate) fn check_room(&self, count: usize) -> Result<()> {
+        self.queue.check_room(self.max_entries, count)
+    }
+
     /// Submits `ops`, all or none: `InvalidArgument` (nothing submitted) when they would put
     /// more than `max_entries` in flight. An entry that cannot start (a closed handle, a write to
     /// an "r" handle, a range past `off_t`) is submitted and completes at once with its error.

@@ -28,20 +28,24 @@ pub unsafe extern "C" fn gdsroute_batch_create(max_entries: usize, batch: *mut *
     })
 }
 
-/// Submits `count` entries at `entries` (read from there during the call only), all or none,
-/// and returns at once; their bytes move on the pool. Every entry is checked first: on
-/// `NULL_ARGUMENT` (`entries` with `count` > 0, an entry's `file`, or its `buf` with `size` >
-/// 0), `INVALID_ENUM` (`opcode`), `INVALID_ARGUMENT` (`reserved` not 0, or more than
-/// `max_entries` in flight after the submission) nothing is submitted, and the message names the
-/// entry. An entry that cannot start (a closed handle: `CLOSED_HANDLE`; a write to a handle
-/// opened "r": `IO_ERROR`, `EBADF`; a range past `off_t`: `OVERFLOW`) is submitted and completes
-/// at once with that status. Each entry's buffer must stay valid, and a write's unchanged, until
-/// its completion has been returned by `gdsroute_batch_wait` (or `gdsroute_batch_free`
-/// returned). A handle may be closed or freed while its entries run: they keep its descriptor.
-/// `count` 0 does nothing. Counters: a submission is one call for its reads (`calls`) and one for
-/// its writes (`write_calls`), process-wide and on each handle with entries of that direction,
-/// counted once all of them settled (failed if any did); each entry's tasks and bytes are its
-/// handle's.
+/// Submits `count` entries at `entries` (read from there during the call only), all or none.
+/// The call plans every entry on the calling thread, then returns without waiting for any bytes
+/// to move (they move on the pool), but planning may wait: a file's first device entry routed
+/// to cuFile may open cuFile's driver and register the file, and every device entry routed to
+/// cuFile synchronises the CUDA null stream of its context first (cuFile is not ordered with
+/// it), as `gdsroute_file_pread` does. Every entry is checked first: on `NULL_ARGUMENT`
+/// (`entries` with `count` > 0, an entry's `file`, or its `buf` with `size` > 0),
+/// `INVALID_ENUM` (`opcode`), `INVALID_ARGUMENT` (`reserved` not 0, or more than `max_entries`
+/// in flight after the submission, checked before `entries` is read) nothing is submitted, and
+/// the message names the entry (`entries[i]`). An entry that cannot start (a closed handle:
+/// `CLOSED_HANDLE`; a write to a handle opened "r": `IO_ERROR`, `EBADF`; a range past `off_t`:
+/// `OVERFLOW`) is submitted and completes at once with that status. Each entry's buffer must
+/// stay valid, and a write's unchanged, until its completion has been returned by
+/// `gdsroute_batch_wait` (or `gdsroute_batch_free` returned). A handle may be closed or freed
+/// while its entries run: they keep its descriptor. `count` 0 does nothing. Counters: a
+/// submission is one call for its reads (`calls`) and one for its writes (`write_calls`),
+/// process-wide and on each handle with entries of that direction, counted once all of them
+/// settled (failed if any did); each entry's tasks and bytes are its handle's.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_batch_submit(batch: *mut Batch, entries: *const BatchEntry, count: usize) -> Status {
@@ -53,22 +57,27 @@ pub unsafe extern "C" fn gdsroute_batch_submit(batch: *mut Batch, entries: *cons
         }
         // SAFETY: the caller passes `count` entries at `entries`, or NULL.
         let entries = unsafe { arg(entries, "entries")? };
+        // Checked before the array is read, since `count` sizes the slice and the list below:
+        // bounded by the batch's room (at most BATCH_MAX_ENTRIES), `count * sizeof(entry)`
+        // cannot overflow.
+        batch.check_room(count)?;
         // SAFETY: the caller passes `count` readable entries at `entries`.
         let entries = unsafe { std::slice::from_raw_parts(entries, count) };
         let mut ops = Vec::with_capacity(count);
         for (index, entry) in entries.iter().enumerate() {
+            let refused = |source| Error::BatchEntry { index, source: Box::new(source) };
             let direction = match entry.opcode {
                 BATCH_READ => Direction::Read,
                 BATCH_WRITE => Direction::Write,
-                value => return Err(Error::InvalidEnum { what: "gdsroute_batch_entry.opcode (GDSROUTE_BATCH_READ or _WRITE)", value }),
+                value => return Err(refused(Error::InvalidEnum { what: "opcode (GDSROUTE_BATCH_READ or _WRITE)", value })),
             };
             if entry.reserved != 0 {
-                return Err(Error::InvalidArgument(format!("entry {index}: `reserved` is {}, must be 0", entry.reserved)));
+                return Err(refused(Error::InvalidArgument(format!("`reserved` is {}, must be 0", entry.reserved))));
             }
             // SAFETY: the caller passes live handles or NULL.
-            let file = unsafe { entry.file.as_ref() }.ok_or(Error::NullArgument("entries[].file"))?;
+            let file = unsafe { entry.file.as_ref() }.ok_or_else(|| refused(Error::NullArgument("file")))?;
             if entry.buf.is_null() && entry.size > 0 {
-                return Err(Error::NullArgument("entries[].buf"));
+                return Err(refused(Error::NullArgument("buf")));
             }
             ops.push(BatchOp { file, buf: entry.buf.cast(), size: entry.size, offset: entry.file_offset, direction, cookie: entry.cookie });
         }

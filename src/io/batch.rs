@@ -25,8 +25,8 @@ use crate::error::{Error, Result};
 use crate::io::operation::{Operation, Tally};
 use crate::io::task_source::{Task, TaskSource};
 use crate::io::task_split::Split;
-use crate::io::thread_pool::ThreadPool;
-use crate::settings::{self, CompatMode};
+use crate::io::thread_pool::{Assigned, ThreadPool};
+use crate::settings::{self, CompatMode, Snapshot};
 use crate::stats::{self, StatsCell};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -72,7 +72,18 @@ struct QueueState {
 /// on one of them (`prune`).
 struct Running {
     submission: Arc<Submission>,
-    operations: Vec<(Operation, Arc<EntryTasks>)>,
+    groups: Vec<Group>,
+}
+
+/// Entries in flight once `count` more join the `in_flight` of a batch that takes `capacity`;
+/// `InvalidArgument` when it does not take them.
+fn room(capacity: usize, in_flight: usize, count: usize) -> Result<usize> {
+    match in_flight.checked_add(count) {
+        Some(after) if after <= capacity => Ok(after),
+        _ => Err(Error::InvalidArgument(format!(
+            "{count} entries submitted with {in_flight} in flight: the batch takes at most {capacity} in flight (wait for completions first)"
+        ))),
+    }
 }
 
 impl Queue {
@@ -89,6 +100,12 @@ impl Queue {
         self.lock().in_flight
     }
 
+    /// `Ok` when `count` more entries fit beside those in flight now; else the error `submit`
+    /// would give them.
+    pub(crate) fn check_room(&self, capacity: usize, count: usize) -> Result<()> {
+        room(capacity, self.lock().in_flight, count).map(|_| ())
+    }
+
     /// Submits `entries` if no more than `capacity` entries are then in flight; an entry that
     /// fails before it starts (a closed handle, a write to an "r" handle, a range past `off_t`)
     /// completes at once with its error. Errors here (nothing submitted): `InvalidArgument` for
@@ -98,43 +115,46 @@ impl Queue {
     /// Every entry's buffer is valid for its size until its completion has been returned by
     /// `wait` (or the batch was dropped): writable for a read; a write only reads it.
     pub(crate) unsafe fn submit(self: &Arc<Queue>, capacity: usize, entries: Vec<Entry>) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        if let Some(prepared) = unsafe { self.prepare(capacity, entries, engine::plan_entry) }? {
+            self.start(prepared);
+        }
+        Ok(())
+    }
+
+    /// The first half of `submit`: takes the entries' room in flight, plans them with
+    /// `plan_entry` (`engine::plan_entry`; a test's may panic) and posts the completions of those
+    /// that settled at once. `None` when no task is left to start.
+    ///
+    /// # Safety
+    /// As `submit`.
+    unsafe fn prepare(self: &Arc<Queue>, capacity: usize, entries: Vec<Entry>, plan_entry: impl PlanEntry) -> Result<Option<Prepared>> {
         if entries.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let finished = {
             let mut state = self.lock();
-            let after = state.in_flight.saturating_add(entries.len());
-            if after > capacity {
-                return Err(Error::InvalidArgument(format!(
-                    "{} entries submitted with {} in flight: the batch takes at most {capacity} in flight (wait for completions first)",
-                    entries.len(),
-                    state.in_flight
-                )));
-            }
-            state.in_flight = after;
+            state.in_flight = room(capacity, state.in_flight, entries.len())?;
             prune(&mut state)
         };
         drop(finished);
-        let count = entries.len();
-        let (submission, operations) = match Submission::plan(self, entries) {
-            Ok(planned) => planned,
-            Err(e) => {
-                self.lock().in_flight -= count;
-                return Err(e);
-            }
-        };
-        if operations.is_empty() {
-            return Ok(());
-        }
+        let reserved = Reserved { queue: self, entries: entries.len() };
+        let (submission, groups, settled) = Submission::plan(self, entries, plan_entry)?;
+        // Every entry completes from here on: those settled now, the others by their tasks.
+        reserved.keep();
+        self.complete(settled);
+        Ok((!groups.is_empty()).then_some(Prepared { submission, groups }))
+    }
+
+    /// The second half of `submit`: starts the operations of a prepared submission.
+    fn start(&self, prepared: Prepared) {
         // Started under the queue's lock, so that a cancel reaches every submission whose
         // workers run (their completions wait for the lock a moment).
         let mut state = self.lock();
-        for (pool, operation, _) in &operations {
-            operation.start(pool, usize::MAX);
+        for group in &prepared.groups {
+            group.operation.start(&group.pool, usize::MAX);
         }
-        let operations = operations.into_iter().map(|(_, operation, tasks)| (operation, tasks)).collect();
-        state.running.push(Running { submission, operations });
-        Ok(())
+        state.running.push(Running { submission: prepared.submission, groups: prepared.groups });
     }
 
     /// Waits until `min` completions are there (at most until `timeout`; `None`: no limit), then
@@ -174,7 +194,7 @@ impl Queue {
         let mut state = self.lock();
         let mut completions = Vec::new();
         for running in &state.running {
-            for (operation, tasks) in &running.operations {
+            for Group { operation, tasks, .. } in &running.groups {
                 let range = operation.cancel_unclaimed(|front| tasks.first_unstarted_entry_start(front));
                 completions.extend(running.submission.cancel(tasks.entries_from(range.start)));
             }
@@ -195,6 +215,52 @@ impl Queue {
             self.ready.notify_all();
         }
     }
+}
+
+/// The room in flight a submission took while it is planned: given back if planning fails or
+/// unwinds (a panic the C boundary catches), or `wait` would wait for completions that never
+/// come and the room would be lost.
+struct Reserved<'q> {
+    queue: &'q Queue,
+    entries: usize,
+}
+
+impl Reserved<'_> {
+    /// Every entry will complete: the room is theirs until `wait` returns them.
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.queue.lock().in_flight -= self.entries;
+        // A waiter for more than are now in flight waits for fewer.
+        self.queue.ready.notify_all();
+    }
+}
+
+/// How a submission plans an entry: `engine::plan_entry` (a test's may fail or panic).
+trait PlanEntry: Fn(&OpenFile, Request, Snapshot, CompatMode) -> Result<Option<EntryPlan>> {}
+
+impl<F: Fn(&OpenFile, Request, Snapshot, CompatMode) -> Result<Option<EntryPlan>>> PlanEntry for F {}
+
+/// A submission planned, its operations not started yet.
+struct Prepared {
+    submission: Arc<Submission>,
+    groups: Vec<Group>,
+}
+
+/// The operation of a submission's entries whose files share a pool. `_owner` keeps that pool
+/// running until the group is dropped: a caller's pool retires when its last owner lets go
+/// (`CallerPool`), and a `set_pool` of the file racing the submission may drop the file's, after
+/// which tasks queued there would never run. Dropped after `operation` (field order), which waits
+/// for its tasks.
+struct Group {
+    operation: Operation,
+    tasks: Arc<EntryTasks>,
+    pool: ThreadPool,
+    _owner: Assigned,
 }
 
 /// Takes the submissions whose entries have all completed out of the running list, to be
@@ -241,6 +307,39 @@ struct Book {
     calls: [CallSum; 2],
     /// The same per handle among the entries' (`EntryState::handle`).
     handles: Vec<(Arc<StatsCell>, [CallSum; 2])>,
+    /// The calls in flight until `finish_calls` counts them.
+    started: StartedCalls,
+}
+
+/// The directions whose call a submission started (`stats::call_started`) and has not counted:
+/// ended when dropped uncounted, so that a submission whose planning unwinds leaves no call in
+/// flight.
+#[derive(Default)]
+struct StartedCalls([bool; 2]);
+
+impl StartedCalls {
+    fn start(&mut self, direction: Direction) {
+        let started = &mut self.0[direction as usize];
+        if !*started {
+            *started = true;
+            stats::call_started(direction);
+        }
+    }
+
+    /// The calls were counted, which ended them (`stats::record_batch_call`).
+    fn counted(&mut self) {
+        self.0 = [false; 2];
+    }
+}
+
+impl Drop for StartedCalls {
+    fn drop(&mut self) {
+        for direction in [Direction::Read, Direction::Write] {
+            if self.0[direction as usize] {
+                stats::activity::call_ended(direction);
+            }
+        }
+    }
 }
 
 struct EntryState {
@@ -272,42 +371,36 @@ impl CallSum {
     }
 }
 
-/// An operation of a submission, not started: its pool and the entries its tasks run.
-type Built = (ThreadPool, Operation, Arc<EntryTasks>);
-
 impl Submission {
-    /// Plans every entry (failing ones complete at once, before any task runs), counts the
-    /// calls as started, and builds one operation per pool among the entries' files, not
-    /// started yet.
-    fn plan(queue: &Arc<Queue>, entries: Vec<Entry>) -> Result<(Arc<Submission>, Vec<Built>)> {
+    /// Plans every entry with `plan_entry`, counts the calls as started, and builds one
+    /// operation per pool among the entries' files, not started yet. Returns those and the
+    /// completions of the entries that settled at once (failed, or nothing to move), which
+    /// the caller posts: nothing is posted here, so that a planning that fails or unwinds leaves
+    /// no completion of a submission that was refused.
+    fn plan(queue: &Arc<Queue>, entries: Vec<Entry>, plan_entry: impl PlanEntry) -> Result<(Arc<Submission>, Vec<Group>, Vec<BatchCompletion>)> {
         let snapshot = settings::global()?.snapshot();
         let mut planned = Vec::new();
-        let mut states = Vec::with_capacity(entries.len());
-        let mut early = Vec::new();
-        let mut calls = [CallSum::default(); 2];
-        let mut handles: Vec<(Arc<StatsCell>, [CallSum; 2])> = Vec::new();
+        let mut settled = Vec::new();
+        // Built before the first call starts: unwinding drops it, which ends the calls started.
+        let mut book = Book { entries: Vec::with_capacity(entries.len()), left: 0, calls: [CallSum::default(); 2], handles: Vec::new(), started: StartedCalls::default() };
         let mut handle_index: HashMap<*const StatsCell, usize> = HashMap::new();
         for entry in entries {
             let direction = entry.request.direction;
             let requested = entry.request.size as u64;
-            let sum = &mut calls[direction as usize];
-            if !sum.present {
-                sum.present = true;
-                stats::call_started(direction);
-            }
-            sum.add_requested(requested);
+            book.started.start(direction);
+            book.calls[direction as usize].add_requested(requested);
             let handle = *handle_index.entry(Arc::as_ptr(&entry.stats)).or_insert_with(|| {
-                handles.push((Arc::clone(&entry.stats), [CallSum::default(); 2]));
-                handles.len() - 1
+                book.handles.push((Arc::clone(&entry.stats), [CallSum::default(); 2]));
+                book.handles.len() - 1
             });
-            handles[handle].1[direction as usize].add_requested(requested);
+            book.handles[handle].1[direction as usize].add_requested(requested);
             let mut watch = CallWatch::start(&entry.request, false);
             let mut state = EntryState { cookie: entry.cookie, tasks_left: None, tally: Tally::default(), watch: None, direction, handle };
             let plan = entry.file.and_then(|file| {
                 if let Some(w) = &mut watch {
                     w.file(&file);
                 }
-                engine::plan_entry(&file, entry.request, snapshot, entry.compat_mode).map(|p| (file, p))
+                plan_entry(&file, entry.request, snapshot, entry.compat_mode).map(|p| (file, p))
             });
             match plan {
                 Ok((file, Some(EntryPlan { call, split }))) => {
@@ -316,40 +409,38 @@ impl Submission {
                     }
                     state.watch = watch;
                     state.tasks_left = Some(split.count());
-                    planned.push(Planned { call, file, stats: entry.stats, split, entry: states.len() });
+                    planned.push(Planned { call, file, stats: entry.stats, split, entry: book.entries.len() });
                 }
-                settled => {
-                    let result = settled.map(|_| 0);
-                    calls[direction as usize].failed |= result.is_err();
-                    handles[handle].1[direction as usize].failed |= result.is_err();
+                outcome => {
+                    let result = outcome.map(|_| 0);
+                    book.calls[direction as usize].failed |= result.is_err();
+                    book.handles[handle].1[direction as usize].failed |= result.is_err();
                     if let Some(w) = watch {
                         w.end(&result);
                     }
-                    early.push(BatchCompletion { cookie: entry.cookie, result });
+                    settled.push(BatchCompletion { cookie: entry.cookie, result });
                 }
             }
-            states.push(state);
+            book.entries.push(state);
         }
-        let left = planned.len();
-        let submission = Arc::new(Submission { queue: Arc::clone(queue), entries: planned, book: Mutex::new(Book { entries: states, left, calls, handles }) });
-        queue.complete(early);
-        if left == 0 {
-            submission.lock_book().finish_calls();
-            return Ok((submission, Vec::new()));
+        book.left = planned.len();
+        if book.left == 0 {
+            book.finish_calls();
         }
-        let operations = match submission.build_operations() {
-            Ok(operations) => operations,
+        let submission = Arc::new(Submission { queue: Arc::clone(queue), entries: planned, book: Mutex::new(book) });
+        if submission.entries.is_empty() {
+            return Ok((submission, Vec::new(), settled));
+        }
+        let groups = match submission.build_operations() {
+            Ok(groups) => groups,
             Err(e) => {
                 // No task started: every planned entry fails with the error.
-                let failed: Vec<BatchCompletion> = {
-                    let mut book = submission.lock_book();
-                    submission.entries.iter().filter_map(|p| book.entries[p.entry].tasks_left.take().map(|_| book.entry_done(p.entry, Err(e.clone())))).collect()
-                };
-                queue.complete(failed);
+                let mut book = submission.lock_book();
+                settled.extend(submission.entries.iter().filter_map(|p| book.entries[p.entry].tasks_left.take().map(|_| book.entry_done(p.entry, Err(e.clone())))));
                 Vec::new()
             }
         };
-        Ok((submission, operations))
+        Ok((submission, groups, settled))
     }
 
     fn lock_book(&self) -> MutexGuard<'_, Book> {
@@ -357,19 +448,20 @@ impl Submission {
     }
 
     /// Groups the planned entries by their file's pool, each group one operation whose tasks run
-    /// its entries in entry order.
-    fn build_operations(self: &Arc<Submission>) -> Result<Vec<Built>> {
-        let mut groups: Vec<(ThreadPool, Vec<usize>)> = Vec::new();
+    /// its entries in entry order, holding the pool's owner as it was taken from the file.
+    fn build_operations(self: &Arc<Submission>) -> Result<Vec<Group>> {
+        let mut groups: Vec<(Assigned, ThreadPool, Vec<usize>)> = Vec::new();
         for (index, entry) in self.entries.iter().enumerate() {
-            let pool = entry.file.pool()?;
-            match groups.iter_mut().find(|(p, _)| p.same_pool(&pool)) {
-                Some((_, members)) => members.push(index),
-                None => groups.push((pool, vec![index])),
+            let assigned = entry.file.pool.lock().unwrap_or_else(|p| p.into_inner());
+            let pool = assigned.pool()?;
+            match groups.iter_mut().find(|(_, p, _)| p.same_pool(&pool)) {
+                Some((_, _, members)) => members.push(index),
+                None => groups.push((assigned.clone(), pool, vec![index])),
             }
         }
-        let operations = groups
+        let groups = groups
             .into_iter()
-            .map(|(pool, members)| {
+            .map(|(owner, pool, members)| {
                 let tasks = Arc::new(EntryTasks::new(members.iter().map(|&i| (i, self.entries[i].split)).collect()));
                 let submission = Arc::clone(self);
                 let operation = Operation::uncounted(SharedTasks(Arc::clone(&tasks)), move |task: Task| {
@@ -378,10 +470,10 @@ impl Submission {
                     submission.task_done(task, result.clone());
                     result
                 });
-                (pool, operation, tasks)
+                Group { operation, tasks, pool, _owner: owner }
             })
             .collect();
-        Ok(operations)
+        Ok(groups)
     }
 
     fn is_done(&self) -> bool {
@@ -450,6 +542,7 @@ impl Book {
     /// Counts the submission as one call per direction it holds, process-wide and on each handle
     /// with entries of that direction.
     fn finish_calls(&mut self) {
+        self.started.counted();
         for (i, direction) in [Direction::Read, Direction::Write].into_iter().enumerate() {
             let sum = self.calls[i];
             if sum.present {
@@ -532,6 +625,104 @@ impl TaskSource for SharedTasks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::open_file::{OpenFlags, Opened};
+    use crate::io::thread_pool::CallerPool;
+    use crate::test_support::{random_bytes, temp_file_in};
+    use std::os::fd::OwnedFd;
+
+    fn open(tmp: &tempfile::NamedTempFile) -> Arc<OpenFile> {
+        Arc::new(OpenFile::new(OwnedFd::from(tmp.reopen().unwrap()), "test".into(), Opened::Path(OpenFlags::Read)).unwrap())
+    }
+
+    /// A read of `buf.len()` bytes at offset 0 of `file`, in host memory (never cuFile).
+    fn read_entry(file: Result<Arc<OpenFile>>, buf: &mut [u8], cookie: u64) -> Entry {
+        let request = Request { direction: Direction::Read, buf: buf.as_mut_ptr(), size: buf.len(), offset: 0 };
+        Entry { stats: Arc::new(StatsCell::default()), compat_mode: CompatMode::On, file, request, cookie }
+    }
+
+    /// Submits a read and a write of a closed handle (both settle at once) and a read of `file`,
+    /// whose planning panics: the panic is caught, as the C boundary catches it.
+    fn submit_panicking_while_planning(queue: &Arc<Queue>, file: &Arc<OpenFile>, buf: &mut [u8]) {
+        let closed = || Err(Error::ClosedHandle { path: "closed".into() });
+        let mut entries = vec![read_entry(closed(), buf, 0), read_entry(closed(), buf, 1), read_entry(Ok(Arc::clone(file)), buf, 2)];
+        entries[1].request.direction = Direction::Write;
+        let panicking = |_: &OpenFile, _: Request, _: Snapshot, _: CompatMode| -> Result<Option<EntryPlan>> { panic!("a bug while planning") };
+        // SAFETY: the buffer outlives the queue's use of it (nothing is submitted).
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { queue.prepare(4, entries, panicking) }));
+        assert!(caught.is_err(), "planning did not panic");
+    }
+
+    #[test]
+    fn a_panic_while_planning_gives_back_the_room_and_posts_nothing() {
+        let data = random_bytes(4096, 40);
+        let tmp = temp_file_in(None, &data);
+        let file = open(&tmp);
+        let queue = Queue::new();
+        let mut buf = vec![0u8; 4096];
+        submit_panicking_while_planning(&queue, &file, &mut buf);
+        assert_eq!(queue.in_flight(), 0, "the refused submission's room was kept");
+        assert!(queue.wait(1, 4, Some(Duration::ZERO)).is_empty(), "a completion of the refused submission was posted");
+        // The whole room is there again, and a wait with no time limit returns.
+        let mut bufs = vec![vec![0u8; 4096]; 4];
+        let entries = bufs.iter_mut().enumerate().map(|(i, b)| read_entry(Ok(Arc::clone(&file)), b, i as u64)).collect();
+        // SAFETY: the buffers outlive the waits below.
+        unsafe { queue.submit(4, entries) }.unwrap();
+        let mut done = Vec::new();
+        while done.len() < 4 {
+            done.extend(queue.wait(1, 4, None));
+        }
+        assert!(done.iter().all(|c| matches!(c.result, Ok(4096))), "{done:?}");
+        assert!(bufs.iter().all(|b| *b == data));
+        // The calls it started ended: in a process of its own, where no other test's calls run.
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["io::batch::tests::calls_in_flight_after_a_panic_while_planning", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{:?}: {text}", out.status);
+        assert!(text.contains("in flight after the panic: 0 reads, 0 writes"), "{text}");
+    }
+
+    #[test]
+    #[ignore = "a child process of a_panic_while_planning_gives_back_the_room_and_posts_nothing"]
+    fn calls_in_flight_after_a_panic_while_planning() {
+        use crate::stats::activity::calls_in_flight;
+        let tmp = temp_file_in(None, &[1u8; 4096]);
+        let mut buf = vec![0u8; 4096];
+        submit_panicking_while_planning(&Queue::new(), &open(&tmp), &mut buf);
+        println!("in flight after the panic: {} reads, {} writes", calls_in_flight(Direction::Read), calls_in_flight(Direction::Write));
+    }
+
+    /// `gdsroute_file_set_pool` on another thread between the submission's planning and its
+    /// start drops the file's owner of a caller's pool: the submission's tasks still run.
+    #[test]
+    fn a_submission_keeps_the_pool_it_took_running() {
+        let data = random_bytes(3 * 4096, 41);
+        let tmp = temp_file_in(None, &data);
+        let file = open(&tmp);
+        let owner = Arc::new(CallerPool::new(1, None).unwrap());
+        let (pool, weak) = (owner.pool().clone(), Arc::downgrade(&owner));
+        // The caller's own value is gone: the file holds the pool's last owner.
+        *file.pool.lock().unwrap() = Assigned::Caller(owner);
+        let queue = Queue::new();
+        let mut buf = vec![0u8; data.len()];
+        // SAFETY: the buffer outlives the wait and the drain below.
+        let prepared = unsafe { queue.prepare(1, vec![read_entry(Ok(Arc::clone(&file)), &mut buf, 7)], engine::plan_entry) }.unwrap().unwrap();
+        *file.pool.lock().unwrap() = Assigned::Shared;
+        if weak.upgrade().is_none() {
+            // Retired: once its workers left, nothing runs a job queued there.
+            let since = Instant::now();
+            while pool.live_threads() > 0 && since.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        queue.start(prepared);
+        let done = queue.wait(1, 1, Some(Duration::from_secs(60)));
+        cancel_and_drain(&queue);
+        assert_eq!(done.len(), 1, "the entry's tasks never ran: its pool retired under it");
+        assert!(matches!(done[0].result, Ok(n) if n == data.len()), "{:?}", done[0].result);
+        assert!(buf == data);
+    }
 
     #[test]
     fn entry_tasks_name_their_entries_and_cancel_at_entry_boundaries() {

@@ -1260,11 +1260,21 @@ static void test_batch(void) {
     bad.buf = NULL;
     CHECK_STATUS(gdsroute_batch_submit(b, &bad, 1), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("buf");
-    /* A bad entry after good ones: none of them is submitted. */
+    /* A bad entry after good ones: none of them is submitted, and the message names it. */
     gdsroute_batch_entry mixed[2] = {e, bad};
     CHECK_STATUS(gdsroute_batch_submit(b, mixed, 2), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("entries[1]: argument `buf`");
+    mixed[1] = e;
+    mixed[1].opcode = 7;
+    CHECK_STATUS(gdsroute_batch_submit(b, mixed, 2), GDSROUTE_STATUS_INVALID_ENUM);
+    CHECK_MESSAGE("entries[1]: invalid value 7 for opcode");
     gdsroute_batch_entry five[5] = {e, e, e, e, e};
     CHECK_STATUS(gdsroute_batch_submit(b, five, 5), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("at most 4");
+    /* A count past the room is refused before the array is read or an array of it sized. */
+    CHECK_STATUS(gdsroute_batch_submit(b, &e, (size_t)1 << 40), GDSROUTE_STATUS_INVALID_ARGUMENT);
+    CHECK_MESSAGE("at most 4");
+    CHECK_STATUS(gdsroute_batch_submit(b, &e, SIZE_MAX), GDSROUTE_STATUS_INVALID_ARGUMENT);
     CHECK_MESSAGE("at most 4");
     CHECK_STATUS(gdsroute_batch_wait(b, 0, 4, 0, done, &n), GDSROUTE_STATUS_OK);
     CHECK(n == 0); /* nothing was submitted */

@@ -39,6 +39,7 @@
  * 5022; Submit refuses none, or more than were set up (counting those unread), with 5040; an I/O
  * of size 0 never gets an event; Cancel drops the unread events.
  *   FAKE_CUFILE_BATCH_SETUP_RESULT  cuFileBatchIOSetUp result code (default 0)
+ *   FAKE_CUFILE_BATCH_SUBMIT_RESULT cuFileBatchIOSubmit result code (default 0; nothing runs)
  *   FAKE_CUFILE_BATCH_STATUS_RESULT cuFileBatchIOGetStatus result code (default 0)
  *   FAKE_CUFILE_BATCH_FAIL_COOKIE   the I/O with this cookie is not run: FAILED, ret -5
  *   FAKE_CUFILE_BATCH_SHORT_COOKIE  the I/O with this cookie moves half its bytes, COMPLETE
@@ -520,6 +521,8 @@ EXPORT fake_status cuFileBatchIOSubmit(void *h, unsigned nr, struct fake_batch_i
     struct fake_batch *b = batch_of(h);
     if (!b || !ios || flags != 0) return status(5022);
     if (nr == 0 || nr + b->queued > b->max_nr) return status(5040);
+    int r = env_int("FAKE_CUFILE_BATCH_SUBMIT_RESULT", 0);
+    if (r != 0) return status(r);
     for (unsigned i = 0; i < nr; i++) {
         struct fake_batch_event ev = run_batch_io(&ios[i]);
         long cookie = (long)(intptr_t)ios[i].cookie;

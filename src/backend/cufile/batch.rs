@@ -142,7 +142,11 @@ pub unsafe fn run(library: &CufileLibrary, ios: &[BatchIo<'_>], done: impl FnMut
         // SAFETY: forwarded from the caller.
         match unsafe { submit_and_wait(library, &batch, ios, window, &mut report) } {
             Window::Finished => {}
-            Window::NotSubmitted(e) | Window::Refused(e) if n == 0 => return Err(e),
+            Window::NotSubmitted(e) if n == 0 => return Err(e),
+            Window::Refused(e) if n == 0 => {
+                batch.retire();
+                return Err(e);
+            }
             Window::NotSubmitted(e) => window.iter().for_each(|&i| report.done(i, Err(e.clone()))),
             Window::Refused(e) => {
                 window.iter().for_each(|&i| report.done(i, Err(e.clone())));
