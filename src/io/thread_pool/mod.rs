@@ -161,9 +161,19 @@ impl ThreadPool {
     }
 
     /// Queues a job. Jobs must not panic (a panic is caught and the worker survives, but the
-    /// job's own completion signalling is then the job's responsibility).
+    /// job's own completion signalling is then the job's responsibility). On a retired pool
+    /// whose workers have all left, the job runs on the calling thread instead: a call that took
+    /// a caller's pool just before its last holder let go (`gdsroute_file_set_pool` racing it)
+    /// would otherwise wait for a job nobody runs.
     pub(crate) fn submit(&self, job: impl FnOnce() + Send + 'static) {
-        lock(&self.shared).queue.push_back(Box::new(job));
+        let mut state = lock(&self.shared);
+        if state.retired && state.live_threads == 0 {
+            drop(state);
+            run_job(job);
+            return;
+        }
+        state.queue.push_back(Box::new(job));
+        drop(state);
         self.shared.work_ready.notify_one();
     }
 
@@ -499,6 +509,10 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(pool.live_threads(), 0);
+        // A job submitted after the last worker left runs all the same, on the submitting thread.
+        let (tx, rx) = mpsc::channel();
+        pool.submit(move || tx.send(std::thread::current().id()).unwrap());
+        assert_eq!(rx.recv_timeout(Duration::from_secs(120)).unwrap(), std::thread::current().id());
     }
 
     #[test]
