@@ -44,11 +44,7 @@ fn fake_registered_window(cache: &PageCache, index: u64, len: usize) -> Arc<Mapp
 
 /// Frees a window of `fake_registered_window` once nothing else holds it.
 fn release(mapping: Arc<Mapping>) {
-    let Ok(mut mapping) = Arc::try_unwrap(mapping) else { panic!("the window is still held by a cache") };
-    // SAFETY: taken once; the emptied Mapping is forgotten right after.
-    let registered = unsafe { std::mem::ManuallyDrop::take(&mut mapping.registered) };
-    std::mem::forget(mapping);
-    registered.release_for_tests();
+    Mapping::release_for_tests(mapping);
 }
 
 #[test]

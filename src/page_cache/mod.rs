@@ -49,34 +49,62 @@ use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A registered window. Field order: the mapping is released before the budget share.
+/// A registered window.
 pub(crate) struct Mapping {
-    registered: ManuallyDrop<RegisteredMapping>,
+    /// The registration and its share of the pin budget, released together, the mapping first.
+    held: ManuallyDrop<(RegisteredMapping, Reservation)>,
     file_offset: u64,
-    _reservation: Reservation,
 }
 
 impl Mapping {
     fn new(registered: RegisteredMapping, file_offset: u64, reservation: Reservation) -> Mapping {
-        Mapping { registered: ManuallyDrop::new(registered), file_offset, _reservation: reservation }
+        Mapping { held: ManuallyDrop::new((registered, reservation)), file_offset }
     }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // Once process exit has begun, CUDA may be tearing down: the pages are left to the OS.
-        if !registrar::exiting() {
-            // SAFETY: taken once, here.
-            drop(unsafe { ManuallyDrop::take(&mut self.registered) });
+        // SAFETY: taken once, here.
+        let (registered, reservation) = unsafe { ManuallyDrop::take(&mut self.held) };
+        if registrar::exiting() {
+            // Once process exit has begun, CUDA may be tearing down: the pages are left to the OS.
+            std::mem::forget(registered);
+            return;
         }
+        // Unregistering may wait for the device: not on a thread a caller's stream waits for (a
+        // stream-ordered task that held the last reference of a window the cache dropped
+        // meanwhile), where that wait could be for the task's own stream.
+        cuda::outside_stream_ordered_task(move || {
+            drop(registered);
+            drop(reservation);
+        });
+    }
+}
+
+#[cfg(test)]
+impl Mapping {
+    /// Frees a test window (never registered: `RegisteredMapping::unregistered_for_tests`) once
+    /// nothing else holds it, skipping `Drop`, which would try to unregister it.
+    pub(crate) fn release_for_tests(mapping: Arc<Mapping>) {
+        let Ok(mut mapping) = Arc::try_unwrap(mapping) else { panic!("a test window is still held") };
+        // SAFETY: taken once; the emptied Mapping is forgotten right after.
+        let (registered, _reservation) = unsafe { ManuallyDrop::take(&mut mapping.held) };
+        std::mem::forget(mapping);
+        registered.release_for_tests();
+    }
+
+    /// The window's length in bytes.
+    pub(crate) fn len_for_tests(&self) -> usize {
+        self.held.0.len()
     }
 }
 
 impl Mapping {
     /// The host address of file byte `file_offset`, which lies inside this window.
     pub(crate) fn address_of(&self, file_offset: u64) -> *const u8 {
-        debug_assert!(file_offset >= self.file_offset && file_offset - self.file_offset < self.registered.len() as u64);
-        self.registered.as_ptr().wrapping_add((file_offset - self.file_offset) as usize)
+        let registered = &self.held.0;
+        debug_assert!(file_offset >= self.file_offset && file_offset - self.file_offset < registered.len() as u64);
+        registered.as_ptr().wrapping_add((file_offset - self.file_offset) as usize)
     }
 }
 

@@ -159,7 +159,6 @@ mod tests {
     use super::super::budget::{self, usage};
     use super::*;
     use crate::sys::cuda::RegisteredMapping;
-    use std::mem::ManuallyDrop;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
     use std::io::Write;
     use std::os::fd::AsRawFd;
@@ -306,7 +305,7 @@ mod tests {
                     assert!(end <= size, "{what}: registered bytes past EOF ({end} > {size})");
                     assert_eq!(mapping.file_offset % WINDOW, 0, "{what}");
                     assert_eq!(file_offset / WINDOW, mapping.file_offset / WINDOW, "{what}: wrong window");
-                    assert!(end - mapping.file_offset <= mapping.registered.len() as u64, "{what}: past the mapping");
+                    assert!(end - mapping.file_offset <= mapping.len_for_tests() as u64, "{what}: past the mapping");
                     pos = end;
                     previous_was_bounce = false;
                 }
@@ -326,11 +325,7 @@ mod tests {
     fn forget_windows(cache: &PageCache) {
         for (_, w) in std::mem::take(&mut cache.lock().windows) {
             if let WindowState::Registered(m) = w {
-                let Ok(mut mapping) = Arc::try_unwrap(m) else { panic!("a test mapping is still shared") };
-                // SAFETY: taken once; the emptied Mapping is forgotten right after.
-                let registered = unsafe { ManuallyDrop::take(&mut mapping.registered) };
-                std::mem::forget(mapping);
-                registered.release_for_tests();
+                Mapping::release_for_tests(m);
             }
         }
     }
