@@ -75,8 +75,10 @@ impl Drop for Mapping {
         // stream-ordered task that held the last reference of a window the cache dropped
         // meanwhile), where that wait could be for the task's own stream.
         cuda::outside_stream_ordered_task(move || {
-            drop(registered);
-            drop(reservation);
+            if !registered.release() {
+                // Leaked still pinned: its share of the budget stays taken, and counted.
+                std::mem::forget(reservation);
+            }
         });
     }
 }

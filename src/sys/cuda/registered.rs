@@ -154,16 +154,30 @@ impl RegisteredMapping {
     }
 }
 
-impl Drop for RegisteredMapping {
-    fn drop(&mut self) {
-        // A range that may still be registered is leaked, never unmapped: the address could be
-        // reused while the driver still holds it. That covers a forked child (the driver may not
-        // have let the mapping into it) and a context that is gone.
+impl RegisteredMapping {
+    /// Unregisters and unmaps, as dropping does. False when the range was leaked instead (it may
+    /// still be registered, `unregister_and_unmap`): its pages stay pinned.
+    pub(crate) fn release(self) -> bool {
+        let mut this = ManuallyDrop::new(self);
+        this.unregister_and_unmap()
+    }
+
+    /// A range that may still be registered is leaked, never unmapped: the address could be
+    /// reused while the driver still holds it. That covers a forked child (the driver may not
+    /// have let the mapping into it) and a context that is gone. Called once.
+    fn unregister_and_unmap(&mut self) -> bool {
         if !self.unregister() {
-            return;
+            return false;
         }
         // SAFETY: taken once, here; no copy reads the mapping any more (its owner holds it alive
         // until its copies are synchronised), and it is no longer registered.
         drop(unsafe { ManuallyDrop::take(&mut self.mapping) });
+        true
+    }
+}
+
+impl Drop for RegisteredMapping {
+    fn drop(&mut self) {
+        self.unregister_and_unmap();
     }
 }
