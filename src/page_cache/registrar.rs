@@ -114,11 +114,12 @@ impl Job {
 /// PORTABLE makes the pages usable from every context). A process that only uses contexts of its
 /// own gets no registrations rather than a primary context it did not ask for.
 fn register(mapping: FileMapping, ordinal: i32) -> Result<RegisteredMapping, Option<cuda::CudaFailure>> {
-    let ctx = cuda::active_primary_context(ordinal).map_err(Some)?.ok_or(None)?;
+    // Exit may have begun: no CUDA call then, not even the context's look-up.
     let _registering = REGISTERING.lock().unwrap_or_else(|p| p.into_inner());
     if STOPPING.load(Ordering::Acquire) {
         return Err(None);
     }
+    let ctx = cuda::active_primary_context(ordinal).map_err(Some)?.ok_or(None)?;
     let _scope = ScopedContext::push(ctx).map_err(Some)?;
     RegisteredMapping::register(mapping).map_err(|e| {
         if e.code() == Some(cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_SUPPORTED as u32) {
@@ -173,9 +174,11 @@ extern "C" fn stop_at_exit() {
 }
 
 impl Registrar {
-    /// Queues a job; without a thread, the window is marked refused at once.
+    /// Queues a job; without a thread (none started, or a forked child, which has none), the
+    /// window is marked refused at once.
     pub(super) fn submit(&self, job: Job) {
-        if !self.running || STOPPING.load(Ordering::Acquire) {
+        let forked = REGISTRAR_PID.load(Ordering::Acquire) != u64::from(std::process::id());
+        if !self.running || forked || STOPPING.load(Ordering::Acquire) {
             job.abandon();
             return;
         }
