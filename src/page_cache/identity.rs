@@ -232,13 +232,11 @@ pub(crate) fn drop_windows_of(file: Option<(u64, u64)>) {
     }
 }
 
-/// Drops forgotten windows (which unregisters them), after the lock; in a task of a
-/// stream-ordered call on a thread of its own (`cuda::outside_stream_ordered_task`). Forgotten,
+/// Drops forgotten windows, after the lock: a window whose last holder this is unregisters
+/// (on a thread of its own where streams may wait for this one: `Mapping`'s `Drop`). Forgotten,
 /// the windows serve no read any more either way.
 pub(super) fn release_windows(stale: HashMap<u64, WindowState>) {
-    if !stale.is_empty() {
-        crate::sys::cuda::outside_stream_ordered_task(move || drop(stale));
-    }
+    drop(stale);
 }
 
 #[cfg(test)]
