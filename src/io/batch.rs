@@ -674,12 +674,7 @@ mod tests {
         assert!(done.iter().all(|c| matches!(c.result, Ok(4096))), "{done:?}");
         assert!(bufs.iter().all(|b| *b == data));
         // The calls it started ended: in a process of its own, where no other test's calls run.
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["io::batch::tests::calls_in_flight_after_a_panic_while_planning", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .output()
-            .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "{:?}: {text}", out.status);
+        let text = crate::test_support::run_ignored_test("io::batch::tests::calls_in_flight_after_a_panic_while_planning", &[]);
         assert!(text.contains("in flight after the panic: 0 reads, 0 writes"), "{text}");
     }
 
