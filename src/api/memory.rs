@@ -151,10 +151,15 @@ fn register_range(base: usize, len: usize, flags: i32) -> Result<Registration> {
     let how = REGISTERED.register(
         base,
         len,
-        call.map(|(g, _gate)| {
-            // SAFETY: the caller's contract (a live allocation of `len` bytes at `base`,
-            // deregistered before it is freed); its context is current.
-            move || unsafe { g.library.buf_register(base as *const c_void, len, flags) }
+        call.map(|(g, gate)| {
+            move || {
+                // Held until cuFile returned (moved in: a binding of the outer closure would
+                // let go before this runs), so that a shutdown or exit waits for the call.
+                let _gate = gate;
+                // SAFETY: the caller's contract (a live allocation of `len` bytes at `base`,
+                // deregistered before it is freed); its context is current.
+                unsafe { g.library.buf_register(base as *const c_void, len, flags) }
+            }
         }),
     )?;
     crate::stats::record_buffer_registration(how == buffers::Registration::Cufile, !cufile_used);
