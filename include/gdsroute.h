@@ -2644,7 +2644,8 @@ size_t gdsroute_last_error_message(char *buf, size_t buf_len);
  * (`CU_FILE_STREAM_*`: 1 buffer offset fixed at submission, 2 file offset fixed, 4 size fixed, 8
  * page-aligned inputs), as KvikIO's `stream_register`. Optional: every stream works
  * unregistered, on every route, through gdsroute's own stream mode. Under
- * `GDSROUTE_CUFILE_ASYNC=native` it calls `cuFileStreamRegister` (opening cuFile if needed), and
+ * `GDSROUTE_CUFILE_ASYNC=native`, unless the compat mode setting is ON (which never calls
+ * cuFile), it calls `cuFileStreamRegister` (opening cuFile if needed, after AUTO's checks), and
  * later calls on this stream that cuFile serves go through `cuFileReadAsync` /
  * `cuFileWriteAsync` (counted in `stream_registrations_cufile`); deregister such a stream before
  * destroying it, and after a CUDA error on it (cuFile's rule). Otherwise, and for a default

@@ -24,7 +24,7 @@ pub fn register_stream(stream: usize, flags: u32) -> Result<bool> {
     // and its context (the calling thread's) is not asked for.
     let registered = if settings::global()?.cufile_async() == CufileAsync::Native && !stream.is_default() {
         let (_, _scope) = cuda::enter_context_of(stream)?;
-        stream_ordered::register(stream, flags)?
+        stream_ordered::register(stream, flags, settings::global()?.compat_mode())?
     } else {
         false
     };

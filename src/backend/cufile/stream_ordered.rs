@@ -8,9 +8,10 @@
 //! its own base with a zero buffer offset. On a stream cuFile has not registered, cuFile 1.15
 //! blocks the caller until the stream's work is done: such streams are never given to it.
 
-use super::gds::{CufileCall, opened, process};
+use super::gds::{CufileCall, opened, process_for};
 use crate::direction::Direction;
 use crate::error::{Error, Result};
+use crate::settings::CompatMode;
 use crate::sys::cuda::CallerStream;
 use crate::sys::cufile::{CufileHandle, CufileLibrary, IoFailure, code_message};
 use std::collections::HashSet;
@@ -21,16 +22,17 @@ use std::sync::Mutex;
 static REGISTERED: Mutex<Option<HashSet<CallerStream>>> = Mutex::new(None);
 
 /// Registers `stream` with cuFile (`cuFileStreamRegister(stream, flags)`), opening cuFile if
-/// needed. False (nothing registered) where cuFile cannot be opened or lacks the stream API, or
-/// for a default stream (which names a different stream on each thread or context). The
-/// stream's context must be current.
+/// needed for files of `compat_mode` (as a read's verdict would: AUTO's checks first). False
+/// (nothing registered) under compat mode ON (cuFile is never called then), where cuFile cannot
+/// be opened or lacks the stream API, or for a default stream (which names a different stream
+/// on each thread or context). The stream's context must be current.
 ///
 /// Errors: cuFile's refusal (`CUFILE_ERROR`).
-pub(crate) fn register(stream: CallerStream, flags: u32) -> Result<bool> {
-    if stream.is_default() {
+pub(crate) fn register(stream: CallerStream, flags: u32, compat_mode: CompatMode) -> Result<bool> {
+    if stream.is_default() || compat_mode == CompatMode::On {
         return Ok(false);
     }
-    let Ok(gds) = process() else { return Ok(false) };
+    let Ok(gds) = process_for(compat_mode) else { return Ok(false) };
     let Some(_call) = CufileCall::enter() else { return Ok(false) };
     // SAFETY: the caller passes a live stream whose context is current.
     match unsafe { gds.library.stream_register(stream.as_raw().cast(), flags) } {
