@@ -2525,6 +2525,22 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_thread_pool_per_block_de
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_thread_pool_per_block_device(bool enabled);
 
 /**
+ * Reads whether `GDSROUTE_STREAM_ORDERED=auto` relays stream-ordered calls on the streams the
+ * legacy default stream waits for (`GDSROUTE_STREAM_RELAY`, default off) into `*enabled`.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_relay(bool *enabled);
+
+/**
+ * Chooses, for stream-ordered calls from now on under `GDSROUTE_STREAM_ORDERED=auto`, between
+ * relaying those on the legacy and per-thread default streams and on blocking streams (on:
+ * copies, or a relay kernel, queued on the stream move the bytes and the caller does not
+ * block) and KvikIO's blocking fallback there (off, the default for now). docs/routing.md,
+ * "Relayed stream-ordered calls". Works whatever the environment held: an invalid
+ * `GDSROUTE_STREAM_RELAY` is replaced by this value.
+ */
+GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_relay(bool enabled);
+
+/**
  * Copies the process-wide counters into `*stats`, with cuFile's own per-GPU counters
  * (`cufile_n_*`, deltas since cuFile was opened or `gdsroute_stats_reset`) when cuFile is in use
  * and has a statistics API (`cufile_stats_state`).

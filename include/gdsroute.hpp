@@ -1223,6 +1223,8 @@ GDSROUTE_HPP_SETTING(PrepareAtOpen, prepare_at_open, prepare_at_open, bool, bool
 /** A pool per drive (KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE). */
 GDSROUTE_HPP_SETTING(ThreadPoolPerBlockDevice, thread_pool_per_block_device, thread_pool_per_block_device, bool,
                      bool)
+/** Relay stream-ordered calls on streams the legacy default stream waits for (GDSROUTE_STREAM_RELAY). */
+GDSROUTE_HPP_SETTING(StreamRelay, stream_relay, stream_relay, bool, bool)
 
 #undef GDSROUTE_HPP_SETTING
 #undef GDSROUTE_HPP_SETTING_THROWING

@@ -131,6 +131,8 @@ static void test_null_arguments(const char *path) {
     CHECK_MESSAGE("fd");
     CHECK_STATUS(gdsroute_settings_get_prepare_at_open(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
     CHECK_MESSAGE("enabled");
+    CHECK_STATUS(gdsroute_settings_get_stream_relay(NULL), GDSROUTE_STATUS_NULL_ARGUMENT);
+    CHECK_MESSAGE("enabled");
 
     /* The page-cache tools: NULL pointers, empty and missing paths. */
     uint64_t resident = 77, total = 77;

@@ -103,6 +103,9 @@ static gdsroute_status repair(const char *var) {
     if (strcmp(var, "KVIKIO_AUTO_DIRECT_IO_WRITE") == 0) return gdsroute_settings_set_auto_direct_io_write(true);
     if (strcmp(var, "GDSROUTE_PREPARE_AT_OPEN") == 0) return gdsroute_settings_set_prepare_at_open(false);
     if (strcmp(var, "GDSROUTE_STREAM_ORDERED") == 0) return gdsroute_settings_set_stream_ordered(GDSROUTE_STREAM_ORDERED_OFF);
+    if (strcmp(var, "GDSROUTE_STREAM_RELAY") == 0) return gdsroute_settings_set_stream_relay(true);
+    if (strcmp(var, "KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE") == 0)
+        return gdsroute_settings_set_thread_pool_per_block_device(true);
     if (strcmp(var, "GDSROUTE_CUFILE_ASYNC") == 0) return gdsroute_settings_set_cufile_async_native(true);
     if (strcmp(var, "GDSROUTE_MIN_TASK_SIZE") == 0) return gdsroute_settings_set_min_task_size(0);
     fprintf(stderr, "no setter known for %s\n", var);
@@ -154,6 +157,12 @@ static void check_repaired_values(const char *var) {
         u = GDSROUTE_STREAM_ORDERED_AUTO;
         CHECK_STATUS(gdsroute_settings_get_stream_ordered(&u), GDSROUTE_STATUS_OK);
         CHECK(u == GDSROUTE_STREAM_ORDERED_OFF);
+    } else if (strcmp(var, "GDSROUTE_STREAM_RELAY") == 0) {
+        CHECK_STATUS(gdsroute_settings_get_stream_relay(&b), GDSROUTE_STATUS_OK);
+        CHECK(b);
+    } else if (strcmp(var, "KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE") == 0) {
+        CHECK_STATUS(gdsroute_settings_get_thread_pool_per_block_device(&b), GDSROUTE_STATUS_OK);
+        CHECK(b);
     } else if (strcmp(var, "GDSROUTE_CUFILE_ASYNC") == 0) {
         CHECK_STATUS(gdsroute_settings_get_cufile_async_native(&b), GDSROUTE_STATUS_OK);
         CHECK(b);
