@@ -98,3 +98,22 @@ fn exports_are_the_header_functions_at_their_release_versions() {
     }
     assert_eq!(exported, header_functions());
 }
+
+/// Every setting can be repaired from C after a bad value in the environment, which makes every
+/// call that needs the settings fail until its setter runs: each variable of the settings table
+/// is repaired through its C setter by one of the `repair` cases of tests/c/CMakeLists.txt
+/// (test_env_settings.c knows the setter of each).
+#[test]
+fn every_setting_is_repaired_through_its_c_setter_in_a_c_test() {
+    let cmake = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/CMakeLists.txt")).unwrap();
+    let repaired: BTreeSet<&str> = cmake
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0] == "repair")
+        .flat_map(|w| w[1].trim_end_matches(')').split(','))
+        .collect();
+    for setting in &gdsroute::settings::TABLE {
+        assert!(repaired.contains(setting.name), "{} has no repair case in tests/c/CMakeLists.txt", setting.name);
+    }
+}
