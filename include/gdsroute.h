@@ -2553,9 +2553,10 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_relay(bool enable
 GDSROUTE_MUST_USE gdsroute_status gdsroute_stats_get(gdsroute_stats *stats);
 
 /**
- * Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
- * from now on (cuFile's process-global statistics themselves are not reset, so other cuFile
- * users in the process are not disturbed).
+ * Zeroes the process-wide counters, and what the exit report measures beside them (the time
+ * calls were in flight, behind its rates, and the files fallen back); cuFile's own counters are
+ * reported relative to this moment from now on (cuFile's process-global statistics themselves
+ * are not reset, so other cuFile users in the process are not disturbed).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_stats_reset(void);
 

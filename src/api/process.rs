@@ -114,9 +114,11 @@ pub fn cufile_by_device(per_gpu: &PerGpuSnapshot, uuids: &BTreeMap<[u8; 16], i32
     by_device.into_iter().map(|(ordinal, entries)| (ordinal, entries.total())).collect()
 }
 
-/// Resets our process-wide counters and the cuFile baseline.
+/// Resets our process-wide counters, what the exit report measures beside them (time in flight,
+/// files fallen back) and the cuFile baseline.
 pub fn reset_process_counters() {
     stats::global().reset();
+    stats::activity::reset();
     if let Some(gds) = gds::opened() {
         gds.reset_counters();
     }

@@ -54,9 +54,10 @@ pub unsafe extern "C" fn gdsroute_stats_get(stats: *mut Counters) -> Status {
     guard(|| unsafe { copy_counters_out(&process::process_counters(), stats) })
 }
 
-/// Zeroes the process-wide counters; cuFile's own counters are reported relative to this moment
-/// from now on (cuFile's process-global statistics themselves are not reset, so other cuFile
-/// users in the process are not disturbed).
+/// Zeroes the process-wide counters, and what the exit report measures beside them (the time
+/// calls were in flight, behind its rates, and the files fallen back); cuFile's own counters are
+/// reported relative to this moment from now on (cuFile's process-global statistics themselves
+/// are not reset, so other cuFile users in the process are not disturbed).
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_stats_reset() -> Status {

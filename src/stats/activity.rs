@@ -79,6 +79,22 @@ pub(crate) fn busy(direction: Direction) -> Duration {
     s.busy + s.since.map_or(Duration::ZERO, |since| since.elapsed())
 }
 
+/// Starts the report's measures again (`gdsroute_stats_reset`, with the counters they go with):
+/// no time in flight so far (a stretch running now counts from now on, its calls still in
+/// flight), no file fallen back.
+pub(crate) fn reset() {
+    for direction in [Direction::Read, Direction::Write] {
+        let mut s = slot(direction);
+        s.busy = Duration::ZERO;
+        if s.since.is_some() {
+            s.since = Some(Instant::now());
+        }
+    }
+    for count in &FALLBACKS {
+        count.store(0, Ordering::Relaxed);
+    }
+}
+
 /// Whether this process started a call (a child forked from one that did has not, until it does).
 pub(crate) fn this_process_made_calls() -> bool {
     MADE_CALLS.load(Ordering::Relaxed)
@@ -114,5 +130,28 @@ mod tests {
         assert!(stretch >= Duration::from_millis(40), "{stretch:?}");
         call_ended(Direction::Write); // an unmatched end changes nothing
         assert!(this_process_made_calls());
+    }
+
+    /// In a process of its own: the measures are process-wide, and other tests run beside this.
+    #[test]
+    fn a_reset_starts_the_time_in_flight_and_the_fallbacks_again() {
+        let text = crate::test_support::run_ignored_test("stats::activity::tests::reset_child", &[]);
+        assert!(text.contains("reset: ok"), "{text}");
+    }
+
+    #[test]
+    #[ignore = "a child process of a_reset_starts_the_time_in_flight_and_the_fallbacks_again"]
+    fn reset_child() {
+        call_started(Direction::Read);
+        std::thread::sleep(Duration::from_millis(300));
+        record_fallback(FallbackReason::CompatOn);
+        assert!(busy(Direction::Read) >= Duration::from_millis(300));
+        reset();
+        // The call still in flight counts from the reset on, not from its start.
+        assert!(busy(Direction::Read) < Duration::from_millis(300), "{:?}", busy(Direction::Read));
+        assert!(fallbacks().is_empty());
+        call_ended(Direction::Read);
+        assert_eq!(calls_in_flight(Direction::Read), 0);
+        println!("reset: ok");
     }
 }
