@@ -29,6 +29,16 @@ fn a_short_struct_renders_only_its_own_fields() {
     assert_eq!(text, "calls                        5\ncalls_failed                 1\n");
 }
 
+/// A `struct_size` between two fields gets the whole fields below it, none of the next, and is
+/// told so.
+#[test]
+fn a_struct_size_between_two_fields_gets_whole_fields_only() {
+    let mut odd = [12u64, 0xA5A5_A5A5_A5A5_A5A5, 0xA5A5_A5A5_A5A5_A5A5];
+    // SAFETY: the library writes at most struct_size (12) bytes.
+    assert_eq!(unsafe { gdsroute_stats_get(odd.as_mut_ptr().cast::<Counters>()) }, Status::Ok);
+    assert_eq!(odd, [8, 0xA5A5_A5A5_A5A5_A5A5, 0xA5A5_A5A5_A5A5_A5A5]);
+}
+
 #[test]
 fn the_full_struct_leads_with_the_summary() {
     let mut stats = Counters { struct_size: Counters::SIZE, ..Counters::default() };

@@ -186,7 +186,8 @@ pub(crate) unsafe fn versioned_size<T>(dst: *mut T, name: &'static str, c_type: 
 }
 
 /// Copies `value`, a versioned struct (`#[repr(C)]`, its first field the `u64` `struct_size`),
-/// into a caller's struct of `struct_size` bytes: the smaller of the two sizes, with
+/// into a caller's struct of `struct_size` bytes: the smaller of the two sizes (down to whole
+/// 8-byte fields), with
 /// `struct_size` set to the bytes written, so that a caller built against an older header, whose
 /// struct is shorter, keeps working after fields are appended. `name` is the argument, `c_type`
 /// the C type the message tells the caller to size it with.
@@ -197,7 +198,9 @@ pub(crate) unsafe fn versioned_size<T>(dst: *mut T, name: &'static str, c_type: 
 pub(crate) unsafe fn copy_versioned_out<T: Copy>(value: &T, dst: *mut T, name: &'static str, c_type: &str) -> Result<()> {
     // SAFETY: forwarded from the caller.
     let caller_size = unsafe { versioned_size(dst, name, c_type) }?;
-    let n = caller_size.min(std::mem::size_of::<T>() as u64) as usize;
+    // Whole 8-byte fields only: a size between two (no struct of an older header has one, its
+    // first field being a u64) must not get half of the next.
+    let n = (caller_size.min(std::mem::size_of::<T>() as u64) / 8 * 8) as usize;
     let mut src = *value;
     // SAFETY: the first 8 bytes of `src` are its struct_size.
     unsafe { (&raw mut src).cast::<u64>().write_unaligned(n as u64) };
