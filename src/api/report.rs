@@ -30,12 +30,15 @@ enum Target {
 }
 
 impl Target {
-    /// The target `GDSROUTE_REPORT`'s value names (`None`: no report).
+    /// The target `GDSROUTE_REPORT`'s value names (`None`: no report): the settings' words for
+    /// off and on in any case (`0`/`false`/`off`/`no`, `none`; `1`/`true`/`on`/`yes`, `stderr`),
+    /// any other value a path.
     fn parse(value: &str) -> Option<Target> {
-        match value.trim() {
-            "" | "0" | "off" | "none" => None,
-            "stderr" | "1" | "on" => Some(Target::Stderr),
-            path => Some(Target::File { template: path.to_string(), json: path.ends_with(".json") }),
+        let value = value.trim();
+        match (value.to_ascii_lowercase().as_str(), crate::settings::env::boolean(value)) {
+            ("", _) | ("none", _) | (_, Some(false)) => None,
+            ("stderr", _) | (_, Some(true)) => Some(Target::Stderr),
+            _ => Some(Target::File { template: value.to_string(), json: value.ends_with(".json") }),
         }
     }
 }
@@ -258,6 +261,13 @@ mod tests {
         assert_eq!(Target::parse(""), None);
         assert_eq!(Target::parse("off"), None);
         assert_eq!(Target::parse("stderr"), Some(Target::Stderr));
+        // The settings' words, in any case, are no file names.
+        for off in ["OFF", "false", "No", "0", "None"] {
+            assert_eq!(Target::parse(off), None, "{off}");
+        }
+        for on in ["ON", "true", "Yes", "1", "STDERR"] {
+            assert_eq!(Target::parse(on), Some(Target::Stderr), "{on}");
+        }
         assert_eq!(Target::parse("/tmp/r-%p.json"), Some(Target::File { template: "/tmp/r-%p.json".into(), json: true }));
         assert_eq!(Target::parse("report.txt"), Some(Target::File { template: "report.txt".into(), json: false }));
     }
