@@ -2470,7 +2470,7 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(uint32_t 
  * or KvikIO's fallback everywhere (`OFF`): synchronise the stream, then move the bytes on the
  * calling thread before the call returns (counted in `stream_calls_blocking_setting` and
  * `stream_calls_blocking_legacy_waits`). Works whatever the environment held, as the other setters.
- * `INVALID_ARGUMENT` for another value.
+ * `INVALID_ENUM` for another value.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(uint32_t mode);
 

@@ -272,7 +272,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_stream_ordered(mode: *mut u32) ->
 /// or KvikIO's fallback everywhere (`OFF`): synchronise the stream, then move the bytes on the
 /// calling thread before the call returns (counted in `stream_calls_blocking_setting` and
 /// `stream_calls_blocking_legacy_waits`). Works whatever the environment held, as the other setters.
-/// `INVALID_ARGUMENT` for another value.
+/// `INVALID_ENUM` for another value.
 #[must_use]
 #[unsafe(no_mangle)]
 pub extern "C" fn gdsroute_settings_set_stream_ordered(mode: u32) -> Status {

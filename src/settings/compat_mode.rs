@@ -4,10 +4,10 @@
 pub(crate) use crate::abi::CompatMode;
 
 impl CompatMode {
-    /// Parses KvikIO's spellings, case-insensitively: on/true/yes/1, off/false/no/0, auto.
-    /// Stricter than KvikIO, which keeps only the first whitespace-separated word: surrounding
-    /// whitespace is ignored (the rule of every setting, `env::significant`) but "yes please" is
-    /// rejected.
+    /// Parses KvikIO's spellings, case-insensitively: on/true/yes/1, off/false/no/0, auto. As
+    /// KvikIO's `parse_compat_mode_str`, the whole value must be one of them ("yes please" is
+    /// rejected); surrounding whitespace is ignored (the rule of every setting,
+    /// `env::significant`), which KvikIO does not ignore.
     pub fn parse(text: &str) -> Option<CompatMode> {
         let text = super::env::significant(text);
         if text.eq_ignore_ascii_case("auto") {
