@@ -462,7 +462,12 @@ impl Gds {
     /// are applied before it opens), and every file's registration needs the answer, which was a
     /// `cuFileDriverGetProperties` per first device read of a file.
     pub(crate) fn gds_available(&self) -> Option<bool> {
-        *self.gds_available.get_or_init(|| self.library.properties().ok().map(|p| p.is_gds_available()))
+        *self.gds_available.get_or_init(|| {
+            // Inside the gate: after a shutdown cuFile is not called (the call could open its
+            // driver again); unknown then, for good, which no registration needs any more.
+            let _call = CufileCall::enter()?;
+            self.library.properties().ok().map(|p| p.is_gds_available())
+        })
     }
 
     fn totals_now(&self) -> Option<PerGpuSnapshot> {
