@@ -1421,8 +1421,9 @@ gdsroute_status gdsroute_cufile_usable(uint32_t *reason,
  * backend (AUTO, reason `GDSROUTE_FALLBACK_REASON_DRIVER_OPEN_FAILED`) or fail with
  * `GDSROUTE_STATUS_CUFILE_UNAVAILABLE` (OFF), and cuFile's counters are no longer read. No cuFile
  * call starts once it began; calls in flight get up to 300 ms to finish, else the driver is left
- * open. Does nothing (and returns OK) if cuFile was never opened, in a forked child, or when
- * called again. Blocking: typically 20-200 ms (the driver close).
+ * open. If cuFile was never opened, nothing is closed and cuFile is not opened later either;
+ * in a forked child, or when called again, it does nothing; it returns OK in each case.
+ * Blocking: typically 20-200 ms (the driver close).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_shutdown(void);
 
