@@ -79,9 +79,9 @@ static _Atomic hid_t gr_error_class = H5I_INVALID_HID;
  * and the open and delete callbacks (the first of a file's callbacks, which under HDF5_DRIVER run
  * without any public function). H5Eregister_class is an API call and clears the thread's error
  * stack, so a registration at the first error would drop the records HDF5 had already pushed in
- * that call. No lock of the driver's is held across the HDF5 call: a threadsafe HDF5 holds its
- * own around every callback, so the two could deadlock; a registration that lost the race is
- * undone. */
+ * that call (the open callback's reads of its list are API calls too: gr_open). No lock of the
+ * driver's is held across the HDF5 call: a threadsafe HDF5 holds its own around every callback,
+ * so the two could deadlock; a registration that lost the race is undone. */
 static hid_t gr_error_class_id(void) {
     hid_t id = atomic_load(&gr_error_class);
     if (id != H5I_INVALID_HID) return id;
@@ -245,7 +245,11 @@ static H5FD_gdsroute_fapl_t gr_config_of(hid_t fapl_id) {
     const void *info = NULL;
     H5E_BEGIN_TRY { info = H5Pget_driver_info(fapl_id); }
     H5E_END_TRY
-    return info != NULL ? *(const H5FD_gdsroute_fapl_t *)info : gr_default_config;
+    if (info != NULL) return *(const H5FD_gdsroute_fapl_t *)info;
+    /* H5E_BEGIN_TRY only silences the printing: the record of the missing info would outlive a
+     * call that succeeds. */
+    H5Eclear2(H5E_DEFAULT);
+    return gr_default_config;
 }
 
 static void *gr_fapl_copy(const void *info) {
@@ -276,6 +280,11 @@ static const char *gr_open_mode(unsigned flags) {
     return NULL;
 }
 
+/* Reads its list through HDF5's API (H5Pget_driver_info, H5Pget_file_locking, ...), and every
+ * API call clears the thread's error stack: records pushed earlier in the same HDF5 call would be
+ * lost. HDF5 leaves none there when it calls open: 1.10.8 clears the stack before its second
+ * attempt (H5Fcreate's, after the tentative open without creating failed), and 2.2.0 records
+ * nothing during the first. */
 static H5FD_t *gr_open(const char *name, unsigned flags, hid_t fapl_id, haddr_t maxaddr) {
     (void)gr_error_class_id();
     pthread_once(&gr_lock_env_once, gr_read_lock_env);
@@ -321,10 +330,11 @@ static H5FD_t *gr_open(const char *name, unsigned flags, hid_t fapl_id, haddr_t 
             ? gdsroute_file_open(name, mode, 0666, &f->file)
             : gdsroute_file_open_with_compat_mode(name, mode, 0666, config.compat_mode, &f->file);
     struct stat sb;
-    if (st == GDSROUTE_STATUS_OK) st = gdsroute_file_fd(f->file, &f->fd);
     if (st != GDSROUTE_STATUS_OK) {
         GR_GDSROUTE_ERROR(H5E_FILE, H5E_CANTOPENFILE, st, "gdsroute_file_open of '%s' with flags \"%s\"",
                           name, mode);
+    } else if ((st = gdsroute_file_fd(f->file, &f->fd)) != GDSROUTE_STATUS_OK) {
+        GR_GDSROUTE_ERROR(H5E_FILE, H5E_CANTOPENFILE, st, "gdsroute_file_fd of '%s'", name);
     } else if (fstat(f->fd, &sb) != 0) {
         int e = errno;
         GR_ERROR(H5E_FILE, H5E_BADFILE, "fstat of '%s': %s (errno %d)", name, strerror(e), e);
@@ -402,6 +412,7 @@ static haddr_t gr_get_eof(const H5FD_t *file, H5FD_mem_t type) {
 static herr_t gr_get_handle(H5FD_t *file, hid_t fapl, void **handle) {
     (void)fapl;
     if (handle == NULL) {
+        gr_count(GR_ERRORS, 1);
         GR_ERROR(H5E_ARGS, H5E_BADVALUE, "get_handle: NULL handle pointer");
         return -1;
     }
@@ -530,8 +541,16 @@ static herr_t gr_unlock(H5FD_t *file) {
     return -1;
 }
 
-/* HDF5 frees the driver's identifier (H5close, H5FDunregister): the next use registers anew. */
+/* Registrations of the class that H5FD_gdsroute_init made and HDF5 has not freed yet: two while
+ * one that lost the race of two first uses is being undone. */
+static _Atomic int gr_registrations;
+
+/* HDF5 frees a registration of the class (H5close, H5FDunregister). It calls this for each one it
+ * frees, the duplicate H5FD_gdsroute_init undoes included: the identifier and the error class the
+ * registrations share are reset (the next use registers anew) only with the last. */
 static herr_t gr_terminate(void) {
+    if (atomic_fetch_sub(&gr_registrations, 1) > 1) return 0;
+    atomic_store(&gr_registrations, 0); /* HDF5's own registration of the plugin is not counted */
     atomic_store(&gr_driver_id, H5I_INVALID_HID);
     hid_t cls = atomic_exchange(&gr_error_class, H5I_INVALID_HID);
     if (cls != H5I_INVALID_HID) (void)H5Eunregister_class(cls);
@@ -544,6 +563,7 @@ static herr_t gr_delete(const char *name, hid_t fapl) {
     (void)gr_error_class_id();
     if (unlink(name) == 0) return 0;
     int e = errno;
+    gr_count(GR_ERRORS, 1);
     GR_ERROR(H5E_VFL, H5E_CANTDELETEFILE, "unlink of '%s': %s (errno %d)", name, strerror(e), e);
     return -1;
 }
@@ -587,14 +607,16 @@ static const H5FD_class_t gr_class = {
 /* ----------------------------------------------------------------------------------------------
  * Public functions.
  * ------------------------------------------------------------------------------------------- */
-/* The identifier of the registration HDF5 made when it loaded the driver as a plugin
- * (HDF5_DRIVER), so that the class is not registered a second time under another; else invalid. */
-static hid_t gr_plugin_registration(void) {
+/* The identifier of a registration HDF5 already holds under the driver's name (the one it made
+ * when it loaded the driver as a plugin, HDF5_DRIVER), so that the class is not registered a
+ * second time under another; else invalid. By name, not by value: the value may be another
+ * driver's too (H5FDgdsroute.h). */
+static hid_t gr_registered_by_name(void) {
     hid_t id = H5I_INVALID_HID;
 #if GR_DYNAMIC_DRIVERS
-    if (H5FDis_driver_registered_by_value(H5FD_GDSROUTE_VALUE) > 0) {
+    if (H5FDis_driver_registered_by_name(H5FD_GDSROUTE_NAME) > 0) {
         hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-        if (fapl >= 0 && H5Pset_driver_by_value(fapl, H5FD_GDSROUTE_VALUE, NULL) >= 0) id = H5Pget_driver(fapl);
+        if (fapl >= 0 && H5Pset_driver_by_name(fapl, H5FD_GDSROUTE_NAME, NULL) >= 0) id = H5Pget_driver(fapl);
         if (fapl >= 0) H5Pclose(fapl);
     }
 #endif
@@ -605,13 +627,16 @@ GR_EXPORT hid_t H5FD_gdsroute_init(void) {
     (void)gr_error_class_id();
     hid_t id = atomic_load(&gr_driver_id);
     if (H5Iget_type(id) == H5I_VFL) return id;
-    hid_t plugin = gr_plugin_registration();
-    hid_t fresh = H5Iget_type(plugin) == H5I_VFL ? plugin : H5FDregister(&gr_class);
+    hid_t existing = gr_registered_by_name();
+    hid_t fresh = H5Iget_type(existing) == H5I_VFL ? existing : H5FDregister(&gr_class);
     if (fresh < 0) return H5I_INVALID_HID;
-    /* As gr_error_class_id: no lock across HDF5 calls, a second registration undone. */
+    if (fresh != existing) atomic_fetch_add(&gr_registrations, 1);
+    /* As gr_error_class_id: no lock across HDF5 calls (one held while HDF5 runs a program's
+     * callback that calls this would deadlock with HDF5's own), a second registration undone,
+     * which gr_terminate tells from the last. */
     if (atomic_compare_exchange_strong(&gr_driver_id, &id, fresh)) return fresh;
     if (H5Iget_type(id) == H5I_VFL) {
-        if (fresh != plugin) (void)H5FDunregister(fresh);
+        if (fresh != existing) (void)H5FDunregister(fresh);
         return id;
     }
     atomic_store(&gr_driver_id, fresh);

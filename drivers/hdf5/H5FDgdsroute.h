@@ -58,7 +58,9 @@ typedef struct H5FD_gdsroute_fapl_t {
 } H5FD_gdsroute_fapl_t;
 
 /** Registers the driver once (later calls return the same identifier; under HDF5 1.14+ the
- * identifier of the driver HDF5 loaded as a plugin, if it did). H5I_INVALID_HID on failure. */
+ * identifier of the driver HDF5 loaded as a plugin, if it did, found by its name, never by its
+ * value). Threads making their first call at once get one identifier. H5I_INVALID_HID on
+ * failure. */
 H5FD_GDSROUTE_API hid_t H5FD_gdsroute_init(void);
 
 /** Makes `fapl_id` open files through gdsroute with `config` (NULL: version 1 defaults,
@@ -76,8 +78,8 @@ H5FD_GDSROUTE_API herr_t H5Pget_fapl_gdsroute(hid_t fapl_id, H5FD_gdsroute_fapl_
 typedef struct H5FD_gdsroute_counters_t {
     /** Size of the struct the caller has. */
     uint64_t struct_size;
-    /** Files the driver opened. H5Fcreate and H5Fopen of a file for writing open twice (HDF5
-     * opens tentatively first). */
+    /** Files the driver opened. H5Fopen opens once; H5Fcreate opens first without creating (to
+     * see whether the file is open already), so over an existing file it opens twice. */
     uint64_t opens;
     /** Opens that failed, HDF5's tentative open of a file H5Fcreate is about to create included. */
     uint64_t open_failures;
@@ -101,7 +103,8 @@ typedef struct H5FD_gdsroute_counters_t {
     uint64_t host_buffer_calls;
     /** Bytes of reads past the end of the file, filled with zeros as sec2 does. */
     uint64_t zero_filled_bytes;
-    /** Callbacks other than open that failed (each with its message on HDF5's error stack). */
+    /** Callbacks other than open that failed (each with its message on HDF5's error stack):
+     * reads, writes, flush, truncate, lock, unlock, close, get_handle, delete. */
     uint64_t errors;
 } H5FD_gdsroute_counters_t;
 

@@ -305,6 +305,29 @@ static int same_bytes(const char *a, const char *b) {
     return same;
 }
 
+/* Opens as H5FDgdsroute.h counts them: H5Fopen opens once, for writing too; H5Fcreate first opens
+ * without creating, so over the existing file `path` it opens twice, and for a new file one open
+ * fails. */
+static void check_open_counts(const char *path, hid_t fapl) {
+    H5FD_gdsroute_counters_t c0 = h5t_counters();
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    CHECK(file >= 0);
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    H5FD_gdsroute_counters_t c1 = h5t_counters();
+    CHECK(c1.opens == c0.opens + 1 && c1.open_failures == c0.open_failures);
+    file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(file >= 0);
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    H5FD_gdsroute_counters_t c2 = h5t_counters();
+    CHECK(c2.opens == c1.opens + 2 && c2.open_failures == c1.open_failures);
+    CHECK(unlink(path) == 0);
+    file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(file >= 0);
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    H5FD_gdsroute_counters_t c3 = h5t_counters();
+    CHECK(c3.opens == c2.opens + 1 && c3.open_failures == c2.open_failures + 1);
+}
+
 /* The counters of one contiguous dataset's write and read, and of a read past the end. */
 static void check_counters(const char *dir, hid_t fapl) {
     char path[4096];
@@ -382,6 +405,7 @@ static void check_counters(const char *dir, hid_t fapl) {
     snprintf(want, sizeof want, " zero_filled_bytes=%llu", (unsigned long long)c6.zero_filled_bytes);
     CHECK(section != NULL && strstr(section, want) != NULL);
     if (section == NULL || strstr(section, want) == NULL) fprintf(stderr, "report:\n%s\n", report);
+    check_open_counts(path, fapl);
     h5t_buffer_free(device, zbuf);
     h5t_buffer_free(device, buf);
     h5t_mem_reset();

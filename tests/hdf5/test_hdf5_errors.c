@@ -18,6 +18,14 @@
  *   exit-failing DIR    the same with every write of that last flush failing (RLIMIT_FSIZE):
  *                       the process still exits normally (HDF5 2.0 and later)
  *   config-string DIR   (HDF5 1.13.2+) a driver configuration string is refused at open
+ *   clean-stack DIR     calls that succeed on a list naming the driver without its settings
+ *                       (H5Pget_fapl_gdsroute, H5Fcreate, H5Fopen; HDF5_USE_FILE_LOCKING set, so
+ *                       that the open reads no locking property) leave the error stack empty
+ *   fd-fails DIR        gdsroute_file_fd failing (run under file_fd_fails.so): the open fails,
+ *                       the driver's record naming that call
+ *   delete DIR          (HDF5 1.13.2+) H5Fdelete of a file on a read-only tmpfs mounted at
+ *                       DIR/rofs: the driver's record and the errors counter (skipped, exit 77,
+ *                       only where no tmpfs can be mounted)
  *   locks DIR conflict  two processes: a writer holds the file, a reader is refused, and opens
  *                       once told not to lock (H5Pset_file_locking)
  *   locks DIR unlocked  the same with HDF5_USE_FILE_LOCKING=FALSE: the reader opens
@@ -347,6 +355,75 @@ static int config_string(const char *dir) {
 }
 #endif
 
+/* A list naming the driver without its settings, as HDF5_DRIVER and H5Pset_driver_by_name make
+ * them: the driver's reads of the missing settings leave no record behind a call that succeeds. */
+static int clean_stack(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/clean.h5", dir);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK_H5(H5Pset_driver(fapl, H5FD_GDSROUTE, NULL));
+    H5FD_gdsroute_fapl_t got;
+    CHECK_H5(H5Pget_fapl_gdsroute(fapl, &got));
+    CHECK(got.version == H5FD_GDSROUTE_FAPL_VERSION && got.compat_mode == H5FD_GDSROUTE_COMPAT_DEFAULT &&
+          got.sync_on_flush == 0);
+    CHECK(H5Eget_num(H5E_DEFAULT) == 0);
+    if (H5Eget_num(H5E_DEFAULT) != 0) H5Eprint2(H5E_DEFAULT, stderr);
+    uint64_t opens = h5t_counters().opens;
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    CHECK(file >= 0 && h5t_counters().opens > opens);
+    CHECK(H5Eget_num(H5E_DEFAULT) == 0);
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    CHECK(file >= 0);
+    CHECK(H5Eget_num(H5E_DEFAULT) == 0);
+    if (H5Eget_num(H5E_DEFAULT) != 0) H5Eprint2(H5E_DEFAULT, stderr);
+    if (file >= 0) CHECK_H5(H5Fclose(file));
+    H5Pclose(fapl);
+    return check_summary();
+}
+
+/* gdsroute_file_fd failing: the open fails with the driver's record naming that call. */
+static int fd_fails(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fd.h5", dir);
+    hid_t sec2 = h5t_sec2_fapl(), fapl = h5t_driver_fapl();
+    make_file(path, sec2, 4096);
+    H5FD_gdsroute_counters_t c0 = h5t_counters();
+    CHECK_DRIVER_ERROR(H5Fopen(path, H5F_ACC_RDONLY, fapl) < 0, "gdsroute_file_fd of");
+    CHECK(!h5t_stack_has(H5T_DRIVER_CLASS, "gdsroute_file_open of"));
+    CHECK(h5t_counters().open_failures == c0.open_failures + 1);
+    H5Pclose(fapl);
+    H5Pclose(sec2);
+    return check_summary();
+}
+
+#if H5_VERSION_GE(1, 13, 2)
+/* H5Fdelete through the driver on a read-only file system: unlink fails with EROFS, an error
+ * with the driver's record, counted. */
+static int delete_fails(const char *dir) {
+    char mnt[4096], path[4200];
+    snprintf(mnt, sizeof mnt, "%s/rofs", dir);
+    mkdir(mnt, 0755);
+    umount2(mnt, MNT_DETACH);
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+        printf("skipped: cannot mount a tmpfs at %s (%s)\n", mnt, strerror(errno));
+        return SKIPPED;
+    }
+    snprintf(path, sizeof path, "%s/kept.h5", mnt);
+    hid_t fapl = h5t_driver_fapl();
+    make_file(path, fapl, 4096);
+    CHECK(mount("tmpfs", mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL) == 0);
+    H5FD_gdsroute_counters_t c0 = h5t_counters();
+    CHECK_DRIVER_ERROR(H5Fdelete(path, fapl) < 0, "Read-only file system");
+    CHECK(h5t_stack_has(H5T_DRIVER_CLASS, "unlink of"));
+    CHECK(h5t_counters().errors == c0.errors + 1);
+    CHECK(access(path, F_OK) == 0);
+    umount2(mnt, MNT_DETACH);
+    H5Pclose(fapl);
+    return check_summary();
+}
+#endif
+
 /* flock fails with ENOSYS (a file system without locks): ignored or refused as HDF5's switches
  * say. The file is made in memory (the core driver without a backing store takes no lock) and
  * written out, since HDF5_USE_FILE_LOCKING=TRUE would make any driver's create fail here. */
@@ -423,13 +500,16 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "kind-fails") == 0) return kind_fails(argv[2]);
     if (argc == 3 && strcmp(argv[1], "exit-open") == 0) return exit_open(argv[2]);
     if (argc == 3 && strcmp(argv[1], "exit-failing") == 0) return exit_failing(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "clean-stack") == 0) return clean_stack(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "fd-fails") == 0) return fd_fails(argv[2]);
 #if H5_VERSION_GE(1, 13, 2)
     if (argc == 3 && strcmp(argv[1], "config-string") == 0) return config_string(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "delete") == 0) return delete_fails(argv[2]);
 #endif
     if (argc == 4 && strcmp(argv[1], "locks") == 0) return locks(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "enosys") == 0) return enosys(argv[2], argv[3]);
     fprintf(stderr, "usage: %s open DIR | enospc DIR | eio DIR | kind-fails DIR | exit-open DIR | exit-failing DIR |\n"
-                    "       config-string DIR |\n"
+                    "       config-string DIR | clean-stack DIR | fd-fails DIR | delete DIR |\n"
                     "       locks DIR conflict|unlocked | enosys DIR property|ignored|refused\n", argv[0]);
     return 2;
 }
