@@ -162,6 +162,32 @@ fn aligned_writes_go_direct_whole_and_leave_the_page_cache_alone() {
     assert!(std::fs::read(tmp.path()).unwrap() == expect);
 }
 
+/// A descriptor the caller opened `O_DSYNC` (or `O_SYNC`) keeps its promise on the direct path:
+/// the direct descriptor gets the same flag, so the whole pages written through it are as durable
+/// when the call returns as the head and tail written through the caller's.
+#[test]
+fn the_direct_descriptor_keeps_the_callers_sync_flags() {
+    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::unix::fs::OpenOptionsExt;
+    let _on = direct_writes_on();
+    let tmp = common::temp_file_in(None, &[]);
+    if !has_direct_io(tmp.as_file()) {
+        eprintln!("skipped: no O_DIRECT on the temporary directory's file system");
+        return;
+    }
+    for sync in [libc::O_DSYNC, libc::O_SYNC] {
+        let caller = std::fs::OpenOptions::new().read(true).write(true).custom_flags(sync).open(tmp.path()).unwrap();
+        let file = File::open_fd(caller.as_fd(), None).unwrap();
+        let data = random_bytes(1 << 20, 43);
+        assert_eq!(check_write(&file, &data, 0, 0, false), 1 << 20, "the write went direct");
+        let direct = file.direct_fd().unwrap().expect("a direct descriptor");
+        let flags = unsafe { libc::fcntl(direct, libc::F_GETFL) };
+        assert_eq!(flags & sync, sync, "the direct descriptor lost the caller's {sync:#o} ({flags:#o})");
+        let callers = unsafe { libc::fcntl(caller.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(callers & sync, sync);
+    }
+}
+
 #[test]
 fn a_read_only_handle_still_refuses_and_a_write_only_one_still_cannot_read() {
     let _on = direct_writes_on();

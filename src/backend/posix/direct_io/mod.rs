@@ -73,7 +73,9 @@ pub(crate) fn open_direct(fd: RawFd) -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     let path = CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number");
-    let flags = (status & libc::O_ACCMODE) | libc::O_DIRECT | libc::O_CLOEXEC | libc::O_NOCTTY;
+    // The caller's O_SYNC / O_DSYNC too: O_DIRECT alone neither flushes the device's cache nor
+    // commits an extending write's size and blocks, which the caller's descriptor promises.
+    let flags = (status & (libc::O_ACCMODE | libc::O_SYNC | libc::O_DSYNC)) | libc::O_DIRECT | libc::O_CLOEXEC | libc::O_NOCTTY;
     // SAFETY: a NUL-terminated path; no mode is needed without O_CREAT.
     let raw = unsafe { libc::open(path.as_ptr(), flags) };
     if raw < 0 {
