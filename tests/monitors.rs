@@ -149,6 +149,42 @@ fn a_callback_can_remove_its_own_monitor_and_make_calls() {
     assert_eq!(*calls.lock().unwrap(), 1, "removed by its own first callback; the read it made was not observed");
 }
 
+/// The tasks of a parallel read a callback makes run on the pool's workers, and are not observed
+/// there either: only the outer call's task and the outer call are.
+#[test]
+fn the_tasks_of_a_callbacks_own_parallel_read_are_not_observed() {
+    let _lock = LOCK.lock().unwrap();
+    let data = common::random_bytes(8 << 20, 105);
+    let tmp = common::temp_file_in(None, &data);
+    let file = Arc::new(common::open(tmp.path(), None));
+    gdsroute::settings::set_task_size(1 << 20).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (sink, inner_file) = (Arc::clone(&seen), Arc::clone(&file));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let inner_done = Arc::clone(&done);
+    let read = Arc::new(Mutex::new((0usize, false)));
+    let inner_read = Arc::clone(&read);
+    let id = monitor::add(
+        move |o| {
+            sink.lock().unwrap().push(o.kind);
+            if o.kind == ObservationKind::Call as u32 && !inner_done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let mut buf = vec![0u8; 8 << 20];
+                let n = unsafe { inner_file.pread_raw(buf.as_mut_ptr(), buf.len(), 0) }.unwrap().wait().unwrap();
+                // Checked outside: a panic here is caught by the monitor.
+                *inner_read.lock().unwrap() = (n, buf == std::fs::read(inner_file.path().unwrap()).unwrap());
+            }
+        },
+        true,
+    );
+    let mut small = [0u8; 16];
+    file.read_into(&mut small, 0).unwrap();
+    monitor::remove(id);
+    gdsroute::settings::set_task_size(gdsroute::settings::DEFAULT_TASK_SIZE).unwrap();
+    let kinds = seen.lock().unwrap().clone();
+    assert_eq!(kinds, [ObservationKind::Task as u32, ObservationKind::Call as u32], "only the outer call and its task");
+    assert_eq!(*read.lock().unwrap(), (8 << 20, true), "the callback's read moved every byte");
+}
+
 /// The cost of a monitor per logical call: calls that move nothing (a read of 0 bytes: the call's
 /// own path, no task) and 4 KiB synchronous reads of a warm file, without a monitor, with one that
 /// counts, and with one that counts tasks too; the median of 5 alternating rounds of each. A

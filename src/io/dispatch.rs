@@ -24,6 +24,9 @@ pub(super) struct Call {
     pub(super) target: Target,
     pub(super) snapshot: Snapshot,
     pub(super) compat_mode: CompatMode,
+    /// False for a call a monitor's callback made: its tasks are not observed either, on whatever
+    /// thread they run (the callback's thread is the one that knows).
+    pub(super) observed: bool,
 }
 
 /// Runs one task of `call` on `file` (on a worker or the calling thread), catching panics, and

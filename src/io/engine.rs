@@ -424,7 +424,8 @@ fn plan_call(file: &OpenFile, request: Request, known_target: Option<Target>, sn
     if plan.route == Route::Cufile && !stream_ordered {
         sync_default_stream(&target)?;
     }
-    Ok(Some(Planned { call: Call { direction, plan, target, snapshot, compat_mode }, len, size_known }))
+    let observed = !crate::stats::monitor::in_a_callback();
+    Ok(Some(Planned { call: Call { direction, plan, target, snapshot, compat_mode, observed }, len, size_known }))
 }
 
 fn plan(file: &OpenFile, target: &Target, size: usize, gds_threshold: u64, compat_mode: CompatMode) -> Result<Plan> {

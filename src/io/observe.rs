@@ -137,7 +137,7 @@ pub(super) fn observe_task(call: &Call, file: &OpenFile, file_offset: u64, len: 
         (Route::Cufile, crate::direction::Direction::Write) => c"gdsroute task cufile write",
     };
     let _range = crate::nvtx::TaskRange::push(name, len as u64);
-    if !monitor::watching_tasks() {
+    if !call.observed || !monitor::watching_tasks() {
         return task();
     }
     let mut observation = blank(ObservationKind::Task, call.direction, file_offset, len as u64);

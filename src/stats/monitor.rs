@@ -58,6 +58,12 @@ fn in_callback() -> bool {
     IN_CALLBACK.try_with(|stack| !stack.borrow().is_empty()).unwrap_or(true)
 }
 
+/// Whether the calling thread runs a monitor's callback now: a call it makes is not observed, nor
+/// are its tasks, which other threads may run (`io::dispatch::Call::observed`).
+pub(crate) fn in_a_callback() -> bool {
+    ANY.load(Ordering::Relaxed) && in_callback()
+}
+
 fn snapshot() -> Option<Arc<Vec<Arc<Entry>>>> {
     ENTRIES.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
