@@ -2121,8 +2121,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_memory_kind(const void *ptr, uint32_t
  * the pool thread that finished a parallel call's last task otherwise, after the call was
  * counted and before its result is handed out (`gdsroute_op_wait` returns after it). It must be
  * short, must not wait for the operation it observes, and must not unwind (C++: catch
- * everything); it may make other calls (which no monitor observes: a callback that reads would
- * otherwise call itself) and add or remove monitors, its own included. Cost: with
+ * everything); it may make other calls (which no monitor observes, nor their tasks: a callback
+ * that reads would otherwise call itself) and add or remove monitors, its own included. It runs
+ * while the library holds locks of the call it observes (of a parallel call's operation; of a
+ * batch when the batch is cancelled or freed) and, for a stream-ordered call, before the
+ * caller's stream goes on: it must not wait for that stream, nor call its own batch. Cost: with
  * no monitor a call pays one atomic load (docs/observing.md, "Monitors"). Errors:
  * `NULL_ARGUMENT` (`callback`, `id`), `INVALID_ARGUMENT` (flags other than 0 and
  * `GDSROUTE_MONITOR_TASKS`).
@@ -2136,7 +2139,10 @@ gdsroute_status gdsroute_monitor_add(void (*callback)(const gdsroute_observation
 
 /**
  * Removes the monitor `id`: when this returns no callback of it runs on another thread, and
- * none starts later (a callback removing its own monitor does not wait for itself). Errors:
+ * none starts later (a callback removing its own monitor does not wait for itself). From inside
+ * a callback, removing another monitor waits for that monitor's callbacks on other threads: two
+ * callbacks that remove each other's monitors at the same time wait for each other for ever,
+ * so remove other monitors outside callbacks. Errors:
  * `INVALID_ARGUMENT` (no monitor has that id: never added, or removed already).
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_monitor_remove(uint64_t id);
