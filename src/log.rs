@@ -1,7 +1,8 @@
 //! The library's log: lines a user asks for with `GDSROUTE_LOG_LEVEL` (`off`, the default, or
 //! `error`, `warn`, `info`, `debug`), written to stderr or to the file `GDSROUTE_LOG_FILE` names
-//! (`%p` becomes the process id, so the ranks of an MPI job write a file each; opened once, for
-//! appending, only when a line is written, so that no file ever appears unless asked for). What is
+//! (`%p` becomes the process id, so the ranks of an MPI job, and a forked child, write a file
+//! each; opened for appending at a process's first line, so that no file ever appears unless
+//! asked for). What is
 //! logged: every fallback to the POSIX route with its reason, once per file (info); cuFile's
 //! driver open, its properties and the driver settings applied (info); the settings read from the
 //! environment (debug) and their errors (warn); errors swallowed during clean-up (error).
@@ -40,9 +41,10 @@ impl Level {
 /// Where lines go.
 enum Sink {
     Stderr,
-    /// The path with `%p` replaced; opened at the first line (`None` until then, or when it
-    /// could not be opened: lines then go to stderr).
-    File(String, Mutex<Option<std::fs::File>>),
+    /// The path as given (`%p` not replaced yet), and the file open for the process that wrote
+    /// last, by pid: opened at a process's first line, so that a forked child writes a file of its
+    /// own (`None` until then; a file that could not be opened sends lines to stderr).
+    File(String, Mutex<Option<(u32, Option<std::fs::File>)>>),
 }
 
 struct Log {
@@ -79,7 +81,7 @@ fn from_env() -> Log {
         None
     });
     let sink = match std::env::var("GDSROUTE_LOG_FILE") {
-        Ok(path) if !path.trim().is_empty() => Sink::File(with_pid(&path, std::process::id()), Mutex::new(None)),
+        Ok(path) if !path.trim().is_empty() => Sink::File(path, Mutex::new(None)),
         _ => Sink::Stderr,
     };
     Log { level, sink }
@@ -99,22 +101,25 @@ pub(crate) fn log(level: Level, message: impl FnOnce() -> String) {
     if !enabled(level) {
         return;
     }
-    let line = format!("gdsroute[{}] {} {}\n", std::process::id(), level.name(), message());
-    write_line(&log_config().sink, line.as_bytes());
+    let pid = std::process::id();
+    let line = format!("gdsroute[{pid}] {} {}\n", level.name(), message());
+    write_line(&log_config().sink, line.as_bytes(), pid);
 }
 
-fn write_line(sink: &Sink, line: &[u8]) {
+/// Writes `line` of process `pid` (the caller's) to `sink`.
+fn write_line(sink: &Sink, line: &[u8], pid: u32) {
     match sink {
         Sink::Stderr => {
             let _ = std::io::stderr().write_all(line);
         }
-        Sink::File(path, file) => {
-            let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
-            if file.is_none() {
+        Sink::File(template, opened) => {
+            let mut opened = opened.lock().unwrap_or_else(|p| p.into_inner());
+            if opened.as_ref().is_none_or(|(by, _)| *by != pid) {
                 use std::os::unix::fs::OpenOptionsExt;
-                *file = std::fs::OpenOptions::new().create(true).append(true).mode(0o644).custom_flags(libc::O_CLOEXEC).open(path).ok();
+                let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o644).custom_flags(libc::O_CLOEXEC).open(with_pid(template, pid)).ok();
+                *opened = Some((pid, file));
             }
-            match file.as_mut() {
+            match opened.as_mut().and_then(|(_, file)| file.as_mut()) {
                 // O_APPEND and one write: whole lines, also beside other processes' lines.
                 Some(f) => {
                     let _ = f.write_all(line);
@@ -151,11 +156,15 @@ mod tests {
     fn a_file_sink_is_opened_at_the_first_line_and_appends_whole_lines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log-%p.txt");
-        let sink = Sink::File(with_pid(path.to_str().unwrap(), 42), Mutex::new(None));
+        let sink = Sink::File(path.to_str().unwrap().into(), Mutex::new(None));
         let expected = dir.path().join("log-42.txt");
         assert!(!expected.exists(), "nothing before the first line");
-        write_line(&sink, b"one\n");
-        write_line(&sink, b"two\n");
+        write_line(&sink, b"one\n", 42);
+        write_line(&sink, b"two\n", 42);
+        assert_eq!(std::fs::read_to_string(&expected).unwrap(), "one\ntwo\n");
+        // A forked child (another pid) writes a file of its own, not its parent's.
+        write_line(&sink, b"child\n", 43);
+        assert_eq!(std::fs::read_to_string(dir.path().join("log-43.txt")).unwrap(), "child\n");
         assert_eq!(std::fs::read_to_string(&expected).unwrap(), "one\ntwo\n");
     }
 }

@@ -60,10 +60,19 @@ pub(crate) fn arm() {
     ARMED.call_once(|| {
         if target().is_some() {
             crate::backend::cufile::gds::before_driver_close(write_once);
-            // SAFETY: registering a plain extern "C" function with no captured state.
-            unsafe { libc::atexit(write_at_exit) };
+            // SAFETY: registering plain extern "C" functions with no captured state.
+            unsafe {
+                libc::atexit(write_at_exit);
+                libc::pthread_atfork(None, None, Some(unwritten_in_child));
+            }
         }
     });
+}
+
+/// A forked child writes a report of its own (if it makes calls), also after its parent wrote
+/// one before the fork.
+extern "C" fn unwritten_in_child() {
+    WRITTEN.store(false, Ordering::SeqCst);
 }
 
 extern "C" fn write_at_exit() {
