@@ -10,6 +10,7 @@ use crate::sys::cufile::{CufileLibrary, DriverProperties, StatsSupport};
 use crate::api::file::File;
 use crate::backend::cufile::gds::{self, FallbackReason, Unusable};
 use crate::settings::{self, CompatMode, Settings};
+use std::os::unix::ffi::OsStrExt;
 
 /// Exit codes of `gdsroute-diagnose` (their numbers in `code`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -352,6 +353,18 @@ fn file_lines(d: &mut Diagnosis, path: &[u8], props: Option<&DriverProperties>) 
     if d.settings_error.is_some() {
         d.lines.push(format!("file {shown:?}: not opened (the settings are invalid)"));
         return;
+    }
+    // Only what a handle reads: a directory has no bytes, and opening a FIFO would wait for a
+    // writer.
+    if let Ok(meta) = std::fs::metadata(std::ffi::OsStr::from_bytes(path)) {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
+        if !kind.is_file() && !kind.is_block_device() {
+            let what = if kind.is_dir() { "a directory" } else if kind.is_fifo() { "a FIFO" } else { "not a regular file or block device" };
+            d.lines.push(format!("file {shown:?}: not read: {what}"));
+            d.file_error = Some(format!("{what}, not a regular file or block device"));
+            return;
+        }
     }
     let file = match File::open(path, "r", 0, None) {
         Ok(f) => f,

@@ -112,6 +112,29 @@ fn a_file_that_cannot_be_opened_exits_4() {
     // "--" ends the options: a file named like an option is a file.
     let out = diagnose(&["--", "--json"], &[]);
     assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
+    // A directory has no bytes to read, and a FIFO is not opened (that would wait for a writer).
+    let out = diagnose(&[dir.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
+    assert!(stdout(&out).contains("a directory"), "{}", stdout(&out));
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = diagnose(&[fifo.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
+    assert!(stdout(&out).contains("a FIFO"), "{}", stdout(&out));
+}
+
+/// Probing a FILE does not write the application's exit report (`GDSROUTE_REPORT` is the
+/// application's; the command leaves it alone).
+#[test]
+fn the_command_writes_no_exit_report() {
+    let file = sample();
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("app-report.json");
+    std::fs::write(&report, "the application's").unwrap();
+    let out = diagnose(&[file.path().to_str().unwrap()], &[("GDSROUTE_REPORT", report.to_str().unwrap())]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "the application's");
 }
 
 #[test]

@@ -57,6 +57,9 @@ fn parse(args: impl Iterator<Item = OsString>) -> Result<Command, String> {
 }
 
 fn main() {
+    // SAFETY: first thing in main, before any thread of ours or the library's starts. Probing a
+    // FILE opens a handle, which would arm the application's exit report and overwrite it.
+    unsafe { std::env::remove_var("GDSROUTE_REPORT") };
     let code = match parse(std::env::args_os().skip(1)) {
         Ok(Command::Help) => {
             print!("{USAGE}");
@@ -65,11 +68,9 @@ fn main() {
         Ok(Command::Diagnose { json, file }) => {
             let path = file.map(OsString::into_encoded_bytes);
             let d = diagnose::diagnose(path.as_deref());
-            if json {
-                println!("{}", d.to_json());
-            } else {
-                print!("{}", d.to_text());
-            }
+            let text = if json { format!("{}\n", d.to_json()) } else { d.to_text() };
+            // A reader that went away (`| head`) is no error of ours: no panic, the same code.
+            let _ = std::io::stdout().write_all(text.as_bytes());
             d.exit_code()
         }
         Err(message) => {
