@@ -81,6 +81,13 @@ foreach(request IN LISTS accepted refused)
   endif()
 endforeach()
 message(STATUS "consumer: find_package accepts ${accepted} and refuses ${refused} (version ${VERSION})")
+# The package has no components: asking for one fails (REQUEST is the version and what follows).
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/version" -B "${WORK_DIR}/version-components"
+                        "-DCMAKE_PREFIX_PATH=${prefix}" "-DREQUEST=${v_major}.${v_minor};COMPONENTS;bogus"
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "gdsroute has no components")
+  message(FATAL_ERROR "consumer: find_package(gdsroute COMPONENTS bogus) was not refused:\n${err}")
+endif()
 
 set(ENV{PKG_CONFIG_PATH} "${libdir}/pkgconfig")
 set(build "${WORK_DIR}/build")
