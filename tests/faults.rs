@@ -2,7 +2,7 @@
 //!
 //! With the read shim (tests/c/fault_shim.c, for pread and preadv2; compiled here with `cc` and
 //! preloaded into a child run of this test binary): EINTR and short reads must leave every byte right; EIO in the
-//! middle of a multi-task read gives `IoError` with EIO, the path and the task's offset, nothing
+//! middle of a multi-task read gives `IoError` with EIO, the path and the failing read's offset, nothing
 //! written outside the buffer, and the library keeps working. Without it: a directory, a FIFO
 //! (writer present), /dev/zero, /dev/null, a file that grows after open and one truncated by
 //! another thread during a read.
@@ -84,6 +84,17 @@ fn eio_mid_read_under_the_shim() {
     );
 }
 
+/// A bad block as a disk has it: reads before it succeed, short, and the read that starts at it
+/// fails. The error names that read's offset, the bad block's, on every way of reading (as a
+/// write names its failing `pwrite`), and every byte before it arrived.
+#[test]
+fn eio_at_a_bad_block_names_the_failing_reads_offset() {
+    run_child(
+        "eio-partial",
+        &[("FAULT_EIO_AT", (5 * MIB + 1).to_string()), ("FAULT_EIO_PARTIAL", "1".into()), ("FAULT_PATH_CONTAINS", "eio-target".into())],
+    );
+}
+
 /// The body of the shim scenarios; does nothing unless started by `run_child`.
 #[test]
 #[ignore = "run by the *_under_the_shim tests in a child process with LD_PRELOAD"]
@@ -154,6 +165,27 @@ fn child_under_shim() {
             // Two EIOs per failed call: the task's non-blocking first read only gives up
             // (posix::read_full_at_ahead), the waiting read after it reports.
             assert_eq!(shim_counts().unwrap()[2], 2 * fails, "two EIOs per failed call");
+        }
+        "eio-partial" => {
+            let path = dir.join("eio-target.bin");
+            std::fs::write(&path, &data).unwrap();
+            let file = open(&path);
+            let bad = 5 * MIB + 1;
+            for how in 0..3u32 {
+                let size = data.len();
+                let mut buf = vec![POISON; size + 2 * GUARD];
+                let result = match how {
+                    0 => file.read_into(&mut buf[GUARD..GUARD + size], 0),
+                    1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, 0) }.and_then(|op| op.wait()),
+                    _ => unsafe { file.read_raw(buf[GUARD..].as_mut_ptr(), size, 0) },
+                };
+                let err = result.expect_err("EIO must fail the read");
+                assert_eq!((err.status(), err.os_error()), (Status::IoError, Some(libc::EIO)), "{err}");
+                let text = err.to_string();
+                assert!(text.contains(&format!("offset {bad}:")), "how {how}: {text}");
+                assert!(buf[GUARD..GUARD + bad] == data[..bad], "how {how}: the bytes before the bad block");
+                assert!(buf[..GUARD].iter().all(|&b| b == POISON) && buf[GUARD + size..].iter().all(|&b| b == POISON));
+            }
         }
         other => panic!("unknown scenario {other}"),
     }

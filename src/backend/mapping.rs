@@ -136,8 +136,9 @@ impl MappedRange {
             return match unsafe { posix::read_full_at(self.fd.as_raw_fd(), dst.wrapping_add(stop.copied), rest, at) } {
                 Ok(n) if n == rest => Ok(()),
                 Ok(n) => Err((stop.copied + n, self.shrank(at + n as u64))),
-                // The count of a failed `pread` is not known: only what the copy delivered.
-                Err(source) => Err((stop.copied, Error::Io { op: "pread (the copy out of the mapping was refused)", path: self.path.clone(), offset: at, source })),
+                // What the failing `pread` had read before it is in `dst` but not reported: only
+                // what the copy delivered counts.
+                Err(failed) => Err((stop.copied, Error::Io { op: "pread (the copy out of the mapping was refused)", path: self.path.clone(), offset: failed.offset, source: failed.error })),
             };
         }
         // Which side faulted: the mapped byte alone, copied into memory of our own.
@@ -153,7 +154,7 @@ impl MappedRange {
             _ => {
                 // SAFETY: one byte of ours.
                 let source = match unsafe { posix::read_full_at(self.fd.as_raw_fd(), &mut byte, 1, at) } {
-                    Err(e) => e,
+                    Err(failed) => failed.error,
                     Ok(_) => stop.error,
                 };
                 Error::Io { op: "page-in of the mapped file", path: self.path.clone(), offset: at, source }

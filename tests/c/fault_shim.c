@@ -8,6 +8,9 @@
  *   FAULT_EIO_AT=OFF[,OFF...]  a call whose range [offset, offset + count) covers one of the
  *                         offsets (decimal, comma-separated) returns -1 with errno FAULT_ERRNO
  *   FAULT_ERRNO=N         the errno of FAULT_EIO_AT's failures (default EIO; 28 is ENOSPC)
+ *   FAULT_EIO_PARTIAL=1   as a disk's bad block: a call that covers a FAULT_EIO_AT offset past
+ *                         its start moves the bytes before that offset and returns their count;
+ *                         only a call that starts at the offset fails
  *   FAULT_DELAY_US=N      every intercepted call sleeps N microseconds first (widens races)
  *   FAULT_PATH_CONTAINS=S only descriptors whose /proc/self/fd link contains S are faulted
  *   FAULT_COUNT_FILE=P    at exit, append "pid=<pid> eintr=<n> short=<n> eio=<n> calls=<n>"
@@ -60,24 +63,27 @@ static unsigned long long env_u64(const char *name, int *present) {
     return *present ? strtoull(v, NULL, 10) : 0;
 }
 
-/* Whether [offset, offset + count) covers one of FAULT_EIO_AT's comma-separated offsets. */
-static int covers_fault_offset(off_t offset, size_t count) {
+/* The bytes of [offset, offset + count) before the first of FAULT_EIO_AT's comma-separated
+ * offsets it covers, or -1 when it covers none. */
+static long long bytes_before_fault(off_t offset, size_t count) {
     const char *v = getenv("FAULT_EIO_AT");
+    long long first = -1;
     if (v == NULL || *v == '\0' || count == 0) {
-        return 0;
+        return -1;
     }
     while (*v != '\0') {
         char *end;
         unsigned long long at = strtoull(v, &end, 10);
         if (end == v) {
-            return 0; /* not a number: no more offsets */
+            break; /* not a number: no more offsets */
         }
         if ((unsigned long long)offset <= at && at - (unsigned long long)offset < count) {
-            return 1;
+            long long before = (long long)(at - (unsigned long long)offset);
+            if (first < 0 || before < first) first = before;
         }
         v = *end == ',' ? end + 1 : end;
     }
-    return 0;
+    return first;
 }
 
 static int fd_matches(int fd) {
@@ -106,7 +112,11 @@ static ssize_t faulty(read_at_fn read_at, void *ctx, int fd, void *buf, size_t c
         struct timespec ts = {(time_t)(delay / 1000000), (long)(delay % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
-    if (covers_fault_offset(offset, count)) {
+    long long before = bytes_before_fault(offset, count);
+    if (before > 0 && env_u64("FAULT_EIO_PARTIAL", &present) > 0) {
+        return read_at(ctx, fd, buf, (size_t)before, offset); /* up to the bad block */
+    }
+    if (before >= 0) {
         unsigned long long code = env_u64("FAULT_ERRNO", &present);
         eio_count++;
         errno = present && code > 0 ? (int)code : EIO;

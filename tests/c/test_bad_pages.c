@@ -4,8 +4,8 @@
  * (the first, the middle or the last) unreadable (PROT_NONE) for a write, read-only for a read,
  * or unmapped; reads and writes, direct I/O off and on, one task (gdsroute_file_read/write) and
  * many (gdsroute_file_pread/pwrite with 8 KiB tasks). Every case must give IO_ERROR with errno
- * EFAULT and the offset in the message: a read names its failing task's offset (the lowest
- * failing task for many), a write the file offset of the bad page's first byte. Memory outside
+ * EFAULT and the offset in the message: the file offset of the bad page's first byte, where the
+ * failing read or write started (the lowest failing task's, for many). Memory outside
  * buf[0, size) is never written (guard pages around the buffer), a write never changes its
  * source, nothing of a single read's destination at or after the bad byte is written, and a
  * write changes nothing of the file outside its range nor at or after the bad byte (one task; for
@@ -169,8 +169,8 @@ static void run_case(bool write, bool direct, bool parallel, size_t misalign, en
     } else {
         CHECK_STATUS(st, GDSROUTE_STATUS_IO_ERROR);
         CHECK(err == EFAULT);
-        uint64_t named = write ? FILE_OFFSET + fault : FILE_OFFSET + (parallel ? fault / SMALL_TASK * SMALL_TASK : 0);
-        check_offset_named(named);
+        /* Reads and writes alike: the failing call started at the bad page's first byte. */
+        check_offset_named(FILE_OFFSET + fault);
     }
 
     /* Memory: nothing outside buf[0, SIZE) written; a write's source unchanged; a read's

@@ -157,7 +157,7 @@ pub(super) unsafe fn bounce_in(file: TaskFile<'_>, kind: &MemoryKind, dst: u64, 
     let fill = |step: usize, host: *mut u8, want: usize, pos: u64| {
         // SAFETY: `bounce_in_with` hands out a piece of its buffer that no copy reads any more.
         let read = unsafe { read_piece(file.fd, file.direct, host, want, pos, (step == 0).then_some(len)) };
-        read.map_err(|e| Error::Io { op: "pread", path: file.path.to_string(), offset: pos, source: e })
+        read.map_err(|f| Error::Io { op: "pread", path: file.path.to_string(), offset: f.offset, source: f.error })
     };
     // SAFETY: forwarded from the caller.
     unsafe { bounce_in_with(kind, dst, len, offset, buffer_size, file.direct.is_some(), fill) }
@@ -234,7 +234,7 @@ pub(crate) unsafe fn bounce_in_with(
 ///
 /// # Safety
 /// `host .. host + want` is writable and not read by a copy in flight.
-unsafe fn read_piece(fd: RawFd, direct: Option<RawFd>, host: *mut u8, want: usize, pos: u64, ahead: Option<usize>) -> std::io::Result<Delivered> {
+unsafe fn read_piece(fd: RawFd, direct: Option<RawFd>, host: *mut u8, want: usize, pos: u64, ahead: Option<usize>) -> std::result::Result<Delivered, posix::ReadFailure> {
     if let Some(direct) = direct {
         // SAFETY: forwarded from the caller.
         return unsafe { posix::direct_io::read_full_at_direct(fd, direct, host, want, pos) }.map(Delivered::from);

@@ -10,7 +10,7 @@ mod pwrite;
 mod readahead;
 mod task;
 
-pub(crate) use pread::{Delivered, read_full_at, read_full_at_ahead};
+pub(crate) use pread::{Delivered, ReadFailure, read_full_at, read_full_at_ahead};
 pub(crate) use pwrite::write_range;
 pub(crate) use task::task;
 

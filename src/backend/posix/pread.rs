@@ -18,14 +18,30 @@ use crate::sys::fs::{MAX_SYSCALL_BYTES, transfer_full};
 use std::io;
 use std::os::fd::RawFd;
 
+/// A read that stopped on an error: the file offset at which the failing call started (the
+/// bytes before it, from the range's start, were read) and its error, as a write names its
+/// failing `pwrite`.
+#[derive(Debug)]
+pub(crate) struct ReadFailure {
+    pub offset: u64,
+    pub error: io::Error,
+}
+
+impl ReadFailure {
+    /// `error` of a call that started at `offset`.
+    pub(crate) fn at(offset: u64, error: io::Error) -> ReadFailure {
+        ReadFailure { offset, error }
+    }
+}
+
 /// Reads `len` bytes at `offset` into `dst`, looping over short reads (`sys::fs::transfer_full`).
 /// Returns the bytes read, fewer than `len` only at end of file.
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
-pub(crate) unsafe fn read_full_at(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<usize> {
+pub(crate) unsafe fn read_full_at(fd: RawFd, dst: *mut u8, len: usize, offset: u64) -> Result<usize, ReadFailure> {
     // SAFETY: forwarded from the caller.
-    unsafe { transfer_full(Direction::Read, fd, dst, len, offset) }.map_err(|stopped| stopped.error)
+    unsafe { transfer_full(Direction::Read, fd, dst, len, offset) }.map_err(|stopped| ReadFailure::at(offset + stopped.moved as u64, stopped.error))
 }
 
 /// Bytes a read delivered, and whether it had to wait for the disk.
@@ -49,7 +65,7 @@ pub struct Delivered {
 ///
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call.
-pub(crate) unsafe fn read_full_at_ahead(fd: RawFd, dst: *mut u8, len: usize, offset: u64, ahead_len: usize) -> io::Result<Delivered> {
+pub(crate) unsafe fn read_full_at_ahead(fd: RawFd, dst: *mut u8, len: usize, offset: u64, ahead_len: usize) -> Result<Delivered, ReadFailure> {
     let asked = len.min(MAX_SYSCALL_BYTES);
     // SAFETY: dst is valid for asked <= len bytes.
     let cached = unsafe { read_cached(fd, dst, asked, offset) };
@@ -188,8 +204,8 @@ mod tests {
     fn bad_descriptor_is_an_error() {
         let mut buf = [0u8; 4];
         let err = unsafe { read_full_at(-1, buf.as_mut_ptr(), 4, 0) }.unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
-        let err = unsafe { read_full_at_ahead(-1, buf.as_mut_ptr(), 4, 0, 4) }.unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+        assert_eq!((err.error.raw_os_error(), err.offset), (Some(libc::EBADF), 0));
+        let err = unsafe { read_full_at_ahead(-1, buf.as_mut_ptr(), 4, 7, 4) }.unwrap_err();
+        assert_eq!((err.error.raw_os_error(), err.offset), (Some(libc::EBADF), 7));
     }
 }

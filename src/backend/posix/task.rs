@@ -5,7 +5,7 @@
 //! host-memory task.
 
 use super::direct_io::read_full_at_direct;
-use super::pread::{Delivered, read_full_at_ahead};
+use super::pread::{Delivered, ReadFailure, read_full_at_ahead};
 use super::pwrite::write_range;
 use crate::direction::Direction;
 use std::io;
@@ -30,7 +30,7 @@ pub(crate) struct TaskFailure {
 /// `buf` is valid for `len` bytes for the duration of the call: writable for a read; a write only
 /// reads it.
 pub(crate) unsafe fn task(direction: Direction, fd: RawFd, direct: Option<RawFd>, buf: *mut u8, len: usize, offset: u64) -> Result<Delivered, TaskFailure> {
-    let read_failure = |error| TaskFailure { op: "pread", offset, error };
+    let read_failure = |f: ReadFailure| TaskFailure { op: "pread", offset: f.offset, error: f.error };
     match (direction, direct) {
         // SAFETY (all arms): forwarded from the caller.
         (Direction::Read, Some(direct)) => unsafe { read_full_at_direct(fd, direct, buf, len, offset) }.map(Delivered::from).map_err(read_failure),

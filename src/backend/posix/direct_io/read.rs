@@ -4,7 +4,7 @@ use std::io;
 use std::os::fd::RawFd;
 
 use super::{ALIGN, DirectTransfer, SCRATCH_MAX, refused, scratch_copy_stopped, with_scratch};
-use crate::backend::posix::pread::read_full_at;
+use crate::backend::posix::pread::{ReadFailure, read_full_at};
 use crate::direction::Direction;
 use crate::sys::fs::transfer_once;
 use crate::sys::process_copy::copy_to_caller;
@@ -24,14 +24,14 @@ use crate::sys::process_copy::copy_to_caller;
 /// # Safety
 /// `dst` must be valid for writes of `len` bytes for the duration of the call (a page that is
 /// not is reported as `EFAULT`, never touched from user space).
-pub(crate) unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> io::Result<DirectTransfer> {
+pub(crate) unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> Result<DirectTransfer, ReadFailure> {
     let mut read = DirectTransfer::default();
     if len == 0 {
         return Ok(read);
     }
     // Direct reads stay within the file's whole pages: the device writes whole blocks, so one
     // that ran into the end of the file would write past the bytes it reports.
-    let size = readable_size(buffered)?;
+    let size = crate::sys::fs::file_size(buffered).map_err(|e| ReadFailure::at(offset, e))?;
     let direct_end = size - size % ALIGN as u64;
     while read.bytes < len {
         let pos = offset + read.bytes as u64;
@@ -64,7 +64,7 @@ pub(crate) unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *m
             Ok(Some(n)) => n,
             Ok(None) => 0, // no scratch buffer, or no copy out of it: the rest below, through the page cache
             Err(e) if refused(&e) => 0,
-            Err(e) => return Err(e),
+            Err(e) => return Err(ReadFailure::at(pos, e)),
         };
         read.bytes += n;
         read.direct_bytes += n;
@@ -123,15 +123,6 @@ unsafe fn read_through_scratch(direct: RawFd, dst: *mut u8, len: usize, offset: 
         }
     })
     .unwrap_or(Ok(None))
-}
-
-/// The size that bounds direct reads: the file's size, or a block device's (whose `st_size` is 0).
-fn readable_size(fd: RawFd) -> io::Result<u64> {
-    let st = crate::sys::fs::stat(fd)?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFBLK {
-        return Ok(st.st_size as u64);
-    }
-    crate::sys::fs::block_device_size(fd)
 }
 
 #[cfg(test)]
@@ -226,8 +217,9 @@ mod tests {
                 let len = 5 * PAGE - 1;
                 // SAFETY: the call writes only inside base + 1 .. base + 5 pages, and reports the bad page.
                 let err = unsafe { read_full_at_direct(f.as_raw_fd(), direct.as_raw_fd(), map.base.add(1), len, 0) }.unwrap_err();
-                assert_eq!(err.raw_os_error(), Some(libc::EFAULT), "bad page {bad}");
                 let fault = (bad * PAGE).max(1); // in the mapping; the range starts at 1
+                // The failing read started at the bad page: file offset fault - 1.
+                assert_eq!((err.error.raw_os_error(), err.offset), (Some(libc::EFAULT), fault as u64 - 1), "bad page {bad}");
                 for i in (0..5 * PAGE).filter(|i| protection.is_some() || i / PAGE != bad) {
                     let expect = if (1..fault).contains(&i) { data[i - 1] } else { Mapping::original(i) };
                     assert_eq!(map.at(i), expect, "bad page {bad}, {protection:?}: byte {i}");
@@ -242,7 +234,7 @@ mod tests {
         let mut dst = Guarded::new(2 * ALIGN, 0);
         // SAFETY: dst holds 2 * ALIGN writable bytes.
         let err = unsafe { read_full_at_direct(f.as_raw_fd(), -1, dst.ptr(), 2 * ALIGN, 0) }.unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::EBADF));
+        assert_eq!(err.error.raw_os_error(), Some(libc::EBADF));
         check(&dst, &[]);
     }
 }
