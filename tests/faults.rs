@@ -35,17 +35,22 @@ fn guards_intact(buf: &[u8], from: usize) -> bool {
 /// Reads through each entry point and checks count, bytes and guards.
 fn read_and_check(file: &File, data: &[u8], size: usize, offset: u64, how: u32) {
     let mut buf = vec![POISON; size + 2 * GUARD];
-    let n = match how % 3 {
-        0 => file.read_into(&mut buf[GUARD..GUARD + size], offset),
-        1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, offset) }.and_then(|op| op.wait()),
-        _ => unsafe { file.read_raw(buf[GUARD..].as_mut_ptr(), size, offset) },
-    }
-    .unwrap_or_else(|e| panic!("size {size} offset {offset}: {e}"));
+    let n = read_way(file, &mut buf, size, offset, how).unwrap_or_else(|e| panic!("size {size} offset {offset}: {e}"));
     let start = (offset as usize).min(data.len());
     let expect = (data.len() - start).min(size);
     assert_eq!(n, expect, "size {size} offset {offset}");
     assert!(buf[GUARD..GUARD + n] == data[start..start + n], "bytes differ: size {size} offset {offset}");
     assert!(guards_intact(&buf, n), "written outside the read: size {size} offset {offset}");
+}
+
+/// Reads `size` bytes at `offset` into `buf` after its front guard, one of three ways by `how`:
+/// `read_into`, `pread_raw` and wait, `read_raw`.
+fn read_way(file: &File, buf: &mut [u8], size: usize, offset: u64, how: u32) -> gdsroute::Result<usize> {
+    match how % 3 {
+        0 => file.read_into(&mut buf[GUARD..GUARD + size], offset),
+        1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, offset) }.and_then(|op| op.wait()),
+        _ => unsafe { file.read_raw(buf[GUARD..].as_mut_ptr(), size, offset) },
+    }
 }
 
 /// Totals from the preloaded shim: [EINTR, short, EIO, intercepted calls].
@@ -138,12 +143,7 @@ fn child_under_shim() {
             for how in 0..3u32 {
                 let size = data.len();
                 let mut buf = vec![POISON; size + 2 * GUARD];
-                let result = match how {
-                    0 => file.read_into(&mut buf[GUARD..GUARD + size], 0),
-                    1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, 0) }.and_then(|op| op.wait()),
-                    _ => unsafe { file.read_raw(buf[GUARD..].as_mut_ptr(), size, 0) },
-                };
-                let err = result.expect_err("EIO must fail the read");
+                let err = read_way(&file, &mut buf, size, 0, how).expect_err("EIO must fail the read");
                 fails += 1;
                 assert_eq!(err.status(), Status::IoError, "{err}");
                 assert_eq!(err.os_error(), Some(libc::EIO), "{err}");
@@ -174,12 +174,7 @@ fn child_under_shim() {
             for how in 0..3u32 {
                 let size = data.len();
                 let mut buf = vec![POISON; size + 2 * GUARD];
-                let result = match how {
-                    0 => file.read_into(&mut buf[GUARD..GUARD + size], 0),
-                    1 => unsafe { file.pread_raw(buf[GUARD..].as_mut_ptr(), size, 0) }.and_then(|op| op.wait()),
-                    _ => unsafe { file.read_raw(buf[GUARD..].as_mut_ptr(), size, 0) },
-                };
-                let err = result.expect_err("EIO must fail the read");
+                let err = read_way(&file, &mut buf, size, 0, how).expect_err("EIO must fail the read");
                 assert_eq!((err.status(), err.os_error()), (Status::IoError, Some(libc::EIO)), "{err}");
                 let text = err.to_string();
                 assert!(text.contains(&format!("offset {bad}:")), "how {how}: {text}");

@@ -39,6 +39,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -118,16 +119,23 @@ static int open_errors(const char *dir) {
     return check_summary();
 }
 
-/* ENOSPC: the driver's write fails, its message names the errno; nothing aborts. */
-static int enospc(const char *dir) {
-    char mnt[4096], path[4200];
-    snprintf(mnt, sizeof mnt, "%s/tmpfs", dir);
+/* Mounts a 1 MiB tmpfs at `dir`/`name` into `mnt` (4096 bytes); false, saying why, where it
+ * cannot (not root, no mount namespace): the test is then skipped. */
+static bool mount_small_tmpfs(const char *dir, const char *name, char *mnt) {
+    snprintf(mnt, 4096, "%s/%s", dir, name);
     mkdir(mnt, 0755);
     umount2(mnt, MNT_DETACH);
     if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
         printf("skipped: cannot mount a tmpfs at %s (%s)\n", mnt, strerror(errno));
-        return SKIPPED;
+        return false;
     }
+    return true;
+}
+
+/* ENOSPC: the driver's write fails, its message names the errno; nothing aborts. */
+static int enospc(const char *dir) {
+    char mnt[4096], path[4200];
+    if (!mount_small_tmpfs(dir, "tmpfs", mnt)) return SKIPPED;
     snprintf(path, sizeof path, "%s/full.h5", mnt);
     hid_t fapl = h5t_driver_fapl();
     H5FD_gdsroute_counters_t c0 = h5t_counters();
@@ -402,13 +410,7 @@ static int fd_fails(const char *dir) {
  * with the driver's record, counted. */
 static int delete_fails(const char *dir) {
     char mnt[4096], path[4200];
-    snprintf(mnt, sizeof mnt, "%s/rofs", dir);
-    mkdir(mnt, 0755);
-    umount2(mnt, MNT_DETACH);
-    if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
-        printf("skipped: cannot mount a tmpfs at %s (%s)\n", mnt, strerror(errno));
-        return SKIPPED;
-    }
+    if (!mount_small_tmpfs(dir, "rofs", mnt)) return SKIPPED;
     snprintf(path, sizeof path, "%s/kept.h5", mnt);
     hid_t fapl = h5t_driver_fapl();
     make_file(path, fapl, 4096);
