@@ -1758,7 +1758,7 @@ gdsroute_status gdsroute_file_pwrite(const gdsroute_file *file,
  * and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
  * `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
  * stream waits for (the legacy and per-thread default streams, a stream created without
- * `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (off by default for now), the call
+ * `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (the default), the call
  * is relayed: what moves its bytes is queued on the stream at the call (into device memory, the
  * copy engine's copies from pinned host slots that host threads fill from the file; a relay
  * kernel for host memory), so that a synchronous legacy-stream call of the program cannot
@@ -2533,7 +2533,7 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_thread_pool_per_block_de
 
 /**
  * Reads whether `GDSROUTE_STREAM_ORDERED=auto` relays stream-ordered calls on the streams the
- * legacy default stream waits for (`GDSROUTE_STREAM_RELAY`, default off) into `*enabled`.
+ * legacy default stream waits for (`GDSROUTE_STREAM_RELAY`, default on) into `*enabled`.
  */
 GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_relay(bool *enabled);
 
@@ -2541,7 +2541,7 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_relay(bool *enabl
  * Chooses, for stream-ordered calls from now on under `GDSROUTE_STREAM_ORDERED=auto`, between
  * relaying those on the legacy and per-thread default streams and on blocking streams (on:
  * copies, or a relay kernel, queued on the stream move the bytes and the caller does not
- * block) and KvikIO's blocking fallback there (off, the default for now). docs/routing.md,
+ * block; the default) and KvikIO's blocking fallback there (off). docs/routing.md,
  * "Relayed stream-ordered calls". Works whatever the environment held: an invalid
  * `GDSROUTE_STREAM_RELAY` is replaced by this value.
  */

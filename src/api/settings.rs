@@ -151,8 +151,8 @@ pub fn set_prepare_at_open(enabled: bool) {
 }
 
 /// Whether `Auto` relays stream-ordered calls on streams the legacy default stream waits for
-/// (`GDSROUTE_STREAM_RELAY`, default off until measured on a GPU: they block, as KvikIO's fallback
-/// does; on: they are relayed, their copies or a relay kernel queued on the stream).
+/// (`GDSROUTE_STREAM_RELAY`, default on: they are relayed, their copies or a relay kernel queued on
+/// the stream; off: they block, as KvikIO's fallback does).
 pub fn stream_relay() -> Result<bool> {
     Ok(crate::settings_table::global()?.stream_relay())
 }

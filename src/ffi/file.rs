@@ -440,7 +440,7 @@ pub unsafe extern "C" fn gdsroute_file_pwrite(
 /// and reads before returning (counted in `stream_calls_blocking_no_stream_wait` or
 /// `stream_calls_blocking_setting`). Under its default `auto`, on a stream the legacy default
 /// stream waits for (the legacy and per-thread default streams, a stream created without
-/// `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (off by default for now), the call
+/// `CU_STREAM_NON_BLOCKING`), with `GDSROUTE_STREAM_RELAY=true` (the default), the call
 /// is relayed: what moves its bytes is queued on the stream at the call (into device memory, the
 /// copy engine's copies from pinned host slots that host threads fill from the file; a relay
 /// kernel for host memory), so that a synchronous legacy-stream call of the program cannot

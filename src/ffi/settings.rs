@@ -351,7 +351,7 @@ pub extern "C" fn gdsroute_settings_set_thread_pool_per_block_device(enabled: bo
 symbol_version!(GDSROUTE_0.2: gdsroute_settings_get_thread_pool_per_block_device, gdsroute_settings_set_thread_pool_per_block_device);
 
 /// Reads whether `GDSROUTE_STREAM_ORDERED=auto` relays stream-ordered calls on the streams the
-/// legacy default stream waits for (`GDSROUTE_STREAM_RELAY`, default off) into `*enabled`.
+/// legacy default stream waits for (`GDSROUTE_STREAM_RELAY`, default on) into `*enabled`.
 #[must_use]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gdsroute_settings_get_stream_relay(enabled: *mut bool) -> Status {
@@ -362,7 +362,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_stream_relay(enabled: *mut bool) 
 /// Chooses, for stream-ordered calls from now on under `GDSROUTE_STREAM_ORDERED=auto`, between
 /// relaying those on the legacy and per-thread default streams and on blocking streams (on:
 /// copies, or a relay kernel, queued on the stream move the bytes and the caller does not
-/// block) and KvikIO's blocking fallback there (off, the default for now). docs/routing.md,
+/// block; the default) and KvikIO's blocking fallback there (off). docs/routing.md,
 /// "Relayed stream-ordered calls". Works whatever the environment held: an invalid
 /// `GDSROUTE_STREAM_RELAY` is replaced by this value.
 #[must_use]

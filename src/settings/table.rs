@@ -251,11 +251,10 @@ settings_table! {
     StreamRelay {
         name: "GDSROUTE_STREAM_RELAY", aliases: [],
         doc: "under GDSROUTE_STREAM_ORDERED=auto, calls on streams the legacy default stream waits for are relayed (copies or a kernel queued on the stream move the bytes) instead of blocking",
-        parse: Parse::Bool, default: false, get: stream_relay -> bool,
+        parse: Parse::Bool, default: true, get: stream_relay -> bool,
         set: set_stream_relay,
             "Chooses, for stream-ordered calls from now on under auto, between relaying those on the legacy and per-thread \
-             default streams and on blocking streams (on) and KvikIO's blocking fallback there (off, the default while relayed \
-             reads run below the rate of pread).",
+             default streams and on blocking streams (on, the default) and KvikIO's blocking fallback there (off).",
     }
     ThreadPoolPerBlockDevice {
         name: "KVIKIO_THREAD_POOL_PER_BLOCK_DEVICE", aliases: [],
