@@ -206,7 +206,10 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         Params::Given => check_range(request.size, request.offset)?,
         Params::Behind(pointers) => pointers.check(request.direction)?,
     }
-    let ordered_setting = settings::global()?.stream_ordered();
+    // One reading of the settings decides the whole call (a setting changed by another thread
+    // meanwhile cannot make its route, relay and preparation disagree).
+    let snapshot = settings::global()?.snapshot();
+    let ordered_setting = snapshot.stream_ordered;
     let file = open_file()?;
     if request.direction == Direction::Write {
         // A handle opened "r" is refused at the call, as `submit` refuses it.
@@ -216,7 +219,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     // Until it starts, no relayed read takes the file's registered windows (`RegisteredRuns::plan`).
     let queued_write = (request.direction == Direction::Write).then(|| file.page_cache.write_queued());
     // SAFETY: forwarded from the caller.
-    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call)? } {
+    if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call, snapshot)? } {
         counted.handed_over();
         return Ok(operation);
     }
@@ -228,9 +231,9 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     // The relay kernel the call takes if `mark` relays it: one that moves the bytes for device
     // memory, a gate for host memory; none where the call must go through cuFile (compat OFF).
     let mut relay = None;
-    let relay_setting = settings::global()?.stream_relay();
+    let relay_setting = snapshot.stream_relay;
     if let Ok(target) = target_of(request.buf) {
-        let planned = plan(&file, &target, probe_size, settings::global()?.snapshot().gds_threshold, compat_mode);
+        let planned = plan(&file, &target, probe_size, snapshot.gds_threshold, compat_mode);
         let cufile_required = compat_mode == CompatMode::Off && planned.as_ref().is_ok_and(|p| p.route == Route::Cufile);
         // A size given at the call is what the queued copies move, not clipped to the file's
         // size now: an earlier write on the same stream may still extend the file.
@@ -280,9 +283,8 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
 ///
 /// # Safety
 /// As `submit`, until the stream has passed the call.
-unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall) -> Result<Option<Operation>> {
+unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &Arc<OpenFile>, request: Request, call: &StreamCall, snapshot: Snapshot) -> Result<Option<Operation>> {
     let Some(stream) = call.stream.cuda() else { return Ok(None) };
-    let snapshot = settings::global()?.snapshot();
     if snapshot.cufile_async != CufileAsync::Native || !matches!(call.params, Params::Given) || !cufile::stream_ordered::is_registered(stream) {
         return Ok(None);
     }
