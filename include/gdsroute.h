@@ -1804,8 +1804,9 @@ gdsroute_status gdsroute_file_write_async(const gdsroute_file *file,
  * it may compute them), and the bytes read are written through `bytes_read_p` (-1 on error)
  * before the stream's later work runs. The three pointers must be aligned for their types
  * and memory the host can access while the stream waits: pageable or pinned host memory, or
- * managed memory on a system where the CPU may access it while GPU work runs (concurrent
- * managed access); device memory and misaligned pointers are refused (`INVALID_ARGUMENT`).
+ * managed memory of a device on which the CPU may access it while GPU work runs (concurrent
+ * managed access); device memory, managed memory of other devices and misaligned pointers are
+ * refused (`INVALID_ARGUMENT`).
  * They must stay valid until the stream has passed the call (the operation's settling tells it
  * too). The size and offset are checked when read: an invalid value fails the operation
  * (`OVERFLOW`), not the call, also where the call blocks instead of being ordered on the stream.

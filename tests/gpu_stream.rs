@@ -645,6 +645,36 @@ fn the_pointer_form_takes_size_and_offset_when_the_stream_gets_there() {
         let err = unsafe { file.read_async_ptr_raw(buf.data_ptr(), buf.base as *const usize, offset_p, bytes_p, stream.addr()) }.err().unwrap();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         unsafe { sys::cuMemFreeHost(p) };
+        // Managed memory is taken where the host may access it while GPU work runs (the H100 and
+        // H200 report concurrent managed access), and refused at the call where it may not.
+        let mut m: sys::CUdeviceptr = 0;
+        ok("cuMemAllocManaged", unsafe { sys::cuMemAllocManaged(&mut m, 64, sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32) });
+        let (m_size, m_offset, m_bytes) = (m as *mut usize, (m + 8) as *mut u64, (m + 16) as *mut isize);
+        unsafe {
+            m_size.write_volatile(size);
+            m_offset.write_volatile(offset);
+            m_bytes.write_volatile(-99);
+        }
+        let (mut device, mut concurrent) = (0, 0);
+        ok("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut device, 0) });
+        ok("cuDeviceGetAttribute", unsafe {
+            sys::cuDeviceGetAttribute(&mut concurrent, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device)
+        });
+        ok("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(buf.base, POISON, buf.total(), stream.raw) });
+        let managed = unsafe { file.read_async_ptr_raw(buf.data_ptr(), m_size, m_offset, m_bytes, stream.addr()) };
+        if concurrent != 0 {
+            let op = managed.unwrap();
+            stream.sync();
+            assert_eq!(op.wait().unwrap(), size, "{mode:?} {kind:?}: managed pointers");
+            assert_eq!(unsafe { m_bytes.read_volatile() }, size as isize, "{mode:?} {kind:?}: managed byte count");
+            let back = buf.contents();
+            assert!(back[GUARD..GUARD + size] == *expect, "{mode:?} {kind:?}: bytes through managed pointers");
+            assert!(back[GUARD + size..].iter().all(|&b| b == POISON));
+        } else {
+            let err = managed.err().unwrap();
+            assert!(matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("concurrent managed access"), "{err}");
+        }
+        ok("cuMemFree", unsafe { sys::cuMemFree_v2(m) });
     }
 }
 

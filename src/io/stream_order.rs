@@ -148,7 +148,9 @@ unsafe impl Sync for ParamPointers {}
 
 impl ParamPointers {
     /// Checks at the call that each pointer is there, aligned for its type (the values are read
-    /// and written as whole words), and memory the host can read or write (not device memory).
+    /// and written as whole words), and memory the host can read or write while GPU work runs
+    /// (not device memory, nor managed memory of a device without concurrent managed access:
+    /// the waiter reads it while other streams' kernels may run, which faults the process there).
     /// `direction` names the bytes' pointer as the C function does.
     pub(crate) fn check(&self, direction: Direction) -> Result<()> {
         let bytes_name = match direction {
@@ -167,8 +169,16 @@ impl ParamPointers {
             if !(pointer as usize).is_multiple_of(align) {
                 return Err(Error::InvalidArgument(format!("`{name}` is not aligned for a {c_type} ({align} bytes)")));
             }
-            if let Ok(MemoryKind::Device { .. }) = cuda::classify(pointer.cast()) {
-                return Err(Error::InvalidArgument(format!("`{name}` points to device memory; it must be host, pinned or managed memory")));
+            match cuda::classify(pointer.cast()) {
+                Ok(MemoryKind::Device { .. }) => {
+                    return Err(Error::InvalidArgument(format!("`{name}` points to device memory; it must be host, pinned or managed memory")));
+                }
+                Ok(MemoryKind::Managed { ordinal, .. }) if !cuda::concurrent_managed_access(ordinal).unwrap_or(false) => {
+                    return Err(Error::InvalidArgument(format!(
+                        "`{name}` points to managed memory of device {ordinal}, which the host may not access while GPU work runs (no concurrent managed access); use host or pinned memory"
+                    )));
+                }
+                _ => {}
             }
         }
         Ok(())

@@ -47,6 +47,21 @@ pub fn device_uuid(ordinal: i32) -> Result<[u8; 16], CudaFailure> {
     Ok(bytes)
 }
 
+/// Whether the host may read and write device `ordinal`'s managed memory while GPU work runs
+/// (`CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS`; 0 on pre-Pascal GPUs and under Windows or
+/// WSL, where such an access faults the process).
+///
+/// Errors: `Unavailable`/`Forked`; the CUresult of `cuDeviceGet` or `cuDeviceGetAttribute`.
+pub(crate) fn concurrent_managed_access(ordinal: i32) -> Result<bool, CudaFailure> {
+    cuda()?;
+    let mut value = 0;
+    // SAFETY: cuda() succeeded; valid out-pointer; the device came from cuDeviceGet.
+    check("cuDeviceGetAttribute", unsafe {
+        sys::cuDeviceGetAttribute(&mut value, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device(ordinal)?)
+    })?;
+    Ok(value != 0)
+}
+
 /// Device `ordinal`'s PCI bus id as CUDA prints it (`cuDeviceGetPCIBusId`, e.g. `0000:3B:00.0`).
 ///
 /// Errors: `Unavailable`/`Forked`; the CUresult of `cuDeviceGet` or `cuDeviceGetPCIBusId`.

@@ -28,7 +28,7 @@ pub(crate) use copy::{Stream, StreamOrderedTask, on_release_thread, outside_stre
 pub(crate) use copy::copy_host_to_device_sync;
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use device::{device_numa_node, device_pci_bus_id, device_uuid};
-pub(crate) use device::{current_device, device_count};
+pub(crate) use device::{concurrent_managed_access, current_device, device_count};
 #[allow(unreachable_pub)] // re-exported by src/lib.rs's `testing` through this path
 pub use driver::cuda;
 pub(crate) use driver::{describe, in_use_by_the_application, known_unavailable, preload};
