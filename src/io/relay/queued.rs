@@ -27,8 +27,8 @@ pub(super) const QUEUED_SLOTS: u32 = 32;
 /// deeper ring only lets the copies run further ahead). Measured: reads in a row at 0.96 of
 /// `pread` with 32 slots copied four at a time against 0.87-0.90 with 16 copied two at a time (an
 /// H100); writes on the H200 at 0.86-1.03 of `pwrite` through 16 MiB of the ring against
-/// 0.73-0.86 through 64 MiB and 0.77-0.82 through 32 (docs/performance.md, "Relayed reads from
-/// registered windows, and the writes' ring").
+/// 0.73-0.86 through 64 MiB and 0.77-0.82 through 32 (docs/performance.md, "The whole build on an
+/// H100, and the default turned on").
 pub(super) fn shape(direction: RelayKernel) -> (u32, u32) {
     match direction {
         RelayKernel::In => (4, QUEUED_SLOTS / 4),
