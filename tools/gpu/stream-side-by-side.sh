@@ -6,7 +6,8 @@
 # the route's ceiling in that process), then KvikIO's read_async on the same route
 # (tools/gpu/stream_kvikio.py), the page cache's rate (`cat` of the warm file) as the machine's ceiling.
 # Build here first: bash tools/gpu/gpu-build.sh; there, with .device and .whl carried:
-#   bash tools/gpu/stream-side-by-side.sh      (ROUTES="posix cufile" by default)
+#   bash tools/gpu/stream-side-by-side.sh      (ROUTES="posix cufile" by default; OVERLAP=0: without
+#                                              the overlap figures)
 set -u
 cd "$(dirname "$0")/../.."
 D=.device; export LD_LIBRARY_PATH=$PWD/$D
@@ -28,7 +29,7 @@ figures() {
 for route in ${ROUTES:-posix cufile}; do
     if [ "$route" = cufile ]; then bash tools/gpu/udev-entry.sh /var/tmp > /dev/null; else rm -rf /run/udev; fi
     figures figures_blocked_time_and_rates_printed "$route"
-    figures figures_overlap_printed "$route"
+    [ "${OVERLAP:-1}" = 0 ] || figures figures_overlap_printed "$route"
     [ "$route" = posix ] && figures figures_relayed_printed "$route"
     echo "=== KvikIO 26.10 stream-ordered read, $route route, 16 threads"
     PYTHONPATH=/tmp/site KVIKIO_NTHREADS=16 timeout 200 python3 tools/gpu/stream_kvikio.py $f 2>&1 \
