@@ -16,7 +16,7 @@ t() {
     local rc=$?
     echo "TEST $label $name rc=$rc $(python3 -c "import time; print(round(time.time() - $s, 1))") s"
     [ $rc = 0 ] || tail -30 /tmp/t.log
-    grep -E '^FIGURE|^relayed .*: [0-9]' /tmp/t.log
+    grep -oE 'FIGURE .*|^relayed .*: [0-9].*' /tmp/t.log
 }
 RELAYED="relayed_reads_copy_from_registered_windows_and_fail_once_the_file_changed the_pointer_form_takes_size_and_offset_when_the_stream_gets_there relayed_reads_are_ordered_beside_synchronous_legacy_calls relayed_writes_are_ordered_beside_synchronous_legacy_calls many_relayed_calls_on_one_legacy_stream_and_a_failing_write synchronous_cuda_calls_of_the_host_while_calls_are_queued_do_not_deadlock"
 # In order of what matters most, so that a call cut short keeps the rest.
