@@ -1010,9 +1010,15 @@ fn blocked_by_read_async(file: &File, buf: &Buffer, stream: &Stream, size: usize
     (median(&mut blocked), max)
 }
 
+/// How many of each timed call a rate's median takes: `GDSROUTE_TEST_RATE_ROUNDS` (default 5; more
+/// where the file system's rate moves between runs, as writes to the GPU machine's disk do).
+fn rate_rounds() -> usize {
+    std::env::var("GDSROUTE_TEST_RATE_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(5)
+}
+
 /// GB/s of `size`-byte `read_async` and `write_async` from the call to `cuStreamSynchronize`,
-/// beside `pread` and `pwrite` waited for, median of 5: [read_async, pread, write_async, pwrite].
-/// `Interleaved`: the four take turns; `InARow`: five of each, one kind after the other. Fifth:
+/// beside `pread` and `pwrite` waited for, median of `rate_rounds()`: [read_async, pread,
+/// write_async, pwrite]. `Interleaved`: the four take turns; `InARow`: all of each, one kind after the other. Fifth:
 /// `pread` through a handle opened for it (`fresh`), whose page cache is not registered, so that
 /// its bytes go through bounce buffers as a relayed read's do (a handle's own reads of a range
 /// read twice over copy straight from the registered page cache: `page_cache`).
@@ -1051,8 +1057,8 @@ fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &St
         assert_eq!(done, size);
     };
     let sequence: Vec<usize> = match order {
-        RateOrder::Interleaved => (0..5).flat_map(|round| if round % 2 == 0 { [0, 1, 4, 2, 3] } else { [4, 1, 0, 3, 2] }).collect(),
-        RateOrder::InARow => (0..5).flat_map(|which| [which; 5]).collect(),
+        RateOrder::Interleaved => (0..rate_rounds()).flat_map(|round| if round % 2 == 0 { [0, 1, 4, 2, 3] } else { [4, 1, 0, 3, 2] }).collect(),
+        RateOrder::InARow => (0..5).flat_map(|which| std::iter::repeat_n(which, rate_rounds())).collect(),
     };
     // `GDSROUTE_TEST_RATES=writes` times the writes alone (ring shapes compared on the GPU
     // machine, tools/gpu/relay-variants.sh); the others' medians are then 0.
@@ -1105,7 +1111,8 @@ fn figures_blocked_time_and_rates_printed() {
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
             let [read_async, pread, write_async, pwrite, bounced] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, mode));
-            println!("FIGURE {mode:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
+            let rounds = rate_rounds();
+            println!("FIGURE {mode:?} 1 GiB GB/s, median of {rounds}, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
         }
         // The same rates through cuFileReadAsync/WriteAsync on a registered stream (the cuFile
         // route only: with the udev record).
@@ -1323,7 +1330,8 @@ fn figures_relayed_printed() {
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
             let [read_async, pread, write_async, pwrite, bounced] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, CompatMode::Auto));
-            println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of 5, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
+            let rounds = rate_rounds();
+            println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of {rounds}, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
         }
         println!("FIGURE relayed {kind:?} counters: {}", file.stats().summary());
     }

@@ -7,7 +7,8 @@
 # (tools/gpu/stream_kvikio.py), and the page cache's rate with 16 readers.
 # Build here first: bash tools/gpu/gpu-build.sh; there, with .device and .whl carried:
 #   bash tools/gpu/stream-side-by-side.sh      (ROUTES="posix cufile" by default; OVERLAP=0: without
-#                                              the overlap figures)
+#                                              the overlap figures; GDSROUTE_TEST_RATE_ROUNDS=9: medians
+#                                              of 9, for writes whose disk rate moves between runs)
 set -u
 cd "$(dirname "$0")/../.."
 D=.device; export LD_LIBRARY_PATH=$PWD/$D
