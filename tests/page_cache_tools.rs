@@ -9,6 +9,10 @@ use std::os::unix::ffi::OsStrExt;
 
 const PAGE: u64 = 4096;
 
+/// Held by the tests that count resident pages and by the one that drops the whole system's page
+/// cache: run as root, that drop evicts the pages the others have just read.
+static SYSTEM_PAGE_CACHE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn is_tmpfs(path: &std::path::Path) -> bool {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -31,6 +35,7 @@ fn read_all(path: &std::path::Path, len: usize) {
 
 #[test]
 fn pages_are_resident_after_a_read_and_gone_after_a_drop() {
+    let _system = SYSTEM_PAGE_CACHE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let tmp = file_of((4 << 20) + 100);
     let path = tmp.path().as_os_str().as_bytes();
     let pages = ((4u64 << 20) + 100).div_ceil(PAGE);
@@ -95,6 +100,7 @@ fn direct_io_support_is_answered() {
 
 #[test]
 fn dropping_the_system_page_cache_needs_root() {
+    let _system = SYSTEM_PAGE_CACHE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         // Root in a container may still be refused (/proc/sys read-only).
