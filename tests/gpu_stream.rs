@@ -1022,7 +1022,7 @@ fn rate_rounds() -> usize {
 /// `pread` through a handle opened for it (`fresh`), whose page cache is not registered, so that
 /// its bytes go through bounce buffers as a relayed read's do (a handle's own reads of a range
 /// read twice over copy straight from the registered page cache: `page_cache`).
-fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize, order: RateOrder, fresh: &dyn Fn() -> File) -> [f64; 5] {
+fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &Stream, size: usize, order: RateOrder, fresh: &dyn Fn() -> File) -> Rates {
     let mut rates: [Vec<f64>; 5] = Default::default();
     // Each timed call starts with no dirty page left to write back (a `pwrite` of 1 GiB leaves
     // most of it to the kernel's flusher, which would slow whatever is timed next), and the
@@ -1067,7 +1067,37 @@ fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &St
     for which in sequence {
         timed(which, &mut rates);
     }
-    rates.map(|mut r| median(&mut r))
+    // Round k's stream-ordered call beside round k's synchronous one: a drift of the file system's
+    // rate between rounds (writes) moves both of a pair alike.
+    let paired = |ordered: &[f64], synchronous: &[f64]| median(&mut ordered.iter().zip(synchronous).map(|(o, s)| o / s).collect::<Vec<_>>());
+    let read_ratio = paired(&rates[0], &rates[1]);
+    let write_ratio = paired(&rates[2], &rates[3]);
+    let [read_async, pread, write_async, pwrite, bounced] = rates.map(|mut r| median(&mut r));
+    Rates { read_async, pread, write_async, pwrite, bounced, read_ratio, write_ratio, order }
+}
+
+/// What `rates_beside_synchronous` measured: medians in GB/s, and the medians of the rounds'
+/// paired ratios (stream-ordered over synchronous, same round).
+struct Rates {
+    read_async: f64,
+    pread: f64,
+    write_async: f64,
+    pwrite: f64,
+    bounced: f64,
+    read_ratio: f64,
+    write_ratio: f64,
+    order: RateOrder,
+}
+
+impl std::fmt::Display for Rates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Rates { read_async, pread, write_async, pwrite, bounced, read_ratio, write_ratio, order } = self;
+        write!(
+            f,
+            "1 GiB GB/s, median of {}, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}; paired ratios' medians: reads {read_ratio:.3}, writes {write_ratio:.3}",
+            rate_rounds()
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1110,9 +1140,7 @@ fn figures_blocked_time_and_rates_printed() {
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
-            let [read_async, pread, write_async, pwrite, bounced] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, mode));
-            let rounds = rate_rounds();
-            println!("FIGURE {mode:?} 1 GiB GB/s, median of {rounds}, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
+            println!("FIGURE {mode:?} {}", rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, mode)));
         }
         // The same rates through cuFileReadAsync/WriteAsync on a registered stream (the cuFile
         // route only: with the udev record).
@@ -1329,9 +1357,7 @@ fn figures_relayed_printed() {
         let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
-            let [read_async, pread, write_async, pwrite, bounced] = rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, CompatMode::Auto));
-            let rounds = rate_rounds();
-            println!("FIGURE relayed {kind:?} 1 GiB GB/s, median of {rounds}, {order:?}: read_async {read_async:.2} vs pread {pread:.2} (a new handle's {bounced:.2}); write_async {write_async:.2} vs pwrite {pwrite:.2}");
+            println!("FIGURE relayed {kind:?} {}", rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, CompatMode::Auto)));
         }
         println!("FIGURE relayed {kind:?} counters: {}", file.stats().summary());
     }
