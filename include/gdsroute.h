@@ -278,7 +278,8 @@ enum /* no tag before C23: gdsroute_stream_ordered is the uint32_t typedef below
   GDSROUTE_STREAM_ORDERED_ON = 1,
   /**
    * On streams the legacy default stream does not wait for, those created with
-   * `CU_STREAM_NON_BLOCKING`, and the blocking fallback on the others. The default.
+   * `CU_STREAM_NON_BLOCKING`; on the others relayed while `GDSROUTE_STREAM_RELAY` is on (the
+   * default), else the blocking fallback. The default.
    */
   GDSROUTE_STREAM_ORDERED_AUTO = 2,
 };
@@ -1030,12 +1031,13 @@ typedef struct {
   /**
    * Stream-ordered calls that blocked the same way because `GDSROUTE_STREAM_ORDERED` is `auto`
    * (the default) and their stream is one the legacy default stream waits for: the legacy or
-   * per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`.
+   * per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`; and the
+   * call was not relayed (`GDSROUTE_STREAM_RELAY` off, or the relay could not start).
    */
   uint64_t stream_calls_blocking_legacy_waits;
   /**
    * Stream-ordered calls queued without blocking on a stream the legacy default stream waits
-   * for, through a relay kernel on the stream (`auto`; docs/routing.md, "Relayed
+   * for, relayed (copies or a relay kernel queued on the stream; `auto`; docs/routing.md, "Relayed
    * stream-ordered calls"). Their tasks count as POSIX tasks into host memory (the relay's
    * slots). Not in `stream_calls_ordered`.
    */
@@ -2476,11 +2478,11 @@ GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_get_stream_ordered(uint32_t 
  * queued on the stream) where `GDSROUTE_STREAM_RELAY` is on (counted in `stream_calls_relayed`)
  * or else KvikIO's fallback;
  * or KvikIO's fallback everywhere (`OFF`): synchronise the stream, then move the bytes on the
- * calling thread before the call returns (counted in `stream_calls_blocking_setting` and
- * `stream_calls_blocking_legacy_waits`). Works whatever the environment held, as the other setters.
+ * calling thread before the call returns (counted in `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
  * `INVALID_ENUM` for another value.
  */
-GDSROUTE_MUST_USE gdsroute_status gdsroute_settings_set_stream_ordered(uint32_t mode);
+GDSROUTE_MUST_USE
+gdsroute_status gdsroute_settings_set_stream_ordered(uint32_t mode);
 
 /**
  * Reads whether stream-ordered calls that cuFile serves, on streams registered with

@@ -76,7 +76,8 @@ enum class CompatMode : std::uint32_t {
 };
 
 /** When stream-ordered calls queue on their stream without blocking the caller (the
- *  stream_ordered setting, GDSROUTE_STREAM_ORDERED; AUTO: on non-blocking streams). */
+ *  stream_ordered setting, GDSROUTE_STREAM_ORDERED; AUTO: flag wait on non-blocking streams,
+ *  relayed on the others while GDSROUTE_STREAM_RELAY is on). */
 enum class StreamOrderedMode : std::uint32_t {
     OFF = GDSROUTE_STREAM_ORDERED_OFF,
     ON = GDSROUTE_STREAM_ORDERED_ON,

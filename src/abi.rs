@@ -237,7 +237,8 @@ pub enum StreamOrdered {
     /// docs/routing.md, "Stream-ordered calls").
     On = 1,
     /// On streams the legacy default stream does not wait for, those created with
-    /// `CU_STREAM_NON_BLOCKING`, and the blocking fallback on the others. The default.
+    /// `CU_STREAM_NON_BLOCKING`; on the others relayed while `GDSROUTE_STREAM_RELAY` is on (the
+    /// default), else the blocking fallback. The default.
     #[default]
     Auto = 2,
 }
@@ -444,10 +445,11 @@ pub struct Counters {
     pub buffer_registered_bytes: u64,
     /// Stream-ordered calls that blocked the same way because `GDSROUTE_STREAM_ORDERED` is `auto`
     /// (the default) and their stream is one the legacy default stream waits for: the legacy or
-    /// per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`.
+    /// per-thread default stream, or a stream created without `CU_STREAM_NON_BLOCKING`; and the
+    /// call was not relayed (`GDSROUTE_STREAM_RELAY` off, or the relay could not start).
     pub stream_calls_blocking_legacy_waits: u64,
     /// Stream-ordered calls queued without blocking on a stream the legacy default stream waits
-    /// for, through a relay kernel on the stream (`auto`; docs/routing.md, "Relayed
+    /// for, relayed (copies or a relay kernel queued on the stream; `auto`; docs/routing.md, "Relayed
     /// stream-ordered calls"). Their tasks count as POSIX tasks into host memory (the relay's
     /// slots). Not in `stream_calls_ordered`.
     pub stream_calls_relayed: u64,

@@ -270,8 +270,7 @@ pub unsafe extern "C" fn gdsroute_settings_get_stream_ordered(mode: *mut u32) ->
 /// queued on the stream) where `GDSROUTE_STREAM_RELAY` is on (counted in `stream_calls_relayed`)
 /// or else KvikIO's fallback;
 /// or KvikIO's fallback everywhere (`OFF`): synchronise the stream, then move the bytes on the
-/// calling thread before the call returns (counted in `stream_calls_blocking_setting` and
-/// `stream_calls_blocking_legacy_waits`). Works whatever the environment held, as the other setters.
+/// calling thread before the call returns (counted in `stream_calls_blocking_setting`). Works whatever the environment held, as the other setters.
 /// `INVALID_ENUM` for another value.
 #[must_use]
 #[unsafe(no_mangle)]

@@ -1,8 +1,8 @@
 //! Whether stream-ordered calls queue on their stream without blocking the caller
 //! (`GDSROUTE_STREAM_ORDERED`): `auto` (the default) queues them on streams that the legacy
-//! default stream does not wait for (streams created `CU_STREAM_NON_BLOCKING`) and takes KvikIO's
-//! blocking fallback on the others (the legacy and per-thread default streams, streams created
-//! blocking); `on` queues them on every stream; `off` blocks on every stream. Why `auto`: while a
+//! default stream does not wait for (streams created `CU_STREAM_NON_BLOCKING`) and, on the others
+//! (the legacy and per-thread default streams, streams created blocking), relays them with
+//! `GDSROUTE_STREAM_RELAY` on (the default), else takes KvikIO's blocking fallback; `on` queues them on every stream; `off` blocks on every stream. Why `auto`: while a
 //! call waits queued on a stream that a synchronous legacy-stream call of the program waits for
 //! (a `cuMemcpyDtoH` on the legacy stream), the CUDA driver holds a lock of the whole process that
 //! the transfer's own copies wait for, so the two wait for each other (docs/routing.md,
