@@ -433,6 +433,110 @@ fn exit_child_with_calls_queued() {
     std::process::exit(0);
 }
 
+/// A child forked while calls are queued inherits the exit handler but not the waiter thread nor
+/// the streams: its `exit` returns at once, also when the fork came while the waiter looked at
+/// its queue (its lock held), and lets none of the parent's streams go (pinned memory is shared
+/// with a forked child, so a release there would let the parent's stream run past its call).
+#[test]
+fn a_forked_childs_exit_leaves_the_parents_streams_alone() {
+    let text = crate::test_support::run_ignored_test("api::stream_order_tests::fork_child_with_calls_queued", &[]);
+    for lock in ["free", "held"] {
+        assert!(text.contains(&format!("a child forked with the waiter's lock {lock} exited: true")), "{text}");
+    }
+    assert!(text.contains("the parent's stream released by a forked child: false"), "{text}");
+}
+
+/// The child of `a_forked_childs_exit_leaves_the_parents_streams_alone`.
+#[test]
+#[ignore = "a child process of a_forked_childs_exit_leaves_the_parents_streams_alone"]
+fn fork_child_with_calls_queued() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    /// A gate never reached whose release writes a word that the parent shares with its children.
+    struct Shared(&'static AtomicU32);
+    impl Gate for Shared {
+        fn is_reached(&self) -> Result<bool> {
+            Ok(false)
+        }
+        fn release(&self) {
+            self.0.store(1, Ordering::SeqCst);
+        }
+    }
+    // SAFETY: a new shared anonymous page, never unmapped.
+    let page = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0) };
+    assert_ne!(page, libc::MAP_FAILED);
+    // SAFETY: the page is aligned, zeroed and lives as long as the process.
+    let word: &'static AtomicU32 = unsafe { AtomicU32::from_ptr(page.cast()) };
+    let tmp = temp_file_in(None, &[7u8; 4096]);
+    let file = open(&tmp, "r");
+    let mut buf = vec![0u8; 4096];
+    let op = queue(&file, Direction::Read, buf.as_mut_ptr(), 4096, 0, StreamSource::Fake(Box::new(Shared(word))), Params::Given).unwrap();
+    let fork_and_exit = || {
+        // SAFETY: the child calls only `exit`, which runs the exit handlers under test.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe { libc::exit(0) };
+        }
+        pid
+    };
+    for (lock, pid) in [("free", fork_and_exit()), ("held", crate::io::stream_order::with_waiters_locked_for_tests(fork_and_exit))] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut status = 0;
+        // SAFETY: waiting for (and, past the deadline, killing) this process's own child.
+        let exited = loop {
+            if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                break libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+            }
+            if std::time::Instant::now() > deadline {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        eprintln!("a child forked with the waiter's lock {lock} exited: {exited}");
+    }
+    eprintln!("the parent's stream released by a forked child: {}", word.load(Ordering::SeqCst) != 0);
+    // This process's own exit releases the call.
+    std::mem::forget(op);
+    std::mem::forget(buf);
+}
+
+/// A call that starts a waiter while another thread is in `exit` (its handler has run) is refused
+/// at the call and lets its stream go, instead of holding it past the handler: the exit handler
+/// run by hand, then a relayed call, the first of the process, whose played stream must finish.
+#[test]
+fn a_call_that_would_start_a_waiter_after_the_exit_handler_is_refused() {
+    let text = crate::test_support::run_ignored_test("api::stream_order_tests::late_waiter_child", &[]);
+    assert!(text.contains("the relayed call after the exit handler: refused, the process is exiting"), "{text}");
+    assert!(text.contains("its stream let go"), "{text}");
+}
+
+/// The child of `a_call_that_would_start_a_waiter_after_the_exit_handler_is_refused`.
+#[test]
+#[ignore = "a child process of a_call_that_would_start_a_waiter_after_the_exit_handler_is_refused"]
+fn late_waiter_child() {
+    use crate::sys::cuda::relay::RelayKernel;
+    let stream = FakeStream::new();
+    let tmp = temp_file_in(None, &[7u8; 8192]);
+    let file = open(&tmp, "r");
+    let mut first = vec![0u8; 4096];
+    // The first waiter, and with it the exit handler.
+    let op = queue(&file, Direction::Read, first.as_mut_ptr(), 4096, 0, stream.gate(), Params::Given).unwrap();
+    crate::io::stream_order::release_all_at_exit_for_tests();
+    let buf = relay_buffer(4096);
+    let dst = buf[GUARD_BYTES..].as_mut_ptr();
+    let (relay, played) = crate::io::relay::played::queued(RelayKernel::In, dst as u64, 4096);
+    match queue(&file, Direction::Read, dst, 4096, 0, StreamSource::FakeRelay(relay), Params::Given) {
+        Err(e) if e.to_string().contains("the process is exiting") => eprintln!("the relayed call after the exit handler: refused, the process is exiting"),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("the relayed call after the exit handler was taken"),
+    }
+    played.join().unwrap();
+    eprintln!("its stream let go");
+    drop(op);
+    std::mem::forget(first);
+}
+
 /// Host memory standing for a device buffer the played relay kernel reaches: `len` bytes 5 past a
 /// 16-byte boundary with `GUARD_BYTES` of poison on each side, kept for the process's life (the
 /// kernel's thread may still hold it when a failing test unwinds).

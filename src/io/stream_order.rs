@@ -40,7 +40,7 @@ use crate::page_cache::QueuedWrite;
 use crate::settings::StreamOrdered;
 use crate::stats::{self, StatsCell, StreamMode};
 use crate::sys::cuda::{self, CallerStream, FlagWord, MemoryKind, StreamEvent};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -595,12 +595,30 @@ enum Watch {
 
 static WAITERS: [once_cell::sync::OnceCell<Arc<Waiter>>; 2] = [once_cell::sync::OnceCell::new(), once_cell::sync::OnceCell::new()];
 
+/// Whether the exit handler has run (or runs now). Held while a waiter starts, so that a waiter
+/// is either started before the handler, which then stops it, or refused after it: a call made
+/// while another thread is in `exit` is never left holding its stream.
+static EXITING: Mutex<bool> = Mutex::new(false);
+
+/// The process that registered the exit handler. A forked child inherits the registration but
+/// neither the waiter threads nor its parent's streams: the handler does nothing there (it would
+/// wait for a lock held at the fork, or release the parent's streams through pinned memory the
+/// child shares with it).
+static EXIT_HANDLER_PID: AtomicU32 = AtomicU32::new(0);
+
 /// The waiter of `watch`, started on first use (its thread; the exit handler once).
 fn waiter(watch: Watch) -> Result<&'static Arc<Waiter>> {
     let (cell, name, poll_max) = match watch {
         Watch::Events => (&WAITERS[0], "gdsroute-stream", POLL_MAX),
         Watch::HostWords => (&WAITERS[1], "gdsroute-relay", POLL_MAX_HOST_WORDS),
     };
+    if let Some(waiter) = cell.get() {
+        return Ok(waiter);
+    }
+    let exiting = EXITING.lock().unwrap_or_else(|p| p.into_inner());
+    if *exiting {
+        return Err(Error::Internal("the process is exiting: stream-ordered call not run".into()));
+    }
     cell.get_or_try_init(|| {
         let waiter = Arc::new(Waiter { state: Mutex::new(WaiterState::default()), wake: Condvar::new(), poll_max });
         let running = Arc::clone(&waiter);
@@ -614,6 +632,7 @@ fn waiter(watch: Watch) -> Result<&'static Arc<Waiter>> {
             .map_err(|e| Error::Internal(format!("cannot start the {name} waiter thread: {e}")))?;
         static AT_EXIT: std::sync::Once = std::sync::Once::new();
         AT_EXIT.call_once(|| {
+            EXIT_HANDLER_PID.store(std::process::id(), Ordering::SeqCst);
             // SAFETY: registering a plain extern "C" function without arguments.
             unsafe { libc::atexit(release_all_at_exit) };
         });
@@ -709,6 +728,11 @@ fn survive_panic(f: impl FnOnce()) {
 /// At exit: stops the waiter and releases every gate still held, so that no stream is left
 /// waiting on this process (docs/routing.md, "Stream-ordered calls at exit").
 extern "C" fn release_all_at_exit() {
+    if EXIT_HANDLER_PID.load(Ordering::SeqCst) != std::process::id() {
+        return;
+    }
+    // A waiter started from now on is refused; one started before is in its cell.
+    *EXITING.lock().unwrap_or_else(|p| p.into_inner()) = true;
     for waiter in WAITERS.iter().filter_map(|cell| cell.get()) {
         let live = {
             let mut state = waiter.lock();
@@ -720,4 +744,18 @@ extern "C" fn release_all_at_exit() {
             ticket.release();
         }
     }
+}
+
+/// The exit handler, run by a test as `exit` would run it.
+#[cfg(test)]
+pub(crate) fn release_all_at_exit_for_tests() {
+    release_all_at_exit();
+}
+
+/// Runs `f` with every started waiter's lock held, as the waiter thread holds it while it looks at
+/// its queue (a fork then leaves the lock held in the child).
+#[cfg(test)]
+pub(crate) fn with_waiters_locked_for_tests<R>(f: impl FnOnce() -> R) -> R {
+    let _held: Vec<_> = WAITERS.iter().filter_map(|cell| cell.get()).map(|waiter| waiter.lock()).collect();
+    f()
 }
