@@ -261,6 +261,45 @@ fn device_1_memory_read_while_device_0_is_current() {
     assert!(device(&after, 1).write_tasks > device(&before, 1).write_tasks);
 }
 
+/// Stream-ordered calls on device 0's legacy stream into and out of device 1's memory: a relay
+/// (a kernel or copies queued on device 0's stream) could not reach that memory, so they take
+/// the blocking fallback, counted so, and move every byte; sized calls and the pointer form.
+#[test]
+#[ignore = "needs two GPUs"]
+fn stream_ordered_calls_on_device_0s_legacy_stream_into_device_1_memory() {
+    let _lock = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let (c0, c1) = two_devices();
+    settings::set_stream_ordered(settings::StreamOrdered::Auto);
+    settings::set_stream_relay(true);
+    let data = random_bytes((3 << 20) + 77, 73);
+    let tmp = common::gpu::file_with(&data);
+    let _current = ScopedContext::push(c0).unwrap();
+    const LEGACY: usize = 0;
+    for mode in [CompatMode::On, CompatMode::Auto] {
+        let file = open_rw(&tmp, mode);
+        let (size, offset) = ((2 << 20) + 5, 4099u64);
+        let dst = Guarded::new(c1, size, false);
+        let n = unsafe { file.read_async_raw(dst.ptr(), size, offset, LEGACY) }.unwrap().wait().unwrap();
+        assert_eq!(n, size);
+        dst.check(&data[offset as usize..offset as usize + size], &format!("{mode:?}: read_async"));
+        let dst = Guarded::new(c1, size, false);
+        let (size_v, offset_v, mut bytes_v) = (size, offset, -1isize);
+        let n = unsafe { file.read_async_ptr_raw(dst.ptr(), &size_v, &offset_v, &mut bytes_v, LEGACY) }.unwrap().wait().unwrap();
+        assert_eq!((n, bytes_v), (size, size as isize));
+        dst.check(&data[offset as usize..offset as usize + size], &format!("{mode:?}: read_async_ptr"));
+        let src = Guarded::new(c1, size, false);
+        src.upload(&data[..size]);
+        let n = unsafe { file.write_async_raw(src.ptr(), size, 0, LEGACY) }.unwrap().wait().unwrap();
+        assert_eq!(n, size);
+        let c = file.stats();
+        assert_eq!((c.stream_calls_relayed, c.stream_calls_blocking_legacy_waits), (0, 3), "{mode:?}: blocking, not relayed");
+        assert_eq!(cuda::current_context().unwrap(), Some(c0), "the caller's context is restored");
+        // Written back as it was: the file is the same for the next mode.
+        assert_eq!(unsafe { file.write_raw(data.as_ptr().cast_mut(), size, 0) }.unwrap(), size);
+    }
+    assert!(std::fs::read(tmp.path()).unwrap() == data);
+}
+
 #[test]
 #[ignore = "needs two GPUs"]
 fn device_1_memory_reached_through_peer_access_from_device_0() {

@@ -433,6 +433,37 @@ fn exit_child_with_calls_queued() {
     std::process::exit(0);
 }
 
+/// A stream-ordered call runs under the settings it read at the call: a task size changed
+/// before the stream reaches it does not change how it is split (nor, on the GPU, its route or
+/// the buffers prepared for it).
+#[test]
+fn a_queued_call_runs_under_the_settings_of_its_call() {
+    let text = crate::test_support::run_ignored_test("api::stream_order_tests::settings_at_the_call_child", &[]);
+    assert!(text.contains("tasks of the 256 KiB write: 1, of the read: 1"), "{text}");
+}
+
+/// The child of `a_queued_call_runs_under_the_settings_of_its_call` (the settings are the
+/// process's).
+#[test]
+#[ignore = "a child process of a_queued_call_runs_under_the_settings_of_its_call"]
+fn settings_at_the_call_child() {
+    crate::api::settings::set_task_size(4 << 20).unwrap();
+    let data = random_bytes(256 << 10, 91);
+    let tmp = temp_file_in(None, &[]);
+    let file = open(&tmp, "r+");
+    let stream = FakeStream::new();
+    let write = queue(&file, Direction::Write, data.as_ptr().cast_mut(), data.len(), 0, stream.gate(), Params::Given).unwrap();
+    let mut back = vec![0u8; data.len()];
+    let read = queue(&file, Direction::Read, back.as_mut_ptr(), back.len(), 0, stream.gate(), Params::Given).unwrap();
+    crate::api::settings::set_task_size(64 << 10).unwrap();
+    stream.finish_earlier_work();
+    assert_eq!(write.wait().unwrap(), data.len());
+    assert_eq!(read.wait().unwrap(), data.len());
+    assert!(back == data, "the read gives the written bytes");
+    let c = file.stats();
+    println!("tasks of the 256 KiB write: {}, of the read: {}", c.write_tasks, c.tasks);
+}
+
 /// A child forked while calls are queued inherits the exit handler but not the waiter thread nor
 /// the streams: its `exit` returns at once, also when the fork came while the waiter looked at
 /// its queue (its lock held), and lets none of the parent's streams go (pinned memory is shared

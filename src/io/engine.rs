@@ -43,7 +43,7 @@ use std::sync::Arc;
 pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request) -> Result<usize> {
     // Dropped on an early error return: observed as a call that failed before it was routed.
     let mut watch = CallWatch::start(&request, false);
-    let (counted, snapshot) = begin(stats, &request)?;
+    let (counted, snapshot) = begin(stats, &request, None)?;
     let file = open_file()?;
     if let Some(w) = &mut watch {
         w.file(&file);
@@ -85,6 +85,16 @@ pub(crate) unsafe fn run(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_f
 /// `request.buf` must be valid for `request.size` bytes until the returned operation has
 /// finished: writable for a read; a write only reads it.
 pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start) -> Result<Operation> {
+    // SAFETY: forwarded from the caller.
+    unsafe { submit_with(stats, compat_mode, open_file, request, start, None) }
+}
+
+/// `submit`, under `call_settings` where a stream-ordered call read them at the call (`None`: read
+/// now), so that what the stream reaches runs as the call was prepared for.
+///
+/// # Safety
+/// As `submit`.
+unsafe fn submit_with(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, start: Start, call_settings: Option<Snapshot>) -> Result<Operation> {
     let (stream_ordered, relay) = match start {
         Start::Now => (false, None),
         Start::StreamReached => (true, None),
@@ -101,7 +111,7 @@ pub(crate) unsafe fn submit(stats: &Arc<StatsCell>, compat_mode: CompatMode, ope
     };
     crate::trace::event(event, request.size as u64);
     let mut watch = CallWatch::start(&request, stream_ordered);
-    let (counted, snapshot) = begin(stats, &request)?;
+    let (counted, snapshot) = begin(stats, &request, call_settings)?;
     let file = open_file()?;
     if let Some(w) = &mut watch {
         w.file(&file);
@@ -240,12 +250,12 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         let known_len = matches!(call.params, Params::Given).then_some(request.size as u64);
         relay = match (&target, request.direction) {
             _ if cufile_required || !relay_setting => None,
-            (Target::Host(_), _) => Some(RelayPlan { kernel: RelayKernel::Gate, buffer: 0, known_len, registered: None }),
+            (Target::Host(_), _) => Some(RelayPlan { kernel: RelayKernel::Gate, buffer: 0, known_len, registered: None, device: None }),
             (Target::Device { address, kind, .. }, Direction::Read) => {
-                let registered = known_len.filter(|_| call.will_relay(ordered_setting)).and_then(|len| RegisteredRuns::plan(&file, kind, request.offset, len));
-                Some(RelayPlan { kernel: RelayKernel::In, buffer: *address, known_len, registered })
+                let registered = known_len.filter(|_| call.will_relay(ordered_setting)).and_then(|len| RegisteredRuns::plan(&file, kind, request.offset, len, &snapshot));
+                Some(RelayPlan { kernel: RelayKernel::In, buffer: *address, known_len, registered, device: device_of(kind) })
             }
-            (Target::Device { address, .. }, Direction::Write) => Some(RelayPlan { kernel: RelayKernel::Out, buffer: *address, known_len, registered: None }),
+            (Target::Device { address, kind, .. }, Direction::Write) => Some(RelayPlan { kernel: RelayKernel::Out, buffer: *address, known_len, registered: None, device: device_of(kind) }),
         };
         // Likewise the CUDA objects its tasks need, and on cuFile's route each worker's first
         // cuFile call: made once the stream waits, they could wait for it
@@ -253,7 +263,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
         // setting off the stream never waits for the call (`mark` synchronises it), and a relayed
         // call's tasks make no CUDA call (`io::relay`), so nothing is made ahead for those.
         if ordered_setting != StreamOrdered::Off && !(relay.is_some() && call.will_relay(ordered_setting)) {
-            warm_up::prepare_for_stream_ordered(&target);
+            warm_up::prepare_for_stream_ordered(&target, snapshot.bounce_buffer_size);
             if planned.is_ok_and(|p| p.route == Route::Cufile) {
                 warm_up::set_up_cufile_for_stream_ordered(&file, &target, compat_mode);
             }
@@ -270,7 +280,7 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     let handle = Arc::clone(stats);
     let transfer = move |request: Request| {
         // SAFETY: the caller keeps the buffer valid until the stream passed the call.
-        unsafe { submit_on_file(&handle, compat_mode, file, request, start) }
+        unsafe { submit_on_file(&handle, compat_mode, file, request, start, snapshot) }
     };
     // A write counts as queued until it has started (its planning drops the windows).
     stream_order::run_marked(marked, params, request, Arc::clone(stats), queued_write, transfer)
@@ -292,22 +302,25 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
     let (Route::Cufile, Target::Device { kind, .. }) = (planned.plan.route, planned.target) else { return Ok(None) };
     let Ok(registered) = file.cufile(compat_mode) else { return Ok(None) };
     let direction = request.direction;
-    // The whole call is one cuFile task that the stream runs: observed as a call when it settles.
-    let mut watch = CallWatch::start(&request, true);
-    if let Some(w) = &mut watch {
-        w.file(file);
-        w.routed(&planned);
-    }
     let submit = || {
+        // The whole call is one cuFile task that the stream runs: watched from here, where
+        // cuFile is asked to take it (where it cannot, the stream mode's transfer is the call
+        // observed), until it settles.
+        let mut watch = CallWatch::start(&request, true);
+        if let Some(w) = &mut watch {
+            w.file(file);
+            w.routed(&planned);
+        }
         // SAFETY: the caller keeps the buffer valid until the stream passed the call; the
         // stream's context is current (`run_native`); the buffer is its own base (offset 0).
-        unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) }
+        let submitted = unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) };
+        submitted.map(|submitted| submitted.map(|submitted| (submitted, watch)))
     };
     // A write counts as queued until cuFile has written it: this count is the call's own, since
     // the caller's ends when a call cuFile took returns (and goes on where cuFile did not).
     let queued_write = (direction == Direction::Write).then(|| file.page_cache.write_queued());
     let (handle, file) = (Arc::clone(stats), Arc::clone(file));
-    let finish = move |submitted: cufile::stream_ordered::Submitted| {
+    let finish = move |(submitted, watch): (cufile::stream_ordered::Submitted, Option<CallWatch>)| {
         // On the waiter thread, which must not wait for the device (other streams wait for it).
         let _task = cuda::StreamOrderedTask::enter();
         let result = submitted.result();
@@ -379,22 +392,28 @@ pub(super) fn plan_entry(file: &OpenFile, request: Request, snapshot: Snapshot, 
     Ok(Some(EntryPlan { call, split }))
 }
 
-/// `submit` on a file already taken from its handle (not generic, so that `submit` and
-/// `on_stream` do not instantiate each other without end).
+/// `submit` of a stream-ordered call's transfer, on a file already taken from its handle, under
+/// the settings read at the call (not generic, so that `submit` and `on_stream` do not
+/// instantiate each other without end).
 ///
 /// # Safety
 /// As `submit`.
-unsafe fn submit_on_file(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: Arc<OpenFile>, request: Request, start: Start) -> Result<Operation> {
+unsafe fn submit_on_file(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: Arc<OpenFile>, request: Request, start: Start, settings: Snapshot) -> Result<Operation> {
     // SAFETY: forwarded from the caller.
-    unsafe { submit(stats, compat_mode, || Ok(file), request, start) }
+    unsafe { submit_with(stats, compat_mode, || Ok(file), request, start, Some(settings)) }
 }
 
 /// The start of every call: counted once (an early error return included: the `PendingCall`
-/// records it when dropped), its range checked, the settings read once for the whole call.
-fn begin<'s>(stats: &'s StatsCell, request: &Request) -> Result<(stats::PendingCall<'s>, Snapshot)> {
+/// records it when dropped), its range checked, the settings read once for the whole call
+/// (`given`: a stream-ordered call's, read at the call).
+fn begin<'s>(stats: &'s StatsCell, request: &Request, given: Option<Snapshot>) -> Result<(stats::PendingCall<'s>, Snapshot)> {
     let counted = stats::PendingCall::new(stats, request.direction);
     check_range(request.size, request.offset)?;
-    Ok((counted, settings::global()?.snapshot()))
+    let snapshot = match given {
+        Some(snapshot) => snapshot,
+        None => settings::global()?.snapshot(),
+    };
+    Ok((counted, snapshot))
 }
 
 /// A call that has bytes to move, planned: what its tasks share, the bytes they cover and whether
@@ -428,6 +447,15 @@ fn plan_call(file: &OpenFile, request: Request, known_target: Option<Target>, sn
     }
     let observed = !crate::stats::monitor::in_a_callback();
     Ok(Some(Planned { call: Call { direction, plan, target, snapshot, compat_mode, observed }, len, size_known }))
+}
+
+/// The device whose memory `kind` is, for a relay (`None`: managed memory, which the kernels and
+/// copies of any device reach).
+fn device_of(kind: &MemoryKind) -> Option<i32> {
+    match *kind {
+        MemoryKind::Device { ordinal, .. } => Some(ordinal),
+        _ => None,
+    }
 }
 
 fn plan(file: &OpenFile, target: &Target, size: usize, gds_threshold: u64, compat_mode: CompatMode) -> Result<Plan> {

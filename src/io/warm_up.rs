@@ -110,15 +110,15 @@ fn prepare_worker(ctx: ContextHandle, ordinal: i32, buffers: usize) {
 /// thread is inside a synchronous CUDA call behind that stream (`cuStreamSynchronize`,
 /// `cuMemcpyDtoH`), the driver holds a lock that creating a stream waits for (stacks taken on the
 /// H200 machine, 2026-12-02; `sys::cuda::stock`). Done once per context and pool size; never fails:
-/// what is missing is made by the task, as before.
-pub(crate) fn prepare_for_stream_ordered(target: &Target) {
+/// what is missing is made by the task, as before. `bounce_buffer_size`: the setting the call read.
+pub(crate) fn prepare_for_stream_ordered(target: &Target, bounce_buffer_size: u64) {
     let Target::Device { kind, .. } = target else { return };
     let Ok(workers) = crate::io::thread_pool::global().map(|pool| pool.num_threads() + 1) else { return };
     let Ok(_scope) = ScopedContext::for_kind(kind) else { return };
     if cuda::stock_for_stream_ordered_tasks(workers).is_err() {
         return;
     }
-    let Ok(buffer_bytes) = crate::backend::device::current_bounce_buffer_bytes() else { return };
+    let buffer_bytes = crate::backend::device::bounce_buffer_bytes(bounce_buffer_size);
     let Ok(pool) = crate::backend::device::bounce_pool_for(kind, buffer_bytes) else { return };
     while let Ok(true) = pool.fill_to(workers) {}
 }

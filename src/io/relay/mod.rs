@@ -28,7 +28,7 @@
 //! One job: the host's part of the relay protocol, both ways; queued copies in `queued`, the
 //! stream's part played for the CPU tests in `played`.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::stream_order::{Gate, StreamKey};
 use crate::io::task_split::Chunk;
 use crate::io::thread_pool::ThreadPool;
@@ -88,11 +88,22 @@ pub(crate) struct RelayPlan {
     pub(crate) known_len: Option<u64>,
     /// A read's parts in registered page-cache windows, which queued copies read from there.
     pub(crate) registered: Option<RegisteredRuns>,
+    /// The device whose memory the buffer is (`None`: host or managed memory).
+    pub(crate) device: Option<i32>,
 }
 
 impl RelayPlan {
     /// Queues the call's copies, or launches its kernel, on `stream` (of `context`, current).
+    ///
+    /// Errors: device memory of another device than the stream's (its kernel, or copies
+    /// queued there, would reach memory its device may not map: the call blocks instead).
     pub(crate) fn start(self, stream: CallerStream, context: ContextHandle, key: StreamKey) -> Result<Arc<Relay>> {
+        if let Some(device) = self.device {
+            let streams = crate::sys::cuda::current_device()?;
+            if streams != Some(device) {
+                return Err(Error::InvalidArgument(format!("the buffer is memory of device {device}, the stream's context is of device {streams:?}: not relayed")));
+            }
+        }
         match self.known_len {
             Some(len) if self.kernel != RelayKernel::Gate && relay::can_queue() => Relay::queue(self.kernel, stream, self.buffer, len, key, self.registered),
             _ => Relay::launch(self.kernel, stream, context, self.buffer, key),
@@ -102,14 +113,14 @@ impl RelayPlan {
 
 /// The relay's pool, started at the first relayed call with as many threads as the shared pool.
 pub(crate) fn pool() -> Result<&'static ThreadPool> {
-    static POOL: OnceLock<ThreadPool> = OnceLock::new();
-    if let Some(pool) = POOL.get() {
-        return Ok(pool);
-    }
-    let threads = crate::io::thread_pool::global()?.num_threads();
-    // Callers' streams wait for its workers whatever they run.
-    let pool = ThreadPool::with_thread_start(threads, crate::sys::cuda::streams_wait_for_this_thread)?;
-    Ok(POOL.get_or_init(|| pool))
+    // Made by one caller while the others wait (two first relayed calls at once made two pools,
+    // and the one not kept left its workers parked for the process's life).
+    static POOL: once_cell::sync::OnceCell<ThreadPool> = once_cell::sync::OnceCell::new();
+    POOL.get_or_try_init(|| {
+        let threads = crate::io::thread_pool::global()?.num_threads();
+        // Callers' streams wait for its workers whatever they run.
+        ThreadPool::with_thread_start(threads, crate::sys::cuda::streams_wait_for_this_thread)
+    })
 }
 
 /// The ring's slots: two per relay worker, so that each has one to fill while the kernel drains

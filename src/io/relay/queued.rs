@@ -7,6 +7,7 @@ use crate::direction::Direction;
 use crate::error::Result;
 use crate::io::open_file::OpenFile;
 use crate::page_cache::{KeptWindows, Segment};
+use crate::settings::Snapshot;
 use crate::sys::cuda::MemoryKind;
 use std::os::fd::AsRawFd;
 use crate::io::stream_order::StreamKey;
@@ -58,9 +59,8 @@ impl RegisteredRuns {
     /// segments (so the read counts towards its windows' registration too). `None` where the
     /// registered page cache does not serve the read (turned off, direct I/O, no window
     /// registered) or a stream-ordered write of the file is queued: it will drop the windows
-    /// before the stream gets to the read.
-    pub(crate) fn plan(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64) -> Option<RegisteredRuns> {
-        let snapshot = crate::settings::global().ok()?.snapshot();
+    /// before the stream gets to the read. `snapshot`: the settings the call read.
+    pub(crate) fn plan(file: &OpenFile, kind: &MemoryKind, offset: u64, len: u64, snapshot: &Snapshot) -> Option<RegisteredRuns> {
         let (Some(ordinal), budget @ 1..) = (kind.device_ordinal(), snapshot.page_cache_pin_max) else { return None };
         if snapshot.direct_io(Direction::Read) || file.page_cache.queued_write_pending() {
             return None;

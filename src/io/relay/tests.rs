@@ -325,3 +325,40 @@ fn a_read_copies_registered_pieces_from_there_and_reads_only_the_others() {
         assert_eq!(registered_bytes, 5 * piece + (len - 11 * piece), "the registered pieces' chunks are counted with their bytes");
     }
 }
+
+/// Two first relayed calls at once make one relay pool: eight threads ask for it together, and
+/// the process then has the shared pool's workers and one pool's more, no parked extra ones.
+#[test]
+fn first_relayed_calls_at_once_make_one_pool() {
+    let text = crate::test_support::run_ignored_test("io::relay::tests::pool_race_child", &[]);
+    assert!(text.contains("pool workers: as many as two pools"), "{text}");
+}
+
+/// The child of `first_relayed_calls_at_once_make_one_pool` (a process whose relay pool is not
+/// made yet).
+#[test]
+#[ignore = "a child process of first_relayed_calls_at_once_make_one_pool"]
+fn pool_race_child() {
+    let threads = crate::io::thread_pool::global().unwrap().num_threads();
+    let barrier = Arc::new(std::sync::Barrier::new(8));
+    let askers: Vec<_> = (0..8)
+        .map(|_| {
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                pool().unwrap().num_threads()
+            })
+        })
+        .collect();
+    for asker in askers {
+        assert_eq!(asker.join().unwrap(), threads);
+    }
+    // Workers are named `gdsroute-<n>` (the waiters' names are words).
+    let workers = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim().strip_prefix("gdsroute-").is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())))
+        .count();
+    let verdict = if workers == 2 * threads { "as many as two pools".to_string() } else { format!("{workers}, not {}", 2 * threads) };
+    println!("pool workers: {verdict}");
+}
