@@ -1010,6 +1010,12 @@ fn blocked_by_read_async(file: &File, buf: &Buffer, stream: &Stream, size: usize
     (median(&mut blocked), max)
 }
 
+/// Where the rates' writes go: `GDSROUTE_TEST_WRITE_DIR` (`/dev/shm`, say: no disk's write-back
+/// rate, which moves between runs, under the figures), else the tests' directory.
+fn rate_write_dir() -> String {
+    std::env::var("GDSROUTE_TEST_WRITE_DIR").unwrap_or_else(|_| common::gpu::test_dir())
+}
+
 /// How many of each timed call a rate's median takes: `GDSROUTE_TEST_RATE_ROUNDS` (default 5; more
 /// where the file system's rate moves between runs, as writes to the GPU machine's disk do).
 fn rate_rounds() -> usize {
@@ -1137,7 +1143,7 @@ fn figures_blocked_time_and_rates_printed() {
         }
         settings::set_stream_ordered(StreamOrdered::On);
         // Rates: from the call to cuStreamSynchronize, beside pread/pwrite waited for.
-        let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
+        let out = tempfile::NamedTempFile::new_in(rate_write_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(mode)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
             println!("FIGURE {mode:?} {}", rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, mode)));
@@ -1354,7 +1360,7 @@ fn figures_relayed_printed() {
         let writes_only = std::env::var("GDSROUTE_TEST_RATES").is_ok_and(|v| v == "writes");
         let (blocked_median, blocked_max) = if writes_only { (0.0, 0.0) } else { blocked_by_read_async(&file, &buf, &stream, size) };
         println!("FIGURE relayed {kind:?}: caller blocked by a 1 GiB read_async behind 0.5 s of GPU work: median {blocked_median:.3} ms, max {blocked_max:.3} ms");
-        let out = tempfile::NamedTempFile::new_in(common::gpu::test_dir()).unwrap();
+        let out = tempfile::NamedTempFile::new_in(rate_write_dir()).unwrap();
         let wfile = File::open(out.path().as_os_str().as_encoded_bytes(), "r+", 0o644, Some(CompatMode::Auto)).unwrap();
         for order in [RateOrder::Interleaved, RateOrder::InARow] {
             println!("FIGURE relayed {kind:?} {}", rates_beside_synchronous(&file, &wfile, &buf, &stream, size, order, &|| open_rw(&tmp, CompatMode::Auto)));

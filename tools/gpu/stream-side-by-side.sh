@@ -8,7 +8,9 @@
 # Build here first: bash tools/gpu/gpu-build.sh; there, with .device and .whl carried:
 #   bash tools/gpu/stream-side-by-side.sh      (ROUTES="posix cufile" by default; OVERLAP=0: without
 #                                              the overlap figures; GDSROUTE_TEST_RATE_ROUNDS=9: medians
-#                                              of 9, for writes whose disk rate moves between runs)
+#                                              of 9, for writes whose disk rate moves between runs;
+#                                              GDSROUTE_TEST_WRITE_DIR=/dev/shm: the rates' writes into
+#                                              tmpfs, without the disk's write-back, POSIX route only)
 set -u
 cd "$(dirname "$0")/../.."
 D=.device; export LD_LIBRARY_PATH=$PWD/$D
