@@ -100,6 +100,16 @@ fn eio_at_a_bad_block_names_the_failing_reads_offset() {
     );
 }
 
+/// The same bad block, page-aligned, inside a direct read (`KVIKIO_AUTO_DIRECT_IO_READ`) into an
+/// aligned buffer and, through the scratch buffer, into a misaligned one.
+#[test]
+fn eio_at_a_bad_block_inside_a_direct_read_names_its_offset() {
+    run_child(
+        "eio-partial-direct",
+        &[("FAULT_EIO_AT", (5 * MIB + 8192).to_string()), ("FAULT_EIO_PARTIAL", "1".into()), ("FAULT_PATH_CONTAINS", "eio-target".into())],
+    );
+}
+
 /// The body of the shim scenarios; does nothing unless started by `run_child`.
 #[test]
 #[ignore = "run by the *_under_the_shim tests in a child process with LD_PRELOAD"]
@@ -180,6 +190,29 @@ fn child_under_shim() {
                 assert!(text.contains(&format!("offset {bad}:")), "how {how}: {text}");
                 assert!(buf[GUARD..GUARD + bad] == data[..bad], "how {how}: the bytes before the bad block");
                 assert!(buf[..GUARD].iter().all(|&b| b == POISON) && buf[GUARD + size..].iter().all(|&b| b == POISON));
+            }
+        }
+        "eio-partial-direct" => {
+            settings::set_auto_direct_io_read(true);
+            let path = dir.join("eio-target.bin");
+            std::fs::write(&path, &data).unwrap();
+            let file = open(&path);
+            let bad = 5 * MIB + 8192;
+            for misalign in [0usize, 1] {
+                for how in 0..3u32 {
+                    let size = data.len();
+                    let mut storage = vec![POISON; size + 2 * GUARD + 8192];
+                    let base = storage.as_ptr() as usize;
+                    // The read's first byte (GUARD past `start`) on a page, or one past it.
+                    let start = (base + GUARD).next_multiple_of(4096) + misalign - base - GUARD;
+                    let buf = &mut storage[start..start + size + 2 * GUARD];
+                    let err = read_way(&file, buf, size, 0, how).expect_err("EIO must fail the read");
+                    assert_eq!((err.status(), err.os_error()), (Status::IoError, Some(libc::EIO)), "{err}");
+                    let text = err.to_string();
+                    assert!(text.contains(&format!("offset {bad}:")), "misalign {misalign} how {how}: {text}");
+                    assert!(buf[GUARD..GUARD + bad] == data[..bad], "misalign {misalign} how {how}: the bytes before the bad block");
+                    assert!(buf[..GUARD].iter().all(|&b| b == POISON) && buf[GUARD + size..].iter().all(|&b| b == POISON));
+                }
             }
         }
         other => panic!("unknown scenario {other}"),

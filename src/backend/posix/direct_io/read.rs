@@ -82,7 +82,10 @@ pub(crate) unsafe fn read_full_at_direct(buffered: RawFd, direct: RawFd, dst: *m
 }
 
 /// `pread`s `len` bytes (a multiple of `ALIGN`) at the aligned `offset` through `direct` into the
-/// aligned `dst`, looping over short reads while they end on a page; returns the bytes read.
+/// aligned `dst`, looping over short reads while they end on a page; returns the bytes read. A
+/// failure after some bytes returns those: the caller reads on from there through the page cache,
+/// whose read fails again where the file does and names that offset (a disk's bad block in the
+/// middle of a direct read named the read's start, and the bytes before it were dropped).
 ///
 /// # Safety
 /// `dst` valid for writes of `len` bytes.
@@ -91,7 +94,11 @@ unsafe fn read_aligned(direct: RawFd, dst: *mut u8, len: usize, offset: u64) -> 
     let mut done = 0usize;
     while done < len {
         // SAFETY: dst + done .. dst + len lies in the caller's range.
-        let n = unsafe { transfer_once(Direction::Read, direct, dst.add(done), len - done, offset + done as u64) }?;
+        let n = match unsafe { transfer_once(Direction::Read, direct, dst.add(done), len - done, offset + done as u64) } {
+            Ok(n) => n,
+            Err(_) if done > 0 => break,
+            Err(e) => return Err(e),
+        };
         done += n;
         if n == 0 || !n.is_multiple_of(ALIGN) {
             break; // end of file (a direct read may end mid-page only there)
