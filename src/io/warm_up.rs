@@ -123,9 +123,10 @@ pub(crate) fn prepare_for_stream_ordered(target: &Target, bounce_buffer_size: u6
     while let Ok(true) = pool.fill_to(workers) {}
 }
 
-/// Pools (by the address of their state) and how many of their workers have made their first
-/// cuFile call ahead of a stream-ordered call (`set_up_cufile_for_stream_ordered`).
-static CUFILE_SET_UP: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+/// Pools (by `ThreadPool::identity`) whose workers made their first cuFile call ahead of a
+/// stream-ordered call (`set_up_cufile_for_stream_ordered`), with how many workers each pool had
+/// started by then (`ThreadPool::threads_started`): one started since has not.
+static CUFILE_SET_UP: Mutex<Option<HashMap<u64, usize>>> = Mutex::new(None);
 
 /// How long a stream-ordered call waits for the workers' first cuFile calls: they take 9 ms for
 /// 16 workers on the H200 (docs/performance.md, "The first read of a fresh process"); past this,
@@ -138,39 +139,36 @@ const CUFILE_SET_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(1
 /// and the call waits for them. That first call creates a CUDA stream inside cuFile, and made by a
 /// task once the stream waits it could wait for the transfer itself, as the objects of
 /// `prepare_for_stream_ordered` could: it stalled the cuFile route's stream-ordered tests and
-/// exits on the H200 (docs/routing.md, "Stream-ordered calls"). Done once per pool and size: later
-/// calls cost one look-up (a caller's pool freed and another made at its address counts as set
-/// up). Never fails: a worker left without its set-up makes it in its first task, as before.
+/// exits on the H200 (docs/routing.md, "Stream-ordered calls"). Done once per pool and again
+/// after it started new workers: later calls cost one look-up. A worker that leaves the pool
+/// meanwhile is not waited for. Never fails: a worker left without its set-up makes it in its
+/// first task, as before.
 pub(crate) fn set_up_cufile_for_stream_ordered(file: &std::sync::Arc<crate::io::open_file::OpenFile>, target: &Target, compat_mode: CompatMode) {
     let Target::Device { kind, .. } = *target else { return };
     if ThreadPool::on_pool_thread() {
         return; // a worker waiting for its own pool's broadcast would wait out the limit
     }
     let Ok(pool) = file.pool() else { return };
-    let workers = pool.num_threads();
     let key = pool.identity();
+    // Before the broadcast: a worker started after this look is set up by a later call.
+    let started = pool.threads_started();
     {
         let set_up = CUFILE_SET_UP.lock().unwrap_or_else(|p| p.into_inner());
-        if set_up.as_ref().and_then(|m| m.get(&key)).is_some_and(|&done| done >= workers) {
+        if set_up.as_ref().and_then(|m| m.get(&key)) == Some(&started) {
             return;
         }
     }
-    let done = std::sync::Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
-    let (job_file, job_done) = (std::sync::Arc::clone(file), std::sync::Arc::clone(&done));
-    let reached = pool.broadcast(move || {
-        if let Ok(registered) = job_file.cufile(compat_mode) {
-            crate::backend::cufile::synchronous::set_up_thread(registered.library(), registered.handle(), &job_file.path, &kind);
-        }
-        let (count, ready) = &*job_done;
-        *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        ready.notify_all();
-    });
-    let (count, ready) = &*done;
-    let count = count.lock().unwrap_or_else(|p| p.into_inner());
-    let (count, waited) = ready.wait_timeout_while(count, CUFILE_SET_UP_WAIT, |n| *n < reached).unwrap_or_else(|p| p.into_inner());
-    if !waited.timed_out() {
-        drop(count);
-        CUFILE_SET_UP.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, workers);
+    let job_file = std::sync::Arc::clone(file);
+    let all_set_up = pool.broadcast_and_wait(
+        move || {
+            if let Ok(registered) = job_file.cufile(compat_mode) {
+                crate::backend::cufile::synchronous::set_up_thread(registered.library(), registered.handle(), &job_file.path, &kind);
+            }
+        },
+        CUFILE_SET_UP_WAIT,
+    );
+    if all_set_up {
+        CUFILE_SET_UP.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(HashMap::new).insert(key, started);
     }
 }
 
@@ -185,5 +183,132 @@ mod tests {
             prepare_in_background(CompatMode::Auto);
             assert!(PREPARED.lock().unwrap().as_ref().is_none_or(|m| m.is_empty()));
         }
+    }
+
+    // `set_up_cufile_for_stream_ordered` against its pool: without cuFile the workers' set-up
+    // does nothing, but the broadcast and the wait for it are the real ones.
+    use crate::io::open_file::{OpenFile, OpenFlags, Opened};
+    use crate::io::thread_pool::{Assigned, CallerPool};
+    use crate::sys::cuda::MemoryKind;
+    use std::os::fd::OwnedFd;
+    use std::sync::{Arc, mpsc};
+    use std::time::{Duration, Instant};
+
+    fn device_target() -> Target {
+        Target::Device { kind: MemoryKind::Device { ordinal: 0, context: None }, address: 0x1000, base: 0x1000, base_offset: 0 }
+    }
+
+    fn file_on(pool: &Arc<CallerPool>) -> Arc<OpenFile> {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        let file = OpenFile::new(OwnedFd::from(tmp.reopen().unwrap()), "set-up".into(), Opened::Path(OpenFlags::Read)).unwrap();
+        *file.pool.lock().unwrap() = Assigned::Caller(Arc::clone(pool));
+        Arc::new(file)
+    }
+
+    /// Keeps `n` workers of `pool` busy until the returned sender is dropped.
+    fn occupy(pool: &ThreadPool, n: usize) -> mpsc::Sender<()> {
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        let (started_tx, started_rx) = mpsc::channel();
+        for _ in 0..n {
+            let (rx, started) = (Arc::clone(&release_rx), started_tx.clone());
+            pool.submit(move || {
+                started.send(()).unwrap();
+                let _ = rx.lock().unwrap().recv_timeout(Duration::from_secs(60));
+            });
+        }
+        for _ in 0..n {
+            started_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        }
+        release_tx
+    }
+
+    fn set_up_in_thread(file: &Arc<OpenFile>) -> std::thread::JoinHandle<Duration> {
+        let file = Arc::clone(file);
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            set_up_cufile_for_stream_ordered(&file, &device_target(), CompatMode::Off);
+            t0.elapsed()
+        })
+    }
+
+    /// Whether a set-up on `file`'s busy pool broadcasts (it then waits for the busy workers,
+    /// which nothing releases for 300 ms) rather than taking the pool as set up.
+    fn set_up_broadcasts(file: &Arc<OpenFile>, pool: &ThreadPool) -> bool {
+        let release = occupy(pool, pool.num_threads());
+        let setter = set_up_in_thread(file);
+        std::thread::sleep(Duration::from_millis(300));
+        let waiting = !setter.is_finished();
+        drop(release);
+        setter.join().unwrap();
+        waiting
+    }
+
+    fn wait_for_live_threads(pool: &ThreadPool, n: usize) {
+        let t0 = Instant::now();
+        while pool.live_threads() > n && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn workers_started_after_the_set_up_get_theirs() {
+        let owned = Arc::new(CallerPool::new(2, None).unwrap());
+        let file = file_on(&owned);
+        let pool = owned.pool().clone();
+        set_up_cufile_for_stream_ordered(&file, &device_target(), CompatMode::Off);
+        assert!(!set_up_broadcasts(&file, &pool), "a pool set up is not set up again");
+        pool.resize(1).unwrap();
+        wait_for_live_threads(&pool, 1);
+        pool.resize(2).unwrap();
+        assert!(set_up_broadcasts(&file, &pool), "the worker started since was taken as set up");
+    }
+
+    #[test]
+    fn a_new_pool_is_never_taken_for_a_freed_one() {
+        let first = Arc::new(CallerPool::new(2, None).unwrap());
+        let file = file_on(&first);
+        set_up_cufile_for_stream_ordered(&file, &device_target(), CompatMode::Off);
+        let first_pool = first.pool().clone();
+        *file.pool.lock().unwrap() = Assigned::Shared;
+        drop(first);
+        wait_for_live_threads(&first_pool, 0);
+        let first_identity = first_pool.identity();
+        drop(first_pool);
+        // Made where the freed one lived, or elsewhere: a pool of its own either way.
+        let second = Arc::new(CallerPool::new(2, None).unwrap());
+        assert_ne!(second.pool().identity(), first_identity);
+        *file.pool.lock().unwrap() = Assigned::Caller(Arc::clone(&second));
+        assert!(set_up_broadcasts(&file, second.pool()), "the new pool was taken as set up");
+    }
+
+    #[test]
+    fn a_worker_leaving_during_the_set_up_is_not_waited_for() {
+        let owned = Arc::new(CallerPool::new(2, None).unwrap());
+        let file = file_on(&owned);
+        let pool = owned.pool().clone();
+        let release = occupy(&pool, 2);
+        pool.resize(1).unwrap(); // one of the two leaves after its job, without the broadcast
+        let setter = set_up_in_thread(&file);
+        std::thread::sleep(Duration::from_millis(100));
+        drop(release);
+        let waited = setter.join().unwrap();
+        assert!(waited < Duration::from_secs(5), "waited {waited:?} (the limit: {CUFILE_SET_UP_WAIT:?}) for a worker that left");
+    }
+
+    #[test]
+    fn a_pool_retired_during_the_set_up_is_not_waited_for() {
+        let owned = Arc::new(CallerPool::new(2, None).unwrap());
+        let file = file_on(&owned);
+        let pool = owned.pool().clone();
+        let release = occupy(&pool, 2);
+        let setter = set_up_in_thread(&file);
+        std::thread::sleep(Duration::from_millis(100));
+        // `gdsroute_file_set_pool(file, NULL)` and `gdsroute_pool_free` meanwhile.
+        *file.pool.lock().unwrap() = Assigned::Shared;
+        drop(owned);
+        drop(release);
+        let waited = setter.join().unwrap();
+        assert!(waited < Duration::from_secs(5), "waited {waited:?} (the limit: {CUFILE_SET_UP_WAIT:?}) for the workers of a retired pool");
     }
 }

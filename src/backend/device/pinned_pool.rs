@@ -179,8 +179,9 @@ impl PinnedPool {
         Ok(true)
     }
 
-    /// Changes the size of future buffers. Idle buffers of the old size are freed now; lent-out
-    /// ones are freed when returned.
+    /// Changes the size of future buffers. Idle buffers of the old size are freed now (in a task
+    /// of a stream-ordered call, on a thread of its own: unregistering pinned memory waits while
+    /// a stream is held, and the task's own stream may be); lent-out ones are freed when returned.
     pub fn set_buffer_size(&self, buffer_size: usize) {
         let stale = {
             let mut state = self.inner.lock();
@@ -194,8 +195,11 @@ impl PinnedPool {
             stale
         };
         self.inner.returned.notify_all();
-        stale.into_iter().for_each(|raw| {
-            self.inner.free(raw);
+        let inner = Arc::clone(&self.inner);
+        crate::sys::cuda::outside_stream_ordered_task(move || {
+            stale.into_iter().for_each(|raw| {
+                inner.free(raw);
+            });
         });
     }
 

@@ -5,8 +5,9 @@
 //! preparation (`io::warm_up`); the queue and the workers are the pool's (`super`).
 
 use super::{State, ThreadPool, WORKER_DUE, lock, run_job};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// A job for every worker that was live when it was broadcast.
 pub(super) struct Broadcast {
@@ -14,6 +15,32 @@ pub(super) struct Broadcast {
     job: Arc<dyn Fn() + Send + Sync + 'static>,
     /// Workers that have neither run it nor left the pool.
     pending: usize,
+    /// Told of each worker that left the pool without running it (`broadcast_and_wait`).
+    settled: Option<Arc<Settled>>,
+}
+
+/// How many workers of a broadcast have run it, or left the pool without (a shrink, a retired
+/// pool): those it no longer waits for.
+#[derive(Default)]
+pub(super) struct Settled {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Settled {
+    fn one(&self) {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.changed.notify_all();
+    }
+}
+
+/// Counts a run of a waited-for broadcast when dropped: after the job, or in its unwinding.
+struct RanOnDrop<'a>(&'a Settled);
+
+impl Drop for RanOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.one();
+    }
 }
 
 impl State {
@@ -34,6 +61,9 @@ impl State {
     pub(super) fn forget_worker(&mut self, due: u64) {
         for entry in self.broadcasts.iter_mut().filter(|b| b.generation >= due) {
             entry.pending -= 1;
+            if let Some(settled) = &entry.settled {
+                settled.one();
+            }
         }
         self.broadcasts.retain(|b| b.pending > 0);
         self.live_threads -= 1;
@@ -47,13 +77,36 @@ impl ThreadPool {
     /// not run it.
     /// Returns the number of workers it was given to.
     pub(crate) fn broadcast(&self, job: impl Fn() + Send + Sync + 'static) -> usize {
+        self.post(Arc::new(job), None)
+    }
+
+    /// `broadcast`, then waits up to `limit` until each worker it was given to has run it or left
+    /// the pool. Returns whether all did in time.
+    pub(crate) fn broadcast_and_wait(&self, job: impl Fn() + Send + Sync + 'static, limit: Duration) -> bool {
+        let settled = Arc::new(Settled::default());
+        let ran = Arc::clone(&settled);
+        let given = self.post(
+            Arc::new(move || {
+                let _ran = RanOnDrop(&ran);
+                job();
+            }),
+            Some(Arc::clone(&settled)),
+        );
+        let count = settled.count.lock().unwrap_or_else(|p| p.into_inner());
+        let (count, waited) = settled.changed.wait_timeout_while(count, limit, |n| *n < given).unwrap_or_else(|p| p.into_inner());
+        drop(count);
+        !waited.timed_out()
+    }
+
+    /// Posts `job` for every worker live now; returns their number.
+    fn post(&self, job: Arc<dyn Fn() + Send + Sync + 'static>, settled: Option<Arc<Settled>>) -> usize {
         let mut state = lock(&self.shared);
         let generation = state.next_generation;
         state.next_generation += 1;
         self.shared.generations.store(state.next_generation, Ordering::Release);
         let pending = state.live_threads;
         if pending > 0 {
-            state.broadcasts.push(Broadcast { generation, job: Arc::new(job), pending });
+            state.broadcasts.push(Broadcast { generation, job, pending, settled });
         }
         drop(state);
         self.shared.work_ready.notify_all();

@@ -48,7 +48,12 @@ struct Shared {
     cpus: Option<Vec<usize>>,
     /// Run by every worker at its start (`with_thread_start`).
     thread_start: Option<fn()>,
+    /// This pool's number among the pools the process made (`identity`).
+    serial: u64,
 }
+
+/// The number the next pool gets (`Shared::serial`).
+static NEXT_POOL_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     static ON_POOL_THREAD: Cell<bool> = const { Cell::new(false) };
@@ -109,6 +114,7 @@ impl ThreadPool {
                 generations: AtomicU64::new(0),
                 cpus,
                 thread_start,
+                serial: NEXT_POOL_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             }),
         };
         pool.resize(threads)?;
@@ -120,9 +126,16 @@ impl ThreadPool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
-    /// A number that names this pool while it lives (the address of its shared state).
-    pub(crate) fn identity(&self) -> usize {
-        Arc::as_ptr(&self.shared) as usize
+    /// A number that names this pool, never another one of the process (a pool made where a
+    /// freed one lived included).
+    pub(crate) fn identity(&self) -> u64 {
+        self.shared.serial
+    }
+
+    /// How many workers this pool has started so far: a worker started after a look at this
+    /// number makes it larger (`io::warm_up` knows so which workers came since it set them up).
+    pub(crate) fn threads_started(&self) -> usize {
+        lock(&self.shared).next_thread_id
     }
 
     /// Number of worker threads the pool is converging to.
