@@ -225,14 +225,18 @@ impl Relay {
     }
 
     /// The call moves nothing (the file ends before it, once the stream reached it): queued
-    /// copies still copy every piece, so the ring is made zeros first (it is the stream's, and
-    /// the stream is at this call, so no copy reads it). Then `stop` lets the stream go on.
+    /// copies still copy every piece, so the part of the ring they read is made zeros first (it
+    /// is the stream's, and the stream is at this call, so no copy reads it), and no more: this
+    /// runs on the relay waiter, which starts every stream's calls (the whole ring, 128 MiB, took
+    /// 15 ms). Then `stop` lets the stream go on.
     pub(crate) fn nothing_to_move(&self) {
         if let (Some(q), Some(ring)) = (&self.queued, self.slots.get())
             && self.kernel == RelayKernel::In
             && q.len > 0
         {
-            ring.zero();
+            // The copies read each group's slots from the ring's start: at most this much.
+            let read = q.len.min(u64::from(q.groups()) * q.piece_bytes(self.slot_bytes));
+            ring.zero_prefix(usize::try_from(read).unwrap_or(usize::MAX));
         }
     }
 

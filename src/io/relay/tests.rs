@@ -362,3 +362,24 @@ fn pool_race_child() {
     let verdict = if workers == 2 * threads { "as many as two pools".to_string() } else { format!("{workers}, not {}", 2 * threads) };
     println!("pool workers: {verdict}");
 }
+
+/// A queued read that finds nothing to move (the file ends before it) zeroes just the ring bytes
+/// its copies read, which then reach the caller's range as zeros: not the whole ring (128 MiB on
+/// the relay waiter, which every stream's calls wait behind).
+#[test]
+fn nothing_to_move_zeroes_only_what_the_calls_copies_read() {
+    let dst = buffer(5, 0xEE);
+    let (relay, stream) = super::played::queued(RelayKernel::In, dst.as_ptr() as u64, 5);
+    wait_started(&relay);
+    relay.nothing_to_move();
+    // SAFETY: the played ring's memory, kept for the process's life; no copy runs until `stop`.
+    let ring = unsafe { std::slice::from_raw_parts(relay.slots_base(), (SLOT * super::played::NSLOTS) as usize) };
+    let (read, rest) = ring.split_at(5);
+    let zeroed_past = rest.iter().filter(|&&b| b != 0xA5).count();
+    assert!(read.iter().all(|&b| b == 0), "the bytes the copy reads are zeros");
+    relay.stop();
+    stream.join().unwrap();
+    assert_eq!(zeroed_past, 0, "ring bytes past the call's 5 were zeroed");
+    assert!(dst[..5].iter().all(|&b| b == 0), "the requested range past the end of the file holds zeros");
+    assert!(dst[5..].iter().all(|&b| b == 0xEE), "nothing past the requested range was written");
+}

@@ -386,10 +386,12 @@ impl Slots {
         }
     }
 
-    /// Sets every byte of the ring to zero (no call's copies may be reading it).
-    pub(crate) fn zero(&self) {
-        // SAFETY: the ring's own memory, never freed; the caller ensures nothing else uses it now.
-        unsafe { std::ptr::write_bytes(self.host as *mut u8, 0, Slots::bytes(self.slot_bytes, self.nslots, self.packed)) };
+    /// Sets the ring's first `bytes` to zero (no call's copies may be reading them).
+    pub(crate) fn zero_prefix(&self, bytes: usize) {
+        let bytes = bytes.min(Slots::bytes(self.slot_bytes, self.nslots, self.packed));
+        // SAFETY: the ring's own memory, never freed, of at least `bytes`; the caller ensures
+        // nothing else uses it now.
+        unsafe { std::ptr::write_bytes(self.host as *mut u8, 0, bytes) };
     }
 
     fn bytes(slot_bytes: u32, nslots: u32, packed: bool) -> usize {
