@@ -1074,7 +1074,8 @@ fn rates_beside_synchronous(file: &File, wfile: &File, buf: &Buffer, stream: &St
         timed(which, &mut rates);
     }
     // Round k's stream-ordered call beside round k's synchronous one: a drift of the file system's
-    // rate between rounds (writes) moves both of a pair alike.
+    // rate between rounds (writes) moves both of a pair alike (`InARow`: the k-th of each kind,
+    // far apart, so its ratios are not paired in time).
     let paired = |ordered: &[f64], synchronous: &[f64]| median(&mut ordered.iter().zip(synchronous).map(|(o, s)| o / s).collect::<Vec<_>>());
     let read_ratio = paired(&rates[0], &rates[1]);
     let write_ratio = paired(&rates[2], &rates[3]);

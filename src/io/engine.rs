@@ -302,19 +302,20 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
     let (Route::Cufile, Target::Device { kind, .. }) = (planned.plan.route, planned.target) else { return Ok(None) };
     let Ok(registered) = file.cufile(compat_mode) else { return Ok(None) };
     let direction = request.direction;
+    // The whole call is one cuFile task that the stream runs: observed as a call when it settles
+    // (handed to `finish` with the submission), or as a failed one where it fails before; where
+    // cuFile cannot take it, dismissed: the stream mode's transfer is the call observed.
+    let mut watch = CallWatch::start(&request, true);
+    if let Some(w) = &mut watch {
+        w.file(file);
+        w.routed(&planned);
+    }
+    let watched = &mut watch;
     let submit = || {
-        // The whole call is one cuFile task that the stream runs: watched from here, where
-        // cuFile is asked to take it (where it cannot, the stream mode's transfer is the call
-        // observed), until it settles.
-        let mut watch = CallWatch::start(&request, true);
-        if let Some(w) = &mut watch {
-            w.file(file);
-            w.routed(&planned);
-        }
         // SAFETY: the caller keeps the buffer valid until the stream passed the call; the
         // stream's context is current (`run_native`); the buffer is its own base (offset 0).
         let submitted = unsafe { cufile::stream_ordered::submit(direction, registered.library(), registered.handle(), &file.path, request.buf as u64, request.size, request.offset, stream) };
-        submitted.map(|submitted| submitted.map(|submitted| (submitted, watch)))
+        submitted.map(|submitted| submitted.map(|submitted| (submitted, watched.take())))
     };
     // A write counts as queued until cuFile has written it: this count is the call's own, since
     // the caller's ends when a call cuFile took returns (and goes on where cuFile did not).
@@ -337,7 +338,11 @@ unsafe fn native_cufile(stats: &Arc<StatsCell>, compat_mode: CompatMode, file: &
         }
         result
     };
-    stream_order::run_native(stream, request, Arc::clone(stats), queued_write, submit, finish)
+    let taken = stream_order::run_native(stream, request, Arc::clone(stats), queued_write, submit, finish);
+    if let (Ok(None), Some(w)) = (&taken, watch) {
+        w.dismiss();
+    }
+    taken
 }
 
 /// The tasks of a planned call's `len` bytes at `offset`: one on the calling thread (a device

@@ -305,7 +305,18 @@ impl StreamCall {
         let blocking = if ordered_setting == StreamOrdered::Off {
             Some(StreamMode::BlockingSetting)
         } else if !ordered_setting.queues_on(|| stream.legacy_stream_waits_for_it())? {
-            if let Some(plan) = relay {
+            if let Some(plan) = relay.filter(|plan| match plan.on_the_streams_device() {
+                Ok(true) => true,
+                // Expected of such a program on every call: not a warning each time.
+                Ok(false) => {
+                    crate::log::log(crate::log::Level::Debug, || "a stream-ordered call blocks: its buffer is memory of another device than its stream's".into());
+                    false
+                }
+                Err(e) => {
+                    crate::log::log(crate::log::Level::Warn, || format!("a stream-ordered call blocks: its stream's device is not known: {e}"));
+                    false
+                }
+            }) {
                 let marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
                 match plan.start(stream, context, StreamKey::of(stream, context)) {
                     Ok(relay) => {

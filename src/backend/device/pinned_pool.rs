@@ -195,6 +195,9 @@ impl PinnedPool {
             stale
         };
         self.inner.returned.notify_all();
+        if stale.is_empty() {
+            return;
+        }
         let inner = Arc::clone(&self.inner);
         crate::sys::cuda::outside_stream_ordered_task(move || {
             stale.into_iter().for_each(|raw| {

@@ -28,7 +28,7 @@
 //! One job: the host's part of the relay protocol, both ways; queued copies in `queued`, the
 //! stream's part played for the CPU tests in `played`.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::io::stream_order::{Gate, StreamKey};
 use crate::io::task_split::Chunk;
 use crate::io::thread_pool::ThreadPool;
@@ -93,17 +93,18 @@ pub(crate) struct RelayPlan {
 }
 
 impl RelayPlan {
-    /// Queues the call's copies, or launches its kernel, on `stream` (of `context`, current).
+    /// Whether the buffer is host or managed memory, or device memory of the device whose
+    /// context is current (the stream's): a relay kernel on another device, or copies queued
+    /// there, may not reach it (the call blocks instead; docs/routing.md).
     ///
-    /// Errors: device memory of another device than the stream's (its kernel, or copies
-    /// queued there, would reach memory its device may not map: the call blocks instead).
+    /// Errors: the current context's device cannot be asked.
+    pub(crate) fn on_the_streams_device(&self) -> Result<bool> {
+        let Some(device) = self.device else { return Ok(true) };
+        Ok(crate::sys::cuda::current_device()? == Some(device))
+    }
+
+    /// Queues the call's copies, or launches its kernel, on `stream` (of `context`, current).
     pub(crate) fn start(self, stream: CallerStream, context: ContextHandle, key: StreamKey) -> Result<Arc<Relay>> {
-        if let Some(device) = self.device {
-            let streams = crate::sys::cuda::current_device()?;
-            if streams != Some(device) {
-                return Err(Error::InvalidArgument(format!("the buffer is memory of device {device}, the stream's context is of device {streams:?}: not relayed")));
-            }
-        }
         match self.known_len {
             Some(len) if self.kernel != RelayKernel::Gate && relay::can_queue() => Relay::queue(self.kernel, stream, self.buffer, len, key, self.registered),
             _ => Relay::launch(self.kernel, stream, context, self.buffer, key),

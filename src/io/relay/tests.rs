@@ -327,11 +327,14 @@ fn a_read_copies_registered_pieces_from_there_and_reads_only_the_others() {
 }
 
 /// Two first relayed calls at once make one relay pool: eight threads ask for it together, and
-/// the process then has the shared pool's workers and one pool's more, no parked extra ones.
+/// one pool is made (the one not kept left its workers parked for the process's life).
 #[test]
 fn first_relayed_calls_at_once_make_one_pool() {
-    let text = crate::test_support::run_ignored_test("io::relay::tests::pool_race_child", &[]);
-    assert!(text.contains("pool workers: as many as two pools"), "{text}");
+    // Three processes: without the mend about half of them raced into two pools or more.
+    for _ in 0..3 {
+        let text = crate::test_support::run_ignored_test("io::relay::tests::pool_race_child", &[]);
+        assert!(text.contains("pools made by the race: 1\n"), "{text}");
+    }
 }
 
 /// The child of `first_relayed_calls_at_once_make_one_pool` (a process whose relay pool is not
@@ -340,6 +343,7 @@ fn first_relayed_calls_at_once_make_one_pool() {
 #[ignore = "a child process of first_relayed_calls_at_once_make_one_pool"]
 fn pool_race_child() {
     let threads = crate::io::thread_pool::global().unwrap().num_threads();
+    let before = crate::io::thread_pool::pools_made();
     let barrier = Arc::new(std::sync::Barrier::new(8));
     let askers: Vec<_> = (0..8)
         .map(|_| {
@@ -353,33 +357,5 @@ fn pool_race_child() {
     for asker in askers {
         assert_eq!(asker.join().unwrap(), threads);
     }
-    // Workers are named `gdsroute-<n>` (the waiters' names are words).
-    let workers = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|name| name.trim().strip_prefix("gdsroute-").is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())))
-        .count();
-    let verdict = if workers == 2 * threads { "as many as two pools".to_string() } else { format!("{workers}, not {}", 2 * threads) };
-    println!("pool workers: {verdict}");
-}
-
-/// A queued read that finds nothing to move (the file ends before it) zeroes just the ring bytes
-/// its copies read, which then reach the caller's range as zeros: not the whole ring (128 MiB on
-/// the relay waiter, which every stream's calls wait behind).
-#[test]
-fn nothing_to_move_zeroes_only_what_the_calls_copies_read() {
-    let dst = buffer(5, 0xEE);
-    let (relay, stream) = super::played::queued(RelayKernel::In, dst.as_ptr() as u64, 5);
-    wait_started(&relay);
-    relay.nothing_to_move();
-    // SAFETY: the played ring's memory, kept for the process's life; no copy runs until `stop`.
-    let ring = unsafe { std::slice::from_raw_parts(relay.slots_base(), (SLOT * super::played::NSLOTS) as usize) };
-    let (read, rest) = ring.split_at(5);
-    let zeroed_past = rest.iter().filter(|&&b| b != 0xA5).count();
-    assert!(read.iter().all(|&b| b == 0), "the bytes the copy reads are zeros");
-    relay.stop();
-    stream.join().unwrap();
-    assert_eq!(zeroed_past, 0, "ring bytes past the call's 5 were zeroed");
-    assert!(dst[..5].iter().all(|&b| b == 0), "the requested range past the end of the file holds zeros");
-    assert!(dst[5..].iter().all(|&b| b == 0xEE), "nothing past the requested range was written");
+    println!("pools made by the race: {}", crate::io::thread_pool::pools_made() - before);
 }

@@ -55,6 +55,12 @@ struct Shared {
 /// The number the next pool gets (`Shared::serial`).
 static NEXT_POOL_SERIAL: AtomicU64 = AtomicU64::new(1);
 
+/// How many pools the process has made.
+#[cfg(test)]
+pub(crate) fn pools_made() -> u64 {
+    NEXT_POOL_SERIAL.load(std::sync::atomic::Ordering::Relaxed) - 1
+}
+
 thread_local! {
     static ON_POOL_THREAD: Cell<bool> = const { Cell::new(false) };
     /// On a worker thread: its pool (the address of its shared state) and the first broadcast
