@@ -180,3 +180,47 @@ fn reads_of_two_drives_at_once_beside_each_alone() {
     settings::set_thread_pool_per_block_device(false);
     settings::set_num_threads(settings::default_num_threads()).unwrap();
 }
+
+/// A read made and waited for on a caller pool's only worker (a monitor's callback, which may
+/// make calls), with the shared pool at one thread: the waiter runs its own pool's queue, where
+/// the read's job waits, instead of the shared pool's (it waited for itself).
+#[test]
+fn a_read_waited_for_on_its_own_pools_only_worker_completes() {
+    let _l = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    static INNER: std::sync::OnceLock<File> = std::sync::OnceLock::new();
+    let data = random_bytes(4 << 20, 41);
+    let tmp = common::temp_file_in(None, &data);
+    let open = || File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
+    settings::set_num_threads(1).unwrap();
+    settings::set_task_size(1 << 20).unwrap();
+    let pool = Pool::new(1, None).unwrap();
+    let outer = open();
+    outer.set_pool(Some(&pool)).unwrap();
+    let inner = INNER.get_or_init(open);
+    inner.set_pool(Some(&pool)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let once = std::sync::atomic::AtomicBool::new(false);
+    let id = gdsroute::monitor::add(
+        move |_| {
+            let on_worker = std::thread::current().name().is_some_and(|n| n.starts_with("gdsroute-"));
+            if on_worker && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let mut buf = vec![0u8; 4 << 20];
+                let n = INNER.get().unwrap().read_into(&mut buf, 0);
+                let _ = tx.lock().unwrap().send(n.map(|n| (n, buf)));
+            }
+        },
+        false,
+    );
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 4 << 20];
+        outer.read_into(&mut buf, 0).unwrap()
+    });
+    let nested = rx.recv_timeout(std::time::Duration::from_secs(30));
+    settings::set_num_threads(settings::default_num_threads()).unwrap();
+    let (n, back) = nested.expect("the read waited for on its pool's only worker never completed").unwrap();
+    assert_eq!(n, data.len());
+    assert!(back == data);
+    assert_eq!(reader.join().unwrap(), data.len());
+    gdsroute::monitor::remove(id);
+}

@@ -391,7 +391,7 @@ impl File {
     pub fn write_from(&self, buf: &[u8], offset: u64) -> Result<usize> {
         // SAFETY: the borrow outlives the wait below.
         let operation = unsafe { self.pwrite_raw(buf.as_ptr(), buf.len(), offset)? };
-        operation.wait_in(thread_pool::global().ok())
+        operation.wait()
     }
 
     /// `fsync(2)`: what reached the file (finished writes) is on the storage device when this
@@ -455,6 +455,6 @@ impl File {
     pub fn read_into(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         // SAFETY: the borrow outlives the wait below.
         let operation = unsafe { self.pread_raw(buf.as_mut_ptr(), buf.len(), offset)? };
-        operation.wait_in(thread_pool::global().ok())
+        operation.wait()
     }
 }

@@ -3,7 +3,6 @@
 use super::{arg, guard, out, write_out};
 use crate::io::operation::Operation;
 use crate::abi::Status;
-use crate::io::thread_pool;
 
 /// Sets `*done` to true once every task of the operation has stopped. Never blocks.
 #[must_use]
@@ -38,7 +37,7 @@ pub unsafe extern "C" fn gdsroute_op_wait(op: *const Operation, bytes_read: *mut
         // SAFETY: the caller passes a live operation or NULL.
         let op = unsafe { arg(op, "op")? };
         let bytes_read = out(bytes_read, "bytes_read")?;
-        let n = op.wait_in(thread_pool::global().ok())?;
+        let n = op.wait()?;
         // SAFETY: checked by `out`.
         unsafe { write_out(bytes_read, n) };
         Ok(())

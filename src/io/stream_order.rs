@@ -412,7 +412,7 @@ pub(crate) fn run_marked(
                 Err(e) => return Err(e),
             };
             drop(queued_write);
-            params.report(&operation.wait_in(crate::io::thread_pool::global().ok()));
+            params.report(&operation.wait_in_its_pool());
             return Ok(operation);
         }
         Marked::Ordered(gate, mark) => (gate, mark, waiter(Watch::Events)),

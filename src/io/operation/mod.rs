@@ -92,6 +92,7 @@ impl Operation {
                 run: Some(Arc::new(run)),
                 on_settle: None,
                 observer: None,
+                pool: None,
             }),
             finished: Condvar::new(),
             requested,
@@ -115,7 +116,7 @@ impl Operation {
     pub(crate) fn awaiting(direction: Direction, stats: Arc<StatsCell>) -> (Operation, Settler) {
         let shared: Arc<Shared> = Arc::new(Progress {
             stop: Stop::Never,
-            state: Mutex::new(State { front: 0, back: 0, running: 1, tally: Tally::default(), outcome: None, run: None, on_settle: None, observer: None }),
+            state: Mutex::new(State { front: 0, back: 0, running: 1, tally: Tally::default(), outcome: None, run: None, on_settle: None, observer: None, pool: None }),
             finished: Condvar::new(),
             requested: 0,
             stats: Some(stats),
@@ -161,6 +162,12 @@ impl Operation {
     /// at most one per task and at most `workers` (at least one); the thread that waits still
     /// helps.
     pub(crate) fn start(&self, pool: &ThreadPool, workers: usize) {
+        {
+            let mut state = self.shared.lock();
+            if state.outcome.is_none() {
+                state.pool = Some(pool.clone());
+            }
+        }
         let workers = self.shared.tasks.count().min(pool.num_threads().max(1)).min(workers.max(1));
         for _ in 0..workers {
             let worker = Worker { shared: Some(Arc::clone(&self.shared)), pool: pool.clone() };
@@ -194,6 +201,16 @@ impl Operation {
     /// True once every task has stopped.
     pub fn is_done(&self) -> bool {
         self.shared.lock().outcome.is_some()
+    }
+
+    /// `wait_in` the pool the operation's jobs were given to (a caller's or a drive's pool, whose
+    /// queue a waiter on its only worker must run, or it waits for itself), else the shared pool.
+    pub(crate) fn wait_in_its_pool(&self) -> Result<usize> {
+        let own = self.shared.lock().pool.clone();
+        match own {
+            Some(pool) => self.wait_in(Some(&pool)),
+            None => self.wait_in(crate::io::thread_pool::global().ok()),
+        }
     }
 
     /// Blocks until every task has stopped and returns the result. May be called repeatedly.
@@ -231,7 +248,7 @@ impl Drop for Operation {
         // The caller's buffer must not be touched after the handle is gone; a stream-ordered
         // call's buffer is the stream's to order, and its transfer goes on without the handle.
         if !self.shared.external {
-            let _ = self.wait_in(crate::io::thread_pool::global().ok());
+            let _ = self.wait_in_its_pool();
         }
     }
 }

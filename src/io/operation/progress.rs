@@ -34,6 +34,9 @@ pub(super) struct State {
     /// The monitors' view of the call, ended with the outcome when it settles, after the counters
     /// (`Operation::observe`).
     pub(super) observer: Option<SettleHook>,
+    /// The pool its jobs were given to (`Operation::start`), which a waiter helps; let go when
+    /// it settles.
+    pub(super) pool: Option<ThreadPool>,
 }
 
 /// The results of a run of tasks that settle as one (an operation's; a batch entry's), kept as a
@@ -206,6 +209,7 @@ impl Shared {
         }
         state.outcome = Some(outcome);
         state.run = None;
+        state.pool = None;
         self.finished.notify_all();
     }
 
