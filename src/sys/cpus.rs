@@ -1,13 +1,35 @@
-//! The CPUs a thread runs on: the set this process may use (`sched_getaffinity`), a check that a
-//! list of CPUs lies in it, and pinning the calling thread to a list (`sched_setaffinity`). The
-//! pools a caller makes (`io::thread_pool`) place their workers with these. Also the counts the
+//! The CPUs a thread runs on: the set this process may use (`sched_getaffinity` of the thread that
+//! loaded the library, at load), a check that a list of CPUs lies in it, and pinning the calling
+//! thread to a list, or to the whole set (`sched_setaffinity`). The pools (`io::thread_pool`)
+//! place their workers with these. Also the counts the
 //! default thread count is made from (`settings::threads`): CPUs in this process's mask, CPUs
 //! online, and CPUs of the process's cpuset cgroup (the node's CPUs a job or container may use).
 
 use crate::error::{Error, Result};
 
-/// The CPUs this process may run on (`sched_getaffinity`).
+/// The process's CPUs as the library was loaded (`record_process_cpus`).
+static PROCESS_CPUS: std::sync::OnceLock<libc::cpu_set_t> = std::sync::OnceLock::new();
+
+/// Takes the loading thread's CPUs as the process's (`sys::startup`, before `main` for a program
+/// linked against the library): a thread pinned later, as an OpenMP runtime binds its threads,
+/// does not narrow what the library's pools run on. Once; later calls change nothing.
+pub(crate) fn record_process_cpus() {
+    if let Ok(set) = thread_cpus() {
+        let _ = PROCESS_CPUS.set(set);
+    }
+}
+
+/// The CPUs this process may run on: the loading thread's (`record_process_cpus`), else the
+/// calling thread's.
 pub(crate) fn allowed() -> std::io::Result<libc::cpu_set_t> {
+    match PROCESS_CPUS.get() {
+        Some(set) => Ok(*set),
+        None => thread_cpus(),
+    }
+}
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`).
+pub(crate) fn thread_cpus() -> std::io::Result<libc::cpu_set_t> {
     // SAFETY: an all-zero cpu_set_t is an empty set; the call fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer of the size given.
@@ -92,8 +114,22 @@ pub(crate) fn pin_to(cpus: &[usize]) -> std::io::Result<()> {
         // SAFETY: CPU_SET writes in range (checked by `check`).
         unsafe { libc::CPU_SET(cpu, &mut set) };
     }
+    set_thread_cpus(&set)
+}
+
+/// Runs the calling thread on every CPU of the process (`allowed`), where it runs on fewer: a
+/// pool's worker inherits the CPUs of the thread that started it, which may be pinned to one.
+pub(crate) fn spread_over_process() -> std::io::Result<()> {
+    let process = allowed()?;
+    if cpus_in(&thread_cpus()?).eq(cpus_in(&process)) {
+        return Ok(());
+    }
+    set_thread_cpus(&process)
+}
+
+fn set_thread_cpus(set: &libc::cpu_set_t) -> std::io::Result<()> {
     // SAFETY: a valid set of the size given, for the calling thread (0).
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())

@@ -240,11 +240,13 @@ fn worker_loop(shared: Arc<Shared>, due: u64) {
     if let Some(start) = shared.thread_start {
         start();
     }
-    if let Some(cpus) = &shared.cpus {
-        // Checked when the pool was made; a refusal now (the process's CPUs changed) leaves the
-        // worker wherever the process may run.
-        let _ = crate::sys::cpus::pin_to(cpus);
-    }
+    // Checked when the pool was made; a refusal now (the process's CPUs changed) leaves the
+    // worker where it started. Without a list, on every CPU of the process, not only on those
+    // of the thread that started it (a thread an OpenMP runtime bound to one CPU, say).
+    let _ = match &shared.cpus {
+        Some(cpus) => crate::sys::cpus::pin_to(cpus),
+        None => crate::sys::cpus::spread_over_process(),
+    };
     let pool = Arc::as_ptr(&shared) as usize;
     WORKER_DUE.with(|c| c.set((pool, due)));
     let due = || WORKER_DUE.with(|c| c.get().1);
@@ -479,7 +481,7 @@ mod tests {
         for _ in 0..4 {
             let tx = tx.clone();
             pool.submit(move || {
-                tx.send(crate::sys::cpus::members(&crate::sys::cpus::allowed().unwrap())).unwrap();
+                tx.send(crate::sys::cpus::members(&crate::sys::cpus::thread_cpus().unwrap())).unwrap();
             });
         }
         for _ in 0..4 {
@@ -488,6 +490,33 @@ mod tests {
         assert!(matches!(ThreadPool::placed(1, Some(vec![])), Err(Error::InvalidArgument(_))));
         assert!(matches!(ThreadPool::placed(1, Some(vec![100_000])), Err(Error::InvalidArgument(ref m)) if m.contains("CPU 100000")));
         assert!(matches!(ThreadPool::placed(0, None), Err(Error::InvalidArgument(_))));
+    }
+
+    /// A pool made by a thread pinned to one CPU (as an OpenMP runtime binds its threads) runs
+    /// its workers on every CPU of the process, and a list of another CPU of the process is
+    /// accepted there.
+    #[test]
+    fn a_pool_made_by_a_pinned_thread_runs_on_the_process_cpus() {
+        use crate::sys::cpus::{allowed, members, pin_to, record_process_cpus, thread_cpus};
+        record_process_cpus(); // as the library's load does, where the test binary ran no hook
+        let process = members(&allowed().unwrap());
+        if process.len() < 2 {
+            eprintln!("one CPU: not checked");
+            return;
+        }
+        let (first, second) = (process[0], process[1]);
+        let seen = std::thread::spawn(move || {
+            pin_to(&[first]).unwrap();
+            assert_eq!(members(&thread_cpus().unwrap()), [first]);
+            let pool = ThreadPool::new(2).unwrap();
+            let (tx, rx) = mpsc::channel();
+            pool.submit(move || tx.send(members(&thread_cpus().unwrap())).unwrap());
+            let placed = ThreadPool::placed(1, Some(vec![second])).map(|_| ()).map_err(|e| e.to_string());
+            (rx.recv_timeout(Duration::from_secs(120)).unwrap(), placed)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, (process, Ok(())));
     }
 
     #[test]
