@@ -40,7 +40,14 @@ fn group_in(text: &str, hierarchy: Hierarchy) -> Option<&str> {
 pub(crate) fn group_and_ancestors(hierarchy: Hierarchy) -> Vec<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let Some(group) = group_in(&text, hierarchy) else { return Vec::new() };
-    let root = hierarchy.root();
+    ancestors_of(&hierarchy.root(), group)
+}
+
+/// The directory of `group` under `root`, then each ancestor up to `root` (included). In a
+/// container without a cgroup namespace the group's path (`/docker/<id>`) names no directory
+/// there: the container's own group is mounted at the root, the first of these that exists.
+pub(crate) fn ancestors_of(root: &Path, group: &str) -> Vec<PathBuf> {
+    let root = root.to_path_buf();
     let mut dir = root.join(group.trim_start_matches('/'));
     let mut dirs = Vec::new();
     loop {

@@ -61,13 +61,19 @@ pub(crate) fn online_count() -> Option<usize> {
 /// How many CPUs the process's cpuset cgroup holds: the CPUs of the node a Slurm job step or a
 /// container may use, of which a launcher's binding gives each rank a part. cgroup v2
 /// (`cpuset.cpus.effective` of the process's group, or of the nearest parent that has one) or v1
-/// (`cpuset.effective_cpus` of the cpuset hierarchy); `None` when neither can be read.
+/// (`cpuset.effective_cpus` of the cpuset hierarchy, likewise: in a container without a cgroup
+/// namespace the group's own path is not there, and its cpuset is the hierarchy's root); `None`
+/// when neither can be read.
 pub(crate) fn cpuset_count() -> Option<usize> {
     use super::cgroup::{Hierarchy, group_and_ancestors};
+    cpuset_count_in(|| group_and_ancestors(Hierarchy::V2), || group_and_ancestors(Hierarchy::V1("cpuset")))
+}
+
+/// `cpuset_count` over the directories of the v2 group and its ancestors, else of the v1 one's.
+fn cpuset_count_in(v2: impl FnOnce() -> Vec<std::path::PathBuf>, v1: impl FnOnce() -> Vec<std::path::PathBuf>) -> Option<usize> {
     let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok().and_then(|text| list_count(&text));
-    let v2 = || group_and_ancestors(Hierarchy::V2).into_iter().find_map(|dir| read(dir.join("cpuset.cpus.effective")));
-    let v1 = || group_and_ancestors(Hierarchy::V1("cpuset")).into_iter().next().and_then(|dir| read(dir.join("cpuset.effective_cpus")));
-    v2().or_else(v1)
+    let nearest = |dirs: Vec<std::path::PathBuf>, file: &str| dirs.into_iter().find_map(|dir| read(dir.join(file)));
+    nearest(v2(), "cpuset.cpus.effective").or_else(|| nearest(v1(), "cpuset.effective_cpus"))
 }
 
 /// How many CPUs a kernel CPU list ("0-3,8,10-11\n") names; `None` for an empty or malformed one.
@@ -147,6 +153,22 @@ mod tests {
         for bad in ["", "\n", "a-b", "3-1", "0-", ",", "0,,1"] {
             assert_eq!(list_count(bad), None, "{bad:?}");
         }
+    }
+
+    /// A container on cgroup v1 without a cgroup namespace: `/proc/self/cgroup` names
+    /// `cpuset:/docker/<id>`, which is no directory under the mount; the container's cpuset is
+    /// the mount's root, and counts (it counted nothing, and ranks saw the host's CPUs).
+    #[test]
+    fn a_v1_containers_cpuset_is_the_hierarchys_root() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("cpuset.effective_cpus"), "0-7\n").unwrap();
+        let dirs = || super::super::cgroup::ancestors_of(root.path(), "/docker/abc");
+        assert_eq!(cpuset_count_in(Vec::new, dirs), Some(8));
+        // Where the group's own directory exists (a Slurm step), its own cpuset counts.
+        let step = root.path().join("slurm/job_1");
+        std::fs::create_dir_all(&step).unwrap();
+        std::fs::write(step.join("cpuset.effective_cpus"), "2-3\n").unwrap();
+        assert_eq!(cpuset_count_in(Vec::new, || super::super::cgroup::ancestors_of(root.path(), "/slurm/job_1")), Some(2));
     }
 
     #[test]
