@@ -109,15 +109,20 @@ impl Assigned {
         Ok(Assigned::Drive(drive, pool))
     }
 
-    /// The pool itself.
+    /// The pool itself; in a child forked since a drive's or a caller's pool was made (none of
+    /// its workers came along), the child's shared pool.
     ///
     /// Errors: the shared pool could not be made (settings, threads).
     pub(crate) fn pool(&self) -> Result<ThreadPool> {
-        Ok(match self {
-            Assigned::Shared => global()?.clone(),
-            Assigned::Drive(_, pool) => (*pool).clone(),
-            Assigned::Caller(owned) => owned.pool().clone(),
-        })
+        let own = match self {
+            Assigned::Shared => None,
+            Assigned::Drive(_, pool) => Some((*pool).clone()),
+            Assigned::Caller(owned) => Some(owned.pool().clone()),
+        };
+        match own {
+            Some(pool) if pool.made_here() => Ok(pool),
+            _ => Ok(global()?.clone()),
+        }
     }
 
     /// Which pool, in words: `shared`, `drive nvme0`, `no block device: memory`, `caller`.

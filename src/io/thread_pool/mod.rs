@@ -50,6 +50,8 @@ struct Shared {
     thread_start: Option<fn()>,
     /// This pool's number among the pools the process made (`identity`).
     serial: u64,
+    /// The process that made it: a child forked since has none of its workers.
+    pid: u32,
 }
 
 /// The number the next pool gets (`Shared::serial`).
@@ -121,6 +123,7 @@ impl ThreadPool {
                 cpus,
                 thread_start,
                 serial: NEXT_POOL_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                pid: std::process::id(),
             }),
         };
         pool.resize(threads)?;
@@ -136,6 +139,12 @@ impl ThreadPool {
     /// freed one lived included).
     pub(crate) fn identity(&self) -> u64 {
         self.shared.serial
+    }
+
+    /// Whether this process made the pool (not a parent it was forked from, whose workers the
+    /// child does not have: nothing queued there would run).
+    pub(crate) fn made_here(&self) -> bool {
+        self.shared.pid == std::process::id()
     }
 
     /// How many workers this pool has started so far: a worker started after a look at this
