@@ -224,3 +224,66 @@ fn a_read_waited_for_on_its_own_pools_only_worker_completes() {
     assert_eq!(reader.join().unwrap(), data.len());
     gdsroute::monitor::remove(id);
 }
+
+/// A caller's pool of one worker, busy (a monitor's callback holds it), and a thread-count
+/// setting above one: the caller waiting for its read runs the read's tasks itself, as it does
+/// for the shared pool, instead of waiting behind the busy worker.
+#[test]
+fn a_caller_waiting_on_a_busy_one_worker_pool_runs_its_tasks() {
+    let _l = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let data = random_bytes(4 << 20, 77);
+    let tmp = common::temp_file_in(None, &data);
+    let open = || File::open(tmp.path().as_os_str().as_encoded_bytes(), "r", 0, None).unwrap();
+    settings::set_num_threads(4).unwrap();
+    settings::set_task_size(1 << 20).unwrap();
+    let pool = Pool::new(1, None).unwrap();
+    let (blocker, other) = (open(), open());
+    blocker.set_pool(Some(&pool)).unwrap();
+    other.set_pool(Some(&pool)).unwrap();
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (held_tx, release_rx) = (Mutex::new(held_tx), Mutex::new(release_rx));
+    let once = std::sync::atomic::AtomicBool::new(false);
+    let id = gdsroute::monitor::add(
+        move |_| {
+            let on_worker = std::thread::current().name().is_some_and(|n| n.starts_with("gdsroute-"));
+            if on_worker && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let _ = held_tx.lock().unwrap().send(());
+                // Until the caller's read below returned (at most 60 s).
+                let _ = release_rx.lock().unwrap().recv_timeout(std::time::Duration::from_secs(60));
+            }
+        },
+        false,
+    );
+    // Reads not waited for, until the callback of one of them holds the pool's only worker.
+    let mut bufs: Vec<Vec<u8>> = Vec::new();
+    let mut held = Vec::new();
+    loop {
+        bufs.push(vec![0u8; 4 << 20]);
+        let b = bufs.last_mut().unwrap();
+        // SAFETY: `bufs` keeps each buffer until its operation is waited for below.
+        held.push(unsafe { blocker.pread_raw(b.as_mut_ptr(), b.len(), 0) }.unwrap());
+        if held_rx.recv_timeout(std::time::Duration::from_millis(500)).is_ok() {
+            break;
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 4 << 20];
+        let n = other.read_into(&mut buf, 0);
+        let _ = tx.send(());
+        n.map(|n| (n, buf))
+    });
+    // The read returns while the worker is still held; then the worker is let go either way.
+    let returned = rx.recv_timeout(std::time::Duration::from_secs(30)).is_ok();
+    let _ = release_tx.send(());
+    let (n, back) = reader.join().unwrap().unwrap();
+    for op in held {
+        op.wait().unwrap();
+    }
+    gdsroute::monitor::remove(id);
+    settings::set_num_threads(settings::default_num_threads()).unwrap();
+    assert!(returned, "the caller's read waited for the pool's busy worker");
+    assert_eq!(n, data.len());
+    assert!(back == data);
+}

@@ -26,15 +26,19 @@ pub(crate) struct Cpus {
     pub node: usize,
     /// CPUs in this process's affinity mask (what a launcher's binding left it).
     pub mask: usize,
-    /// What the standard library says this process can use: the mask, less a cgroup CPU quota.
+    /// The mask, less a cgroup CPU quota.
     pub usable: usize,
 }
 
 impl Cpus {
     /// This process's counts now; a count that cannot be read is taken from the others.
     pub(crate) fn of_process() -> Cpus {
-        let usable = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(FLOOR_ALONE);
-        let mask = crate::sys::cpus::allowed_count().unwrap_or(usable);
+        // The calling thread's mask, less a cgroup CPU quota: the quota's bound where it is below
+        // that mask (the thread itself may be bound to fewer CPUs than the process has).
+        let parallelism = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(FLOOR_ALONE);
+        let quota = crate::sys::cpus::thread_cpus_count().filter(|&own| parallelism < own).map(|_| parallelism);
+        let mask = crate::sys::cpus::allowed_count().unwrap_or(parallelism);
+        let usable = quota.unwrap_or(mask);
         let node = crate::sys::cpus::cpuset_count().or_else(crate::sys::cpus::online_count).unwrap_or(mask);
         Cpus { node: node.max(mask), mask, usable: usable.min(mask) }
     }

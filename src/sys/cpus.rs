@@ -1,39 +1,41 @@
-//! The CPUs a thread runs on: the set this process may use (`sched_getaffinity` of the thread that
-//! loaded the library, at load), a check that a list of CPUs lies in it, and pinning the calling
-//! thread to a list, or to the whole set (`sched_setaffinity`). The pools (`io::thread_pool`)
+//! The CPUs a thread runs on: the set this process may use (the union of its threads'
+//! `sched_getaffinity`), a check that a list of CPUs lies in it, and pinning the calling thread to
+//! a list, or to the whole set (`sched_setaffinity`). The pools (`io::thread_pool`)
 //! place their workers with these. Also the counts the
 //! default thread count is made from (`settings::threads`): CPUs in this process's mask, CPUs
 //! online, and CPUs of the process's cpuset cgroup (the node's CPUs a job or container may use).
 
 use crate::error::{Error, Result};
 
-/// The process's CPUs as the library was loaded (`record_process_cpus`).
-static PROCESS_CPUS: std::sync::OnceLock<libc::cpu_set_t> = std::sync::OnceLock::new();
-
-/// Takes the loading thread's CPUs as the process's (`sys::startup`, before `main` for a program
-/// linked against the library): a thread pinned later, as an OpenMP runtime binds its threads,
-/// does not narrow what the library's pools run on. Once; later calls change nothing.
-pub(crate) fn record_process_cpus() {
-    if let Ok(set) = thread_cpus() {
-        let _ = PROCESS_CPUS.set(set);
-    }
-}
-
-/// The CPUs this process may run on: the loading thread's (`record_process_cpus`), else the
-/// calling thread's.
+/// The CPUs this process may run on: those of any of its threads (the union of their affinity
+/// masks, now). A thread an OpenMP runtime bound to one CPU does not narrow it; a process narrowed
+/// as a whole (`taskset -a -p`, a forked child's own `sched_setaffinity`) does.
 pub(crate) fn allowed() -> std::io::Result<libc::cpu_set_t> {
-    match PROCESS_CPUS.get() {
-        Some(set) => Ok(*set),
-        None => thread_cpus(),
+    let mut union = thread_cpus()?;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Ok(union) };
+    for tid in tasks.flatten().filter_map(|task| task.file_name().to_str()?.parse::<libc::pid_t>().ok()) {
+        // A thread that ended since the listing is skipped.
+        if let Ok(set) = cpus_of(tid) {
+            for cpu in cpus_in(&set).collect::<Vec<_>>() {
+                // SAFETY: CPU_SET writes in range (a CPU `cpus_in` found in a set of this size).
+                unsafe { libc::CPU_SET(cpu, &mut union) };
+            }
+        }
     }
+    Ok(union)
 }
 
 /// The CPUs the calling thread may run on (`sched_getaffinity`).
 pub(crate) fn thread_cpus() -> std::io::Result<libc::cpu_set_t> {
+    cpus_of(0)
+}
+
+/// The CPUs thread `tid` may run on (0: the calling thread).
+fn cpus_of(tid: libc::pid_t) -> std::io::Result<libc::cpu_set_t> {
     // SAFETY: an all-zero cpu_set_t is an empty set; the call fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid out-pointer of the size given.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+    if unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(set)
@@ -45,10 +47,15 @@ fn cpus_in(set: &libc::cpu_set_t) -> impl Iterator<Item = usize> + '_ {
     (0..8 * std::mem::size_of::<libc::cpu_set_t>()).filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
 }
 
-/// How many CPUs this process may run on (its affinity mask); `None` when the mask cannot be read
-/// (more CPUs than a `cpu_set_t` holds, say).
+/// How many CPUs this process may run on (`allowed`); `None` when the mask cannot be read (more
+/// CPUs than a `cpu_set_t` holds, say).
 pub(crate) fn allowed_count() -> Option<usize> {
     allowed().ok().map(|set| cpus_in(&set).count()).filter(|&n| n > 0)
+}
+
+/// How many CPUs the calling thread may run on.
+pub(crate) fn thread_cpus_count() -> Option<usize> {
+    thread_cpus().ok().map(|set| cpus_in(&set).count()).filter(|&n| n > 0)
 }
 
 /// How many CPUs are online (`sysconf(_SC_NPROCESSORS_ONLN)`), whatever this process's mask.
@@ -169,6 +176,44 @@ mod tests {
         std::fs::create_dir_all(&step).unwrap();
         std::fs::write(step.join("cpuset.effective_cpus"), "2-3\n").unwrap();
         assert_eq!(cpuset_count_in(Vec::new, || super::super::cgroup::ancestors_of(root.path(), "/slurm/job_1")), Some(2));
+    }
+
+    /// The process's CPUs are its threads' together: a thread bound to one CPU does not narrow
+    /// them, every thread narrowed (`taskset -a -p`) does.
+    #[test]
+    fn the_process_cpus_are_its_threads_cpus_together() {
+        let text = crate::test_support::run_ignored_test("sys::cpus::tests::narrowed_child", &[]);
+        assert!(text.contains("narrowed: ok"), "{text}");
+    }
+
+    /// The child of `the_process_cpus_are_its_threads_cpus_together`.
+    #[test]
+    #[ignore = "a child process of the_process_cpus_are_its_threads_cpus_together"]
+    fn narrowed_child() {
+        let process = members(&allowed().unwrap());
+        if process.len() < 2 {
+            println!("narrowed: ok (one CPU: not checked)");
+            return;
+        }
+        let (first, second) = (process[0], process[1]);
+        let one_thread = std::thread::spawn(move || {
+            pin_to(&[first]).unwrap();
+            (members(&allowed().unwrap()), check(&[second]).is_ok())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(one_thread, (process.clone(), true), "one thread bound narrows nothing");
+        // Every thread of the process on `first` alone.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        unsafe { libc::CPU_SET(first, &mut set) };
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let tid: libc::pid_t = task.file_name().to_str().unwrap().parse().unwrap();
+            // SAFETY: a valid set of the size given, for a thread of this process.
+            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+        }
+        assert_eq!(members(&allowed().unwrap()), [first]);
+        assert!(check(&[second]).is_err(), "a CPU the process no longer has is refused");
+        println!("narrowed: ok");
     }
 
     #[test]

@@ -1,6 +1,5 @@
-//! What the library does when it is loaded: note the process and its CPUs (`sys::cpus`: the
-//! pools run on those, whichever thread starts them), and keep cuFile from writing `cufile.log`
-//! into the host program's working directory. cuFile reads `CUFILE_LOGFILE_PATH` when its driver opens and has
+//! What the library does when it is loaded: keep cuFile from writing `cufile.log` into the host
+//! program's working directory. cuFile reads `CUFILE_LOGFILE_PATH` when its driver opens and has
 //! no working API for the log path (see `cufile::log_configuration`), so unless the user
 //! configured logging, the variable is set to /dev/null here, at load time, and only if the
 //! process is still single-threaded (a program linked against the library, before `main`):
@@ -45,7 +44,6 @@ pub fn quiet_cufile_log() -> bool {
 
 extern "C" fn on_load() {
     LOAD_PID.store(std::process::id(), Ordering::Release);
-    crate::sys::cpus::record_process_cpus();
     let _ = std::panic::catch_unwind(quiet_cufile_log);
 }
 

@@ -205,21 +205,30 @@ impl Operation {
 
     /// `wait_in` the pool the operation's jobs were given to (a caller's or a drive's pool, whose
     /// queue a waiter on its only worker must run, or it waits for itself), else the shared pool.
+    /// The waiter runs the operation's unstarted tasks where its pool has more than one thread
+    /// or the thread-count setting is above one (a caller's pool of one worker, which may be busy
+    /// with another call): only `KVIKIO_NTHREADS=1` keeps one thread doing the transfers.
     pub(crate) fn wait_in_its_pool(&self) -> Result<usize> {
         let own = self.shared.lock().pool.clone();
+        let setting_above_one = || crate::settings::global().is_ok_and(|s| s.num_threads() > 1);
         match own {
-            Some(pool) => self.wait_in(Some(&pool)),
+            Some(pool) => self.wait_helping(Some(&pool), pool.num_threads() > 1 || setting_above_one()),
             None => self.wait_in(crate::io::thread_pool::global().ok()),
         }
     }
 
     /// Blocks until every task has stopped and returns the result. May be called repeatedly.
     /// Meanwhile, with a `pool` of more than one thread, it runs this operation's tasks that no
-    /// worker has started; on a pool thread it also runs other queued tasks (so nested calls
-    /// cannot deadlock).
+    /// worker has started; on a pool thread it also runs other queued tasks of `pool` (so nested
+    /// calls cannot deadlock).
     pub(crate) fn wait_in(&self, pool: Option<&ThreadPool>) -> Result<usize> {
+        self.wait_helping(pool, pool.is_some_and(|p| p.num_threads() > 1))
+    }
+
+    /// `wait_in`, running this operation's unstarted tasks first where `help`.
+    fn wait_helping(&self, pool: Option<&ThreadPool>, help: bool) -> Result<usize> {
         crate::trace::event("wait.start", 0);
-        if pool.is_some_and(|p| p.num_threads() > 1) {
+        if help {
             self.help();
         }
         let helper = pool.filter(|_| ThreadPool::on_pool_thread());
