@@ -247,6 +247,25 @@ mod tests {
     use super::super::env::tests::MapEnv;
     use super::*;
 
+    /// The counts do not depend on the calling thread's own binding (an OpenMP runtime's): from a
+    /// thread bound to one CPU they are the process's, as from an unbound one.
+    #[test]
+    fn the_counts_are_the_process_s_from_a_thread_bound_to_one_cpu() {
+        let free = Cpus::of_process();
+        let first = crate::sys::cpus::members(&crate::sys::cpus::allowed().unwrap())[0];
+        let bound = std::thread::spawn(move || {
+            crate::sys::cpus::pin_to(&[first]).unwrap();
+            Cpus::of_process()
+        })
+        .join()
+        .unwrap();
+        assert_eq!((bound.node, bound.mask), (free.node, free.mask));
+        // A CPU quota is seen only from a thread whose own mask is above it.
+        if free.usable == free.mask {
+            assert_eq!(bound.usable, free.usable);
+        }
+    }
+
     fn cpus(node: usize, mask: usize) -> Cpus {
         Cpus { node, mask, usable: mask }
     }
