@@ -6,6 +6,9 @@
 //! `submit` then cuts the bytes into tasks (`task_split`, a `task_source::TaskSource`) and starts
 //! them by the call's start condition and runner (`schedule`). Every task goes through
 //! `dispatch`, which picks its backend and records it.
+//!
+//! One job, although over 450 lines: a call from its request to its tasks, for every start
+//! condition (now, on a stream, relayed, through cuFile's own stream calls).
 
 use super::dispatch::{self, Call};
 use super::open_file::OpenFile;
