@@ -22,7 +22,7 @@ use super::open_file::OpenFile;
 use super::request::Request;
 use crate::direction::Direction;
 use crate::error::{Error, Result};
-use crate::io::operation::{Operation, Tally};
+use crate::io::operation::{Operation, Stop, Tally};
 use crate::io::task_source::{Task, TaskSource};
 use crate::io::task_split::Split;
 use crate::io::thread_pool::{Assigned, ThreadPool};
@@ -494,7 +494,8 @@ impl Submission {
                 return;
             }
             state.tasks_left = None;
-            let result = state.tally.outcome(|offset| offset, planned.split.size());
+            // Every task of an entry runs (its file's size bounds it): no stop at a short one.
+            let result = state.tally.outcome(|offset| offset, planned.split.size(), Stop::Never);
             book.entry_done(planned.entry, result)
         };
         self.queue.complete([completion]);

@@ -418,6 +418,34 @@ mod tests {
         assert_eq!(run_counts(&runs), [1, 1, 1, 1]);
     }
 
+    /// Where the file's size is unknown, a task claimed before the first short one ended and
+    /// failing past it (a device failing a read past its end) does not decide the result: it is
+    /// the short count whichever order the tasks ran in.
+    #[test]
+    fn past_the_first_short_task_an_error_is_not_the_calls() {
+        let op3 = |stop| {
+            let (o, _, _) = op(tasks(3), stop, |index, c| match index {
+                0 => Ok(100),
+                1 => Err(Error::InvalidArgument("past the end".into())),
+                _ => Ok(c.len),
+            });
+            o
+        };
+        let in_order = op3(Stop::AtFirstShortOrFailed);
+        in_order.run_here();
+        assert_eq!(in_order.wait_in(None).unwrap(), 100);
+        let at_once = op3(Stop::AtFirstShortOrFailed);
+        // Two workers claim tasks 0 and 1 before either ends; task 1 ends first.
+        let (a, b) = (at_once.shared.claim(End::Front).unwrap(), at_once.shared.claim(End::Front).unwrap());
+        at_once.shared.run_claimed(b);
+        at_once.shared.run_claimed(a);
+        assert_eq!(at_once.wait_in(None).ok(), Some(100));
+        // A file of known size (every task runs): the first error in task order, as documented.
+        let known = op3(Stop::Never);
+        known.run_here();
+        assert!(known.wait_in(None).is_err());
+    }
+
     #[test]
     fn a_waiter_runs_unclaimed_tasks_once() {
         let (o, runs, _) = op(tasks(3), Stop::Never, |_, c| Ok(c.len));

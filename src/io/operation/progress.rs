@@ -71,11 +71,16 @@ impl Tally {
 
     /// Once every task stopped: the first error in task order, else the bytes delivered
     /// contiguously, up to and including the first short task (`offset_of(index)`: where task
-    /// `index` starts in the buffer), all `size` of them when none was short.
-    pub(crate) fn outcome(&self, offset_of: impl Fn(usize) -> usize, size: usize) -> Result<usize> {
+    /// `index` starts in the buffer), all `size` of them when none was short. `Stop::AtFirstShortOrFailed`
+    /// (the file's size unknown): an error of a task after the first short one, which only ran
+    /// because it was claimed before that one ended, is not the call's (its bytes lie past the
+    /// end the short task found; counting it made the result depend on the schedule).
+    pub(crate) fn outcome(&self, offset_of: impl Fn(usize) -> usize, size: usize, stop: Stop) -> Result<usize> {
+        let past_the_end = |error: usize| stop == Stop::AtFirstShortOrFailed && self.first_short.is_some_and(|(short, _)| short < error);
         match (&self.first_error, self.first_short) {
-            (Some((_, e)), _) => Err(e.clone()),
-            (None, Some((index, n))) => Ok(offset_of(index) + n),
+            (Some((index, e)), _) if !past_the_end(*index) => Err(e.clone()),
+            (_, Some((index, n))) => Ok(offset_of(index) + n),
+            (Some((_, e)), None) => Err(e.clone()),
             (None, None) => Ok(size),
         }
     }
@@ -171,7 +176,8 @@ impl Shared {
         state.running -= 1;
         let stops = state.tally.record(index, want, result);
         if stops && self.stop == Stop::AtFirstShortOrFailed {
-            // Tasks after this one can change neither the count nor the first error.
+            // Tasks after this one can change neither the count nor the first error (`outcome`
+            // leaves out the errors of those already claimed).
             state.back = state.back.min(index + 1).max(state.front);
         }
         self.settle_if_done(&mut state);
@@ -196,7 +202,7 @@ impl Shared {
         if state.outcome.is_some() || state.front < state.back || state.running > 0 {
             return;
         }
-        let outcome = state.tally.outcome(|index| self.tasks.task(index).chunk.buf_offset, self.tasks.size());
+        let outcome = state.tally.outcome(|index| self.tasks.task(index).chunk.buf_offset, self.tasks.size(), self.stop);
         let delivered = *outcome.as_ref().unwrap_or(&0) as u64;
         if let Some(stats) = &self.stats {
             stats::record_call(stats, self.direction, self.requested, delivered, outcome.is_err());
