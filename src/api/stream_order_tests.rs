@@ -707,3 +707,33 @@ fn relayed_reads_count_registered_pieces_and_fail_once_the_file_changed() {
         assert!(buf[..GUARD_BYTES].iter().chain(&buf[GUARD_BYTES + size..]).all(|&b| b == POISON), "nothing outside the range");
     }
 }
+
+/// Monitors see a stream-ordered call as one whether it was ordered on its stream or blocked
+/// (`stream_ordered` 1 both ways).
+#[test]
+fn monitors_see_a_blocking_stream_ordered_call_as_one() {
+    let tmp = temp_file_in(None, &[9u8; 4096]);
+    let path = std::ffi::CString::new(tmp.path().as_os_str().as_encoded_bytes()).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (watched, mine) = (Arc::clone(&seen), path.clone());
+    let id = crate::api::monitor::add(
+        move |o| {
+            // SAFETY: a call observation's path is the file's, valid during the callback.
+            let ours = !o.path.is_null() && unsafe { std::ffi::CStr::from_ptr(o.path) } == mine.as_c_str();
+            if ours && o.kind == crate::abi::ObservationKind::Call as u32 {
+                watched.lock().unwrap().push(o.stream_ordered);
+            }
+        },
+        false,
+    );
+    let file = open(&tmp, "r");
+    let mut buf = vec![0u8; 100];
+    let op = queue(&file, Direction::Read, buf.as_mut_ptr(), 100, 0, StreamSource::FakeBlocking, Params::Given).unwrap();
+    assert_eq!(op.wait().unwrap(), 100);
+    let stream = FakeStream::new();
+    let op = queue(&file, Direction::Read, buf.as_mut_ptr(), 100, 0, stream.gate(), Params::Given).unwrap();
+    stream.finish_earlier_work();
+    assert_eq!(op.wait().unwrap(), 100);
+    crate::api::monitor::remove(id);
+    assert_eq!(*seen.lock().unwrap(), [1, 1], "blocking, then ordered");
+}

@@ -113,7 +113,9 @@ unsafe fn submit_with(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file
         Direction::Write => "pwrite",
     };
     crate::trace::event(event, request.size as u64);
-    let mut watch = CallWatch::start(&request, stream_ordered);
+    // A stream-ordered call (its settings read at the call) is observed as one also where it
+    // blocks and so starts now.
+    let mut watch = CallWatch::start(&request, stream_ordered || call_settings.is_some());
     let (counted, snapshot) = begin(stats, &request, call_settings)?;
     let file = open_file()?;
     if let Some(w) = &mut watch {
