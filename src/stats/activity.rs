@@ -28,6 +28,17 @@ static MADE_CALLS: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn forgotten_in_child() {
     MADE_CALLS.store(false, Ordering::Relaxed);
+    // The parent's calls in flight are not the child's: their time so far stays (the child's
+    // report counts its parent's work), and no more is added. A lock held at the fork (another
+    // thread inside `call_started`) is left as it is.
+    for slot in &IN_FLIGHT {
+        if let Ok(mut s) = slot.try_lock() {
+            if let Some(since) = s.since.take() {
+                s.busy += since.elapsed();
+            }
+            s.calls = 0;
+        }
+    }
 }
 
 /// Files whose device transfers fell back, by `FallbackReason` value.
@@ -130,6 +141,36 @@ mod tests {
         assert!(stretch >= Duration::from_millis(40), "{stretch:?}");
         call_ended(Direction::Write); // an unmatched end changes nothing
         assert!(this_process_made_calls());
+    }
+
+    /// A child forked while a call of its parent is in flight has no call in flight: its time in
+    /// flight keeps the parent's so far and grows no more.
+    #[test]
+    fn a_child_forked_during_a_call_has_none_in_flight() {
+        let text = crate::test_support::run_ignored_test("stats::activity::tests::fork_child", &[]);
+        assert!(text.contains("forked: ok"), "{text}");
+    }
+
+    #[test]
+    #[ignore = "a child process of a_child_forked_during_a_call_has_none_in_flight"]
+    fn fork_child() {
+        call_started(Direction::Read); // the parent's call, in flight at the fork
+        // SAFETY: the child calls only this module's functions (its locks were free at the fork:
+        // this process has no other thread making calls) and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let (calls, first) = (calls_in_flight(Direction::Read), busy(Direction::Read));
+            std::thread::sleep(Duration::from_millis(300));
+            let grew = busy(Direction::Read) - first;
+            let ok = calls == 0 && grew < Duration::from_millis(100);
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for this process's own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        call_ended(Direction::Read);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child had the parent's call in flight (status {status})");
+        println!("forked: ok");
     }
 
     /// In a process of its own: the measures are process-wide, and other tests run beside this.
