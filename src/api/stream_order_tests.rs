@@ -737,3 +737,30 @@ fn monitors_see_a_blocking_stream_ordered_call_as_one() {
     crate::api::monitor::remove(id);
     assert_eq!(*seen.lock().unwrap(), [1, 1], "blocking, then ordered");
 }
+
+/// A stream-ordered call refused at its checks (a range past the largest offset, a write on a
+/// handle opened "r") is counted and observed, once, as a failed call.
+#[test]
+fn a_stream_ordered_call_refused_at_the_call_is_observed_once() {
+    let tmp = temp_file_in(None, &[9u8; 4096]);
+    let file = open(&tmp, "r");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let watched = Arc::clone(&seen);
+    let id = crate::api::monitor::add(
+        move |o| {
+            // Refused before its file is known: told by the offsets these calls ask for.
+            if o.kind == crate::abi::ObservationKind::Call as u32 && o.size == 77 && (o.file_offset == u64::MAX || o.file_offset == 4095) {
+                watched.lock().unwrap().push((o.stream_ordered, o.ok));
+            }
+        },
+        false,
+    );
+    let mut buf = vec![0u8; 77];
+    let stream = FakeStream::new();
+    assert!(queue(&file, Direction::Read, buf.as_mut_ptr(), 77, u64::MAX, stream.gate(), Params::Given).is_err());
+    assert!(queue(&file, Direction::Write, buf.as_mut_ptr(), 77, 4095, stream.gate(), Params::Given).is_err());
+    crate::api::monitor::remove(id);
+    assert_eq!(*seen.lock().unwrap(), [(1, 0), (1, 0)]);
+    let c = file.stats();
+    assert_eq!((c.calls_failed, c.write_calls_failed), (1, 1));
+}

@@ -216,6 +216,9 @@ unsafe fn submit_with(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file
 /// # Safety
 /// As `submit`, until the stream has passed the call.
 unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: impl FnOnce() -> Result<Arc<OpenFile>>, request: Request, call: StreamCall) -> Result<Operation> {
+    // A call refused at its checks is observed as a failed one (`CallWatch`'s `Drop`); past
+    // them, its transfer, or cuFile's own call, is the call observed, and this watch is dismissed.
+    let refused = CallWatch::start(&request, true);
     let counted = stats::PendingCall::queued_on_stream(stats, request.direction);
     match call.params {
         Params::Given => check_range(request.size, request.offset)?,
@@ -233,6 +236,9 @@ unsafe fn on_stream(stats: &Arc<StatsCell>, compat_mode: CompatMode, open_file: 
     call.refuse_if_capturing()?;
     // Until it starts, no relayed read takes the file's registered windows (`RegisteredRuns::plan`).
     let queued_write = (request.direction == Direction::Write).then(|| file.page_cache.write_queued());
+    if let Some(w) = refused {
+        w.dismiss();
+    }
     // SAFETY: forwarded from the caller.
     if let Some(operation) = unsafe { native_cufile(stats, compat_mode, &file, request, &call, snapshot)? } {
         counted.handed_over();
